@@ -1,0 +1,82 @@
+// StoreServer: a TCP key-value server speaking c10d's TCPStore wire protocol (all three dialects).
+//
+// It is what `ddprund` runs, what `ddprun --standalone` embeds as its rendezvous store, and what
+// the group-rank-0 agent starts fresh for each restart generation as the *worker store*.
+//
+// Thread safety: all state is owned by the io_context the server runs on; call stop() from any
+// thread (it posts to the io_context). StoreServerThread wraps a server in its own io_context and
+// thread for embedding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+namespace ddp {
+
+// Hard limits; input past them closes that one connection with a logged reason.
+struct WireLimits {
+  // Longest key accepted, in bytes.
+  std::size_t maxKeyBytes = 64 * 1024;
+  // Largest value accepted, in bytes (torch's libuv server stops at 8 MiB).
+  std::size_t maxValueBytes = 256 * 1024 * 1024;
+  // Most keys in one CHECK / WAIT / MULTI_GET / MULTI_SET request.
+  std::size_t maxKeysPerRequest = 131072;
+};
+
+struct StoreServerOptions {
+  // Address to bind. "::" is dual-stack (IPv4 and IPv6).
+  std::string host = "::";
+  // Port to bind; 0 picks a free one (read it back with port()).
+  uint16_t port = 0;
+  // Per-request limits.
+  WireLimits limits;
+  // Most simultaneous connections; further ones are accepted and closed at once with a log line.
+  std::size_t maxConnections = 65536;
+  // Name used in log lines ("ddprund", "worker-store gen 3", ...).
+  std::string name = "store";
+};
+
+class StoreServer {
+ public:
+  // Binds and listens at once (so port() is valid on return). Throws NetworkError naming the
+  // address when the bind fails (e.g. the port is in use). Does not accept until start().
+  StoreServer(boost::asio::io_context& io, StoreServerOptions options);
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  // The bound port.
+  uint16_t port() const;
+  // Starts accepting connections. Non-blocking.
+  void start();
+  // Closes the listener and every connection; pending handlers drain. Safe from any thread.
+  void stop();
+
+ private:
+  class Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// A StoreServer on its own io_context thread. The destructor stops it and joins the thread.
+class StoreServerThread {
+ public:
+  // Throws NetworkError when the bind fails.
+  explicit StoreServerThread(StoreServerOptions options);
+  ~StoreServerThread();
+  StoreServerThread(const StoreServerThread&) = delete;
+  StoreServerThread& operator=(const StoreServerThread&) = delete;
+
+  uint16_t port() const;
+  // Stops the server and joins the thread. Idempotent.
+  void stop();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ddp

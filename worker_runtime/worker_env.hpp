@@ -1,0 +1,32 @@
+// WorkerEnv: the torchrun environment contract as seen by a worker (reference/torchrun.md §2).
+//
+// Thread safety: a plain value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ddp {
+
+struct WorkerEnv {
+  int rank = 0;              // RANK
+  int localRank = 0;         // LOCAL_RANK
+  int worldSize = 1;         // WORLD_SIZE
+  int localWorldSize = 1;    // LOCAL_WORLD_SIZE
+  int groupRank = 0;         // GROUP_RANK (node rank)
+  int groupWorldSize = 1;    // GROUP_WORLD_SIZE (nodes)
+  std::string masterAddr;    // MASTER_ADDR
+  uint16_t masterPort = 0;   // MASTER_PORT
+  int restartCount = 0;      // TORCHELASTIC_RESTART_COUNT (the job-wide generation)
+  int maxRestarts = 0;       // TORCHELASTIC_MAX_RESTARTS
+  std::string runId;         // TORCHELASTIC_RUN_ID
+  std::string errorFile;     // TORCHELASTIC_ERROR_FILE ("" = none)
+  bool useAgentStore = false;  // TORCHELASTIC_USE_AGENT_STORE == "True"
+
+  // Reads and validates the variables above from the process environment. Required: RANK,
+  // WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK defaults to RANK, the rest to single-node
+  // values). Throws ConfigError naming the missing or malformed variable and its value.
+  static WorkerEnv fromEnvironment();
+};
+
+}  // namespace ddp
