@@ -1,0 +1,171 @@
+#include "trainer/cpu_mlp.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "rendezvous/error.hpp"
+
+namespace ddp {
+
+CpuMlp::CpuMlp(MlpShape shape)
+    : shape_(std::move(shape)), tensors_(mlpTensors(shape_)) {
+  std::size_t n = tensors_.back().offset + tensors_.back().count;
+  params_.assign(n, 0.0f);
+  grads_.assign(n, 0.0f);
+  acts_.resize(static_cast<std::size_t>(layers()) + 1);
+}
+
+int CpuMlp::width(int i) const {
+  if (i == 0) return shape_.inputs;
+  if (i == layers()) return shape_.classes;
+  return shape_.hidden[static_cast<std::size_t>(i - 1)];
+}
+
+void CpuMlp::checkLabels(const int32_t* y, int batch) const {
+  for (int i = 0; i < batch; ++i) {
+    if (y[i] < 0 || y[i] >= shape_.classes) {
+      throw ConfigError("label " + std::to_string(y[i]) + " outside [0, " +
+                        std::to_string(shape_.classes) + ")");
+    }
+  }
+}
+
+float* CpuMlp::forward(const float* x, int batch) {
+  acts_[0].assign(x, x + std::size_t(batch) * shape_.inputs);
+  for (int l = 0; l < layers(); ++l) {
+    const int in = width(l), out = width(l + 1);
+    const float* w = params_.data() + tensors_[2 * l].offset;
+    const float* b = params_.data() + tensors_[2 * l + 1].offset;
+    auto& y = acts_[l + 1];
+    y.resize(std::size_t(batch) * out);
+    for (int r = 0; r < batch; ++r) std::memcpy(&y[std::size_t(r) * out], b, sizeof(float) * out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, acts_[l].data(), in,
+                w, in, 1.0f, y.data(), out);
+    if (l + 1 < layers()) {
+      for (auto& v : y) v = v > 0.0f ? v : 0.0f;
+    }
+  }
+  return acts_.back().data();
+}
+
+// Softmax cross-entropy: returns the summed loss; writes d(loss)/d(logits) * scale into delta.
+static double softmaxXent(const float* logits, const int32_t* y, int batch, int classes,
+                          float scale, float* delta) {
+  double loss = 0.0;
+  for (int r = 0; r < batch; ++r) {
+    const float* z = logits + std::size_t(r) * classes;
+    float* d = delta + std::size_t(r) * classes;
+    float m = *std::max_element(z, z + classes);
+    double sum = 0.0;
+    for (int c = 0; c < classes; ++c) sum += std::exp(double(z[c] - m));
+    double logSum = std::log(sum) + m;
+    loss += logSum - z[y[r]];
+    for (int c = 0; c < classes; ++c) {
+      d[c] = float(std::exp(double(z[c]) - logSum)) * scale;
+    }
+    d[y[r]] -= scale;
+  }
+  return loss;
+}
+
+float CpuMlp::trainBatch(const float* x, const int32_t* y, int batch, float gradScale,
+                         const GradReadyFn& onGradReady) {
+  checkLabels(y, batch);
+  const float* logits = forward(x, batch);
+  delta_.resize(std::size_t(batch) * shape_.classes);
+  double loss = softmaxXent(logits, y, batch, shape_.classes, gradScale, delta_.data());
+  for (int l = layers() - 1; l >= 0; --l) {
+    const int in = width(l), out = width(l + 1);
+    float* gw = grads_.data() + tensors_[2 * l].offset;
+    float* gb = grads_.data() + tensors_[2 * l + 1].offset;
+    // dW += delta^T · input ; db += column sums of delta
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, delta_.data(), out,
+                acts_[l].data(), in, 1.0f, gw, in);
+    for (int r = 0; r < batch; ++r) {
+      const float* d = &delta_[std::size_t(r) * out];
+      for (int c = 0; c < out; ++c) gb[c] += d[c];
+    }
+    if (onGradReady) {
+      onGradReady(2 * l + 1);
+      onGradReady(2 * l);
+    }
+    if (l == 0) break;
+    // delta_prev = (delta · W) * relu'(input)
+    const float* w = params_.data() + tensors_[2 * l].offset;
+    deltaPrev_.resize(std::size_t(batch) * in);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, delta_.data(), out,
+                w, in, 0.0f, deltaPrev_.data(), in);
+    const auto& a = acts_[l];
+    for (std::size_t i = 0; i < deltaPrev_.size(); ++i) {
+      if (a[i] <= 0.0f) deltaPrev_[i] = 0.0f;
+    }
+    std::swap(delta_, deltaPrev_);
+  }
+  return float(loss / batch);
+}
+
+std::pair<float, float> CpuMlp::evaluate(const float* x, const int32_t* y, int batch) {
+  checkLabels(y, batch);
+  const float* logits = forward(x, batch);
+  std::vector<float> scratch(std::size_t(batch) * shape_.classes);
+  double loss = softmaxXent(logits, y, batch, shape_.classes, 1.0f, scratch.data());
+  int correct = 0;
+  for (int r = 0; r < batch; ++r) {
+    const float* z = logits + std::size_t(r) * shape_.classes;
+    correct += int(std::max_element(z, z + shape_.classes) - z) == y[r];
+  }
+  return {float(loss / batch), float(correct) / float(batch)};
+}
+
+void CpuMlp::zeroGrads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+
+std::shared_ptr<float> CpuMlp::allocState() {
+  return std::shared_ptr<float>(new float[params_.size()](), std::default_delete<float[]>());
+}
+
+double CpuMlp::gradSquaredNorm() {
+  double s = 0.0;
+  for (float g : grads_) s += double(g) * g;
+  return s;
+}
+
+void CpuMlp::scaleGrads(float factor) {
+  for (auto& g : grads_) g *= factor;
+}
+
+void CpuMlp::sgdUpdate(const SgdHyper& h, float* buf) {
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    float g = grads_[i] + h.weightDecay * params_[i];
+    if (h.momentum != 0.0f) {
+      buf[i] = h.momentum * buf[i] + g;
+      g = h.nesterov ? g + h.momentum * buf[i] : buf[i];
+    }
+    params_[i] -= h.lr * g;
+  }
+}
+
+void CpuMlp::adamwUpdate(const AdamWHyper& h, float* m, float* v) {
+  const float bc1 = 1.0f - std::pow(h.beta1, float(h.step));
+  const float bc2 = 1.0f - std::pow(h.beta2, float(h.step));
+  const float stepSize = h.lr / bc1, sqrtBc2 = std::sqrt(bc2);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    float g = grads_[i];
+    params_[i] *= 1.0f - h.lr * h.weightDecay;
+    m[i] = h.beta1 * m[i] + (1.0f - h.beta1) * g;
+    v[i] = h.beta2 * v[i] + (1.0f - h.beta2) * g * g;
+    params_[i] -= stepSize * m[i] / (std::sqrt(v[i]) / sqrtBc2 + h.eps);
+  }
+}
+
+void CpuMlp::download(const float* src, float* hostDst, std::size_t count) {
+  std::memcpy(hostDst, src, count * sizeof(float));
+}
+
+void CpuMlp::upload(const float* hostSrc, float* dst, std::size_t count) {
+  std::memcpy(dst, hostSrc, count * sizeof(float));
+}
+
+}  // namespace ddp

@@ -1,0 +1,85 @@
+// Reducer: DDP gradient synchronisation in buckets, overlapped with backward.
+//
+// The model's tensors are grouped, last tensor first (the order backward finishes them), into
+// buckets of at most `bucketBytes` (a tensor larger than that gets a bucket of its own). Because
+// the flat gradient buffer stores tensors in forward order, each bucket is one contiguous range
+// and is reduced in place. During a synchronised backward the model announces every finished
+// tensor (markReady); when the last tensor of a bucket arrives the bucket is queued to the
+// reducer's communication thread, which sums it across ranks with Communicator::allreduce while
+// backward keeps computing earlier layers. finish() waits for every bucket.
+//
+// Averaging: the trainer scales the loss gradient by 1/(batch * world * accum), so the summed
+// gradient is the DDP mean. Micro-steps of gradient accumulation simply do not call
+// prepare()/markReady()/finish() (PyTorch's no_sync): gradients accumulate locally and the next
+// synchronised step reduces the accumulated sum.
+//
+// Thread safety: prepare/markReady/finish are called from the training thread only. The
+// communication thread is owned and joined by the destructor. A CommError on the communication
+// thread is sticky: finish() and every later call rethrow it.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "trainer/model.hpp"
+#include "worker_runtime/communicator.hpp"
+
+namespace ddp {
+
+struct ReducerOptions {
+  // Bucket capacity in bytes (PyTorch DDP's bucket_cap_mb default: 25 MiB).
+  std::size_t bucketBytes = 25u << 20;
+};
+
+class Reducer {
+ public:
+  struct Bucket {
+    std::size_t offset = 0, count = 0;  // element range of the flat gradient buffer
+    std::vector<int> tensors;           // tensor indices, backward order
+  };
+
+  // `comm` may be null (single process): then every call is a no-op. Starts the communication
+  // thread when comm is set and comm->size() > 1.
+  Reducer(Model& model, Communicator* comm, ReducerOptions options);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+
+  // Starts a synchronised backward: every bucket waits for all its tensors again.
+  void prepare();
+  // Tensor `tensor`'s gradient is final; queues its bucket when the bucket is complete. Does not
+  // block. Rethrows a sticky communication error.
+  void markReady(int tensor);
+  // Blocks until every bucket has been reduced (each collective bounded by the communicator's
+  // timeout). Throws CommError (sticky) or ddp::Error when a tensor was never announced.
+  void finish();
+
+ private:
+  void commLoop();
+  void rethrowIfFailed();
+
+  Model& model_;
+  Communicator* comm_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucketOfTensor_;
+  std::vector<int> pending_;  // tensors still missing per bucket (training thread only)
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  // Guarded by mutex_:
+  std::deque<std::pair<int, void*>> queue_;  // (bucket, device readiness token)
+  std::size_t reduced_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+
+  std::thread thread_;
+};
+
+}  // namespace ddp
