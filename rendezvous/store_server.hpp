@@ -15,17 +15,9 @@
 
 #include <boost/asio/io_context.hpp>
 
-namespace ddp {
+#include "rendezvous/wire_codec.hpp"  // WireLimits, wire::LegacyDialect
 
-// Hard limits; input past them closes that one connection with a logged reason.
-struct WireLimits {
-  // Longest key accepted, in bytes.
-  std::size_t maxKeyBytes = 64 * 1024;
-  // Largest value accepted, in bytes (torch's libuv server stops at 8 MiB).
-  std::size_t maxValueBytes = 256 * 1024 * 1024;
-  // Most keys in one CHECK / WAIT / MULTI_GET / MULTI_SET request.
-  std::size_t maxKeysPerRequest = 131072;
-};
+namespace ddp {
 
 struct StoreServerOptions {
   // Address to bind. "::" is dual-stack (IPv4 and IPv6).

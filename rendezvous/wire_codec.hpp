@@ -1,0 +1,225 @@
+// WireCodec: the c10d TCPStore wire protocol as pure functions (no I/O, no clocks).
+//
+// Three dialects share one framing (shared/reference/tcpstore_protocol.md §1-2):
+//   v1a  torch 1.13 / 2.0   SET=0 CAS=1 GET=2 ADD=3 CHECK=4 WAIT=5 NUMKEYS=6 WATCH_KEY=7 DELETE=8
+//   v1b  torch 2.1          as v1a for 0..6, then DELETE=7 APPEND=8 MULTI_GET=9 MULTI_SET=10
+//                           CANCEL_WAIT=11
+//   v2   torch 2.2+         VALIDATE=0 (first message, magic), then SET=1 ... CANCEL_WAIT=12,
+//                           PING=13 QUEUE_PUSH=14 QUEUE_POP=15 QUEUE_LEN=16 LIST_KEYS=17 BARRIER=18
+//
+// Byte layout (all integers little-endian; `str` = u64 length + raw bytes, no NUL):
+//   request  = u8 opcode, then per op:
+//     VALIDATE     u32 magic 0x3C85F7CE (bytes CE F7 85 3C)          reply: none
+//     PING         u32 nonce                                           reply: u32 nonce (echo)
+//     SET          str key, str value                                  reply: none
+//     COMPARE_SET  str key, str expected, str desired                  reply: str value-after
+//     GET          str key                                             reply: str value
+//     ADD          str key, i64 delta                                  reply: i64 new value
+//     CHECK        u64 n, n x str key                                  reply: u8 0 READY/1 NOT_READY
+//     WAIT         u64 n, n x str key                                  reply: u8 0 (maybe later)
+//     GETNUMKEYS   -                                                   reply: i64 count
+//     WATCH_KEY    str key                                             reply: u8 3
+//     DELETE_KEY   str key                                             reply: i64 0 or 1
+//     APPEND       str key, str data                                   reply: none
+//     MULTI_GET    u64 n, n x str key                                  reply: n x str value
+//     MULTI_SET    u64 n, n x (str key, str value)                     reply: none
+//     CANCEL_WAIT  -                                                   reply: u8 1
+//     QUEUE_PUSH   str key, str value                                  reply: none
+//     QUEUE_POP    str key                                 reply: i64 len-before, str value if > 0
+//     QUEUE_LEN    str key                                             reply: i64 length
+//     LIST_KEYS    -                                                   reply: i64 n, n x str key
+//     BARRIER      str key, i64 world_size                             reply: u8 0 (maybe later)
+//   Example, v1a SET "/k1"="v1": 00 | 03 00 00 00 00 00 00 00 | 2f 6b 31 | 02 00 .. 00 | 76 31
+//   Example, v2 handshake:       00 | ce f7 85 3c   (VALIDATE; the server sends nothing back)
+//
+// Dialect detection (RequestDecoder, server side, per connection, §4):
+//   * First byte 00 followed by CE F7 85 3C -> v2 (those 5 bytes are VALIDATE). A v1 SET would
+//     need a key length whose low bytes are 0x3C85F7CE (~1 GiB), far past any key limit.
+//   * Anything else -> v1. With LegacyDialect::kAuto the connection starts "v1, undecided":
+//       - opcodes 0..6 are the same in v1a and v1b;
+//       - 9, 10, 11 exist only in v1b: the connection is pinned to v1b;
+//       - 7 is decoded as v1b DELETE_KEY unless the connection is pinned to v1a (WATCH_KEY is
+//         unreachable from torch 1.13 Python, so DELETE_KEY is the useful default);
+//       - 8 is v1a DELETE_KEY (`str key`, the client then waits for the reply) or v1b APPEND
+//         (`str key, str data`, written in one send()). When bytes follow the key it is APPEND
+//         (pin v1b); when the buffer ends exactly after the key the decoder answers NeedMore with
+//         `ambiguous` set: the caller waits a short grace period for more bytes and then calls
+//         resolveAmbiguityAsV1a() (DELETE_KEY, pin v1a). The grace is paid at most once per
+//         connection, because the dialect is pinned afterwards.
+//     kTorch113 treats all v1 traffic as v1a (7 = WATCH_KEY, 8 = DELETE_KEY, 9+ malformed);
+//     kTorch21 treats it as v1b (7 = DELETE_KEY, 8 = APPEND, 12+ malformed).
+//
+// Thread safety: free functions are pure and thread-safe; a RequestDecoder is a per-connection
+// object used by one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace ddp {
+
+// Hard limits; input past them is Malformed (the server closes that one connection).
+struct WireLimits {
+  // Longest key accepted, in bytes.
+  std::size_t maxKeyBytes = 64 * 1024;
+  // Largest value accepted, in bytes (torch's libuv server stops at 8 MiB).
+  std::size_t maxValueBytes = 256 * 1024 * 1024;
+  // Most keys in one CHECK / WAIT / MULTI_GET / MULTI_SET request.
+  std::size_t maxKeysPerRequest = 131072;
+  // Largest whole request (bounds a MULTI_SET or COMPARE_SET made of many large strings).
+  std::size_t maxRequestBytes = std::size_t{1} << 30;
+};
+
+namespace wire {
+
+// The VALIDATE magic of v2 connections.
+inline constexpr uint32_t kValidateMagic = 0x3C85F7CE;
+
+// A wire dialect. kV1 means "v1, not yet known whether v1a or v1b" (server side only).
+enum class Dialect : uint8_t { kUnknown, kV1, kV1a, kV1b, kV2 };
+
+// How undecided v1 connections are read (ddprund --legacy-dialect=auto|1.13|2.1).
+enum class LegacyDialect : uint8_t { kAuto, kTorch113, kTorch21 };
+
+// Dialect-independent operations.
+enum class Op : uint8_t {
+  kValidate,
+  kSet,
+  kCompareSet,
+  kGet,
+  kAdd,
+  kCheck,
+  kWait,
+  kGetNumKeys,
+  kWatchKey,
+  kDeleteKey,
+  kAppend,
+  kMultiGet,
+  kMultiSet,
+  kCancelWait,
+  kPing,
+  kQueuePush,
+  kQueuePop,
+  kQueueLen,
+  kListKeys,
+  kBarrier,
+};
+
+// Reply bytes of CHECK / WAIT / CANCEL_WAIT / BARRIER / WATCH_KEY.
+inline constexpr uint8_t kReady = 0;            // CHECK: every key exists
+inline constexpr uint8_t kNotReady = 1;         // CHECK: some key is missing
+inline constexpr uint8_t kStopWaiting = 0;      // WAIT / BARRIER done
+inline constexpr uint8_t kWaitCanceled = 1;     // answer to CANCEL_WAIT
+inline constexpr uint8_t kWatchRegistered = 3;  // answer to WATCH_KEY
+
+// "SET", "COMPARE_SET", ... for log lines.
+std::string_view opName(Op op);
+std::string_view dialectName(Dialect dialect);
+
+// The opcode byte of `op` in `dialect` (kV1a, kV1b or kV2); nullopt when the dialect lacks it.
+std::optional<uint8_t> opcodeFor(Dialect dialect, Op op);
+
+// One decoded request. The views point into the bytes given to decode() (and, for `keys`, into
+// storage owned by the decoder): valid until those bytes change or decode() is called again.
+struct Request {
+  Op op = Op::kGetNumKeys;
+  std::string_view key;       // single-key ops
+  std::string_view value;     // SET/APPEND/QUEUE_PUSH value, COMPARE_SET expected
+  std::string_view desired;   // COMPARE_SET desired
+  int64_t number = 0;         // ADD delta, BARRIER world size
+  uint32_t nonce = 0;         // PING nonce, VALIDATE magic
+  // CHECK/WAIT/MULTI_GET keys; MULTI_SET alternates key, value, key, value, ...
+  std::span<const std::string_view> keys;
+  // Bytes this request occupies, opcode included.
+  std::size_t size = 0;
+};
+
+// Not enough bytes yet. `atLeast` is the total buffer size known to be needed (a lower bound);
+// `ambiguous` marks the v1 opcode-8 case described above.
+struct NeedMore {
+  std::size_t atLeast = 0;
+  bool ambiguous = false;
+};
+
+// The bytes break the protocol or a limit; `reason` says which (for the log line).
+struct Malformed {
+  std::string reason;
+};
+
+using DecodeResult = std::variant<Request, NeedMore, Malformed>;
+
+// Incremental request parser for one server-side connection.
+class RequestDecoder {
+ public:
+  explicit RequestDecoder(WireLimits limits = {}, LegacyDialect legacy = LegacyDialect::kAuto);
+
+  // Decodes the first request in `bytes` (the unconsumed input of the connection). Does not
+  // consume anything: the caller drops Request::size bytes after handling the request. Pure
+  // apart from pinning the dialect. Never throws (except std::bad_alloc).
+  DecodeResult decode(std::string_view bytes);
+
+  // After NeedMore{ambiguous}: decide that the pending opcode 8 is a v1a DELETE_KEY.
+  void resolveAmbiguityAsV1a();
+
+  Dialect dialect() const { return dialect_; }
+
+ private:
+  std::optional<Op> mapOpcode(uint8_t code, std::string_view body, bool& ambiguous);
+
+  WireLimits limits_;
+  LegacyDialect legacy_;
+  Dialect dialect_ = Dialect::kUnknown;
+  std::vector<std::string_view> keys_;
+};
+
+// ---- Encoding primitives: append to `out` (a connection's output buffer) --------------------
+
+void putU8(std::string& out, uint8_t v);
+void putU32(std::string& out, uint32_t v);
+void putI64(std::string& out, int64_t v);
+void putU64(std::string& out, uint64_t v);
+// u64 length + bytes.
+void putStr(std::string& out, std::string_view s);
+
+// ---- Replies (server side) ------------------------------------------------------------------
+
+// GET / COMPARE_SET / MULTI_GET item: str value.
+inline void encodeValueReply(std::string& out, std::string_view value) { putStr(out, value); }
+// ADD / GETNUMKEYS / DELETE_KEY / QUEUE_LEN: i64.
+inline void encodeIntReply(std::string& out, int64_t v) { putI64(out, v); }
+// CHECK / WAIT / CANCEL_WAIT / BARRIER / WATCH_KEY: u8.
+inline void encodeByteReply(std::string& out, uint8_t v) { putU8(out, v); }
+// PING: the nonce echoed.
+inline void encodePingReply(std::string& out, uint32_t nonce) { putU32(out, nonce); }
+
+// ---- Requests (client side) -----------------------------------------------------------------
+
+// Appends `request` in `dialect` (kV1a, kV1b or kV2). Uses the fields listed in the layout table
+// above (size is ignored). Throws ProtocolError when the dialect lacks the op.
+void encodeRequest(std::string& out, Dialect dialect, const Request& request);
+
+// A decoded reply. Integer replies fill `integer`, u8 replies `status`, PING `nonce`, value
+// replies `values` (views into the bytes given to decodeReply()).
+struct Reply {
+  int64_t integer = 0;
+  uint8_t status = 0;
+  uint32_t nonce = 0;
+  std::vector<std::string_view> values;
+  std::size_t size = 0;
+};
+using ReplyResult = std::variant<Reply, NeedMore, Malformed>;
+
+// Decodes the reply to a request of kind `op` from the front of `bytes`. `keyCount` is the number
+// of keys of a MULTI_GET request (ignored otherwise). Ops without a reply (SET, APPEND, ...) give
+// Malformed. `maxValueBytes` bounds each value. Never throws (except std::bad_alloc).
+ReplyResult decodeReply(std::string_view bytes, Op op, std::size_t keyCount = 0,
+                        std::size_t maxValueBytes = WireLimits{}.maxValueBytes);
+
+}  // namespace wire
+}  // namespace ddp
