@@ -1,9 +1,23 @@
 // TcpStoreClient: a Store over one TCP connection to ddprund, an embedded StoreServer or a c10d
 // TCPStore server.
 //
-// Speaks the v2 dialect (VALIDATE + PING, CANCEL_WAIT on wait timeouts) by default; the v1a
-// dialect (torch 1.13/2.0 servers) is available for talking to old torch servers, where ops the
-// dialect lacks are composed from others or throw ProtocolError.
+// Speaks the v2 dialect by default: connect (with backoff until connectTimeout), VALIDATE magic,
+// PING with this process's pid as nonce (the echo is checked). A wait that times out sends
+// CANCEL_WAIT and reads the server's answer, so the connection stays in step and usable.
+// get(k) is WAIT [k] + GET k and multiGet is WAIT [keys] + MULTI_GET, as torch's client does.
+//
+// The v1a dialect talks to torch 1.13/2.0's own TCPStore server. It has no CANCEL_WAIT, so a wait
+// that times out leaves a WAIT parked on the server whose late `00` reply would desynchronise the
+// stream: after a v1a wait timeout (TimeoutError) the client is unusable and every later call
+// throws NetworkError. multiGet (WAIT + GETs), multiSet (SETs, not atomic) and append (a
+// CHECK/GET/COMPARE_SET retry loop) are composed from v1a requests.
+//
+// Keys go on the wire verbatim. torch's TCPStore puts "/" in front of every key: to share keys with
+// torch clients wrap this client in PrefixStore("", client) (wire key "/" + key).
+//
+// Every call that waits for the server is bounded: wait(keys, t) by t; get/multiGet by timeout();
+// every other reply by timeout() as well (a missing reply then is a TimeoutError and, since the
+// stream is out of step, sticky as NetworkError).
 //
 // Thread safety: one request at a time per connection; the object serialises concurrent callers
 // with an internal mutex. A NetworkError or ProtocolError is sticky: later calls rethrow it;
@@ -11,10 +25,13 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "rendezvous/backoff.hpp"
 #include "rendezvous/store.hpp"
 
 namespace ddp {
@@ -32,14 +49,23 @@ struct TcpStoreClientOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   // Wire dialect to speak.
   WireDialect dialect = WireDialect::kV2;
+  // Delays between connect attempts.
+  BackoffOptions connectBackoff;
+  // Largest value accepted in a reply; a bigger one is a ProtocolError.
+  std::size_t maxValueBytes = 256 * 1024 * 1024;
 };
 
 class TcpStoreClient final : public Store {
  public:
-  // Connects before returning. Throws TimeoutError listing every failed attempt when the connect
-  // budget runs out, ConfigError when the host does not resolve.
+  // Connects before returning, trying every address the host resolves to until one connects
+  // (and, in v2, answers the PING). Throws TimeoutError listing every failed attempt when the
+  // connect budget runs out, ConfigError when the host does not resolve.
   explicit TcpStoreClient(TcpStoreClientOptions options);
   ~TcpStoreClient() override;
+
+  // Store ops: see store.hpp for semantics and blocking. All throw NetworkError (connection lost,
+  // sticky), ProtocolError (bad reply, sticky) and TimeoutError (a budget passed; after wait
+  // timeouts in v2 the client stays usable, otherwise it becomes unusable as described above).
 
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key) override;

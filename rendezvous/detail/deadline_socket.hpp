@@ -1,0 +1,49 @@
+// DeadlineSocket: a TCP connection whose blocking calls end at a caller-given deadline.
+//
+// The socket is an Asio socket in non-blocking mode; a call that would block waits in poll(2) on
+// the native handle for at most the time left before the deadline. Results are error codes
+// (asio::error::timed_out when the deadline passes, asio::error::eof when the peer closed):
+// callers turn them into ddp::Error with context. TCP_NODELAY is set once connected.
+//
+// Thread safety: one thread at a time (TcpStoreClient serialises its callers).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/system/error_code.hpp>
+
+namespace ddp::detail {
+
+class DeadlineSocket {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit DeadlineSocket(boost::asio::io_context& io);
+
+  // Opens a socket and connects it to `endpoint`, blocking until `deadline` at most. On failure
+  // the socket is closed again and the error returned.
+  boost::system::error_code connect(const boost::asio::ip::tcp::endpoint& endpoint,
+                                    Clock::time_point deadline);
+
+  // Writes every byte of `bytes`; blocks until done or `deadline`.
+  boost::system::error_code writeAll(std::string_view bytes, Clock::time_point deadline);
+
+  // Appends at least one received byte to `buffer` (as many as are available, up to 64 KiB);
+  // blocks until data arrives, the peer closes (eof) or `deadline`.
+  boost::system::error_code readSome(std::string& buffer, Clock::time_point deadline);
+
+  bool isOpen() const { return socket_.is_open(); }
+  void close();
+
+ private:
+  // Waits in poll(2) until the socket reports `events` (or an error/hang-up); false at deadline.
+  bool waitFor(short events, Clock::time_point deadline, boost::system::error_code& ec);
+
+  boost::asio::ip::tcp::socket socket_;
+};
+
+}  // namespace ddp::detail

@@ -1,0 +1,90 @@
+// StoreConnection: the one TCP connection under a TcpStoreClient.
+//
+// It connects (every resolved address, Backoff between rounds, all within connectTimeout), does
+// the v2 handshake (VALIDATE magic, PING with the pid as nonce, echo checked), sends encoded
+// requests and reads replies under deadlines. Socket and protocol failures become ddp::Error
+// naming the endpoint and the request; they are sticky: the socket is closed and every later use
+// rethrows the first failure.
+//
+// Thread safety: none; TcpStoreClient serialises access.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "rendezvous/detail/deadline_socket.hpp"
+#include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/wire_codec.hpp"
+
+namespace ddp::detail {
+
+// A decoded reply that owns its bytes.
+struct StoreReply {
+  int64_t integer = 0;
+  uint8_t status = 0;
+  uint32_t nonce = 0;
+  std::vector<std::string> values;
+};
+
+// "host:port", with brackets around IPv6 literals.
+std::string formatEndpoint(const std::string& host, uint16_t port);
+// "30 s", "1.5 s", "250 ms".
+std::string formatBudget(std::chrono::milliseconds budget);
+// "[a, b]" with non-printable bytes escaped and long keys shortened.
+std::string formatKeys(const std::vector<std::string>& keys);
+
+class StoreConnection {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Connects and handshakes. Throws TimeoutError listing every attempt when connectTimeout
+  // passes, ConfigError when the host never resolved within it.
+  explicit StoreConnection(const TcpStoreClientOptions& options);
+
+  const std::string& endpoint() const { return endpoint_; }
+  wire::Dialect dialect() const { return dialect_; }
+
+  // Rethrows the sticky failure, if any.
+  void throwIfFailed() const;
+
+  // Encodes and writes `request`. `what` names it for errors ("GET of key 'k'"). Throws
+  // NetworkError / TimeoutError (both leave the connection failed).
+  void send(const wire::Request& request, Clock::time_point deadline, const std::string& what);
+
+  // Reads the reply to a request of kind `op`. nullopt when `deadline` passes first (the
+  // connection stays open: the caller decides). Throws NetworkError / ProtocolError (sticky).
+  std::optional<StoreReply> receive(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
+                                    const std::string& what);
+
+  // receive(), but a passed deadline throws TimeoutError naming `what` and `budget` and leaves
+  // the connection failed (a late reply would be read as the answer to the next request).
+  StoreReply expect(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
+                    std::chrono::milliseconds budget, const std::string& what);
+
+  // Closes the socket; later calls throw `error` (a NetworkError or ProtocolError).
+  void markFailed(std::exception_ptr error);
+
+ private:
+  // One connect + handshake attempt to one address; returns an error text, empty on success.
+  std::string attempt(const boost::asio::ip::tcp::endpoint& address, Clock::time_point deadline);
+  std::string handshake(Clock::time_point deadline);
+  [[noreturn]] void failNetwork(const std::string& what, const boost::system::error_code& ec);
+
+  TcpStoreClientOptions options_;
+  std::string endpoint_;
+  wire::Dialect dialect_;
+  boost::asio::io_context io_;
+  DeadlineSocket socket_;
+  std::string in_;   // received bytes not yet consumed
+  std::string out_;  // scratch for encoding
+  std::exception_ptr failure_;
+};
+
+}  // namespace ddp::detail
