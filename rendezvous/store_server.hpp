@@ -8,6 +8,7 @@
 // thread for embedding.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,6 +31,12 @@ struct StoreServerOptions {
   std::size_t maxConnections = 65536;
   // Name used in log lines ("ddprund", "worker-store gen 3", ...).
   std::string name = "store";
+  // How v1 (torch <= 2.1) connections are read; see wire_codec.hpp. kAuto tells 1.13 from 2.1 by
+  // the opcodes a connection uses.
+  wire::LegacyDialect legacyDialect = wire::LegacyDialect::kAuto;
+  // kAuto only: how long a lone v1 opcode-8 request (1.13 DELETE_KEY or 2.1 APPEND?) waits for
+  // more bytes before it is taken as a 1.13 DELETE_KEY. Paid at most once per connection.
+  std::chrono::milliseconds v1AmbiguityGrace{20};
 };
 
 class StoreServer {
@@ -43,6 +50,8 @@ class StoreServer {
 
   // The bound port.
   uint16_t port() const;
+  // The bound address, "[::]:29400" or "127.0.0.1:41234" (IPv6 in brackets).
+  std::string address() const;
   // Starts accepting connections. Non-blocking.
   void start();
   // Closes the listener and every connection; pending handlers drain. Safe from any thread.

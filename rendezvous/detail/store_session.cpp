@@ -1,0 +1,187 @@
+#include "rendezvous/detail/store_session.hpp"
+
+#include <cstring>
+#include <utility>
+
+#include <boost/asio/write.hpp>
+
+namespace ddp::detail {
+namespace asio = boost::asio;
+
+namespace {
+
+// Free space offered to each read; pipelined small requests of many clients fit easily.
+constexpr std::size_t kReadChunk = 16 * 1024;
+// Buffers grown past this (a large value) are released once drained.
+constexpr std::size_t kShrinkAbove = 4 * 1024 * 1024;
+// Stop reading from a client that does not read its replies once this much output is pending.
+constexpr std::size_t kMaxOutputBacklog = 64 * 1024 * 1024;
+
+std::string endpointString(const asio::ip::tcp::endpoint& ep) {
+  auto addr = ep.address();
+  if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
+    addr = asio::ip::make_address_v4(asio::ip::v4_mapped, addr.to_v6());
+  }
+  if (addr.is_v6()) return "[" + addr.to_string() + "]:" + std::to_string(ep.port());
+  return addr.to_string() + ":" + std::to_string(ep.port());
+}
+
+}  // namespace
+
+StoreSession::StoreSession(asio::ip::tcp::socket socket, std::shared_ptr<ServerCore> core)
+    : socket_(std::move(socket)),
+      core_(std::move(core)),
+      graceTimer_(socket_.get_executor()),
+      decoder_(core_->options.limits, core_->options.legacyDialect) {
+  boost::system::error_code ec;
+  const auto remote = socket_.remote_endpoint(ec);
+  peer_ = ec ? std::string("?") : endpointString(remote);
+  id_ = core_->nextSessionId++;
+}
+
+StoreSession::~StoreSession() {
+  if (!closed_) core_->state.disconnect(*this);
+  core_->sessions.erase(this);
+}
+
+void StoreSession::start() {
+  core_->sessions.insert(this);
+  core_->log->debug("{}: connection {} from {}", core_->options.name, id_, peer_);
+  readMore();
+}
+
+void StoreSession::close(const std::string& reason) {
+  if (closed_) return;
+  closed_ = true;
+  if (!reason.empty()) {
+    core_->log->warn("{}: closing connection {} from {} ({}): {}", core_->options.name, id_, peer_,
+                     wire::dialectName(decoder_.dialect()), reason);
+  } else {
+    core_->log->debug("{}: connection {} from {} closed", core_->options.name, id_, peer_);
+  }
+  core_->state.disconnect(*this);
+  core_->sessions.erase(this);
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+  graceTimer_.cancel();
+}
+
+void StoreSession::onWaitComplete() {
+  wire::encodeByteReply(out_, wire::kStopWaiting);
+  if (!processing_) flush();
+}
+
+void StoreSession::readMore() {
+  if (readActive_ || stopped() || outputBacklogged()) return;
+  const std::size_t pending = inEnd_ - inBegin_;
+  if (pending == 0) {
+    inBegin_ = inEnd_ = 0;
+    if (in_.size() > kShrinkAbove) std::vector<char>().swap(in_);
+  }
+  const std::size_t want = std::max(kReadChunk, inNeeded_ > pending ? inNeeded_ - pending : 0);
+  if (in_.size() - inEnd_ < want) {
+    if (inBegin_ > 0) {
+      std::memmove(in_.data(), in_.data() + inBegin_, pending);
+      inBegin_ = 0;
+      inEnd_ = pending;
+    }
+    if (in_.size() - inEnd_ < want) in_.resize(inEnd_ + want);
+  }
+  readActive_ = true;
+  socket_.async_read_some(
+      asio::buffer(in_.data() + inEnd_, in_.size() - inEnd_),
+      [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+        self->onRead(ec, n);
+      });
+}
+
+void StoreSession::onRead(const boost::system::error_code& ec, std::size_t n) {
+  readActive_ = false;
+  if (stopped()) return;
+  if (ec) {
+    const bool orderly = ec == asio::error::eof || ec == asio::error::connection_reset;
+    close(orderly ? std::string() : "read failed: " + ec.message());
+    return;
+  }
+  inEnd_ += n;
+  if (ambiguous_) {
+    ambiguous_ = false;
+    graceTimer_.cancel();
+  }
+  if (processInput()) readMore();
+}
+
+bool StoreSession::processInput() {
+  processing_ = true;
+  std::string reason;
+  bool open = true;
+  while (open) {
+    const std::string_view bytes(in_.data() + inBegin_, inEnd_ - inBegin_);
+    auto result = decoder_.decode(bytes);
+    if (auto* request = std::get_if<wire::Request>(&result)) {
+      if (decoder_.dialect() != loggedDialect_) {
+        loggedDialect_ = decoder_.dialect();
+        core_->log->debug("{}: connection {} from {} speaks {}", core_->options.name, id_, peer_,
+                          wire::dialectName(loggedDialect_));
+      }
+      open = core_->state.apply(*request, *this, out_, reason);
+      inBegin_ += request->size;
+      continue;
+    }
+    if (auto* need = std::get_if<wire::NeedMore>(&result)) {
+      inNeeded_ = need->atLeast;
+      if (need->ambiguous) armGraceTimer();
+      break;
+    }
+    reason = "malformed input: " + std::get<wire::Malformed>(result).reason;
+    open = false;
+  }
+  processing_ = false;
+  if (!open) {
+    close(reason);
+    return false;
+  }
+  flush();
+  return true;
+}
+
+void StoreSession::armGraceTimer() {
+  if (ambiguous_) return;
+  ambiguous_ = true;
+  graceTimer_.expires_after(core_->options.v1AmbiguityGrace);
+  graceTimer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    if (self->stopped() || ec || !self->ambiguous_) return;
+    self->ambiguous_ = false;
+    self->decoder_.resolveAmbiguityAsV1a();
+    if (self->processInput()) self->readMore();
+  });
+}
+
+void StoreSession::flush() {
+  if (writeActive_ || out_.empty() || closed_) return;
+  writing_.swap(out_);
+  writeActive_ = true;
+  asio::async_write(socket_, asio::buffer(writing_),
+                    [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+                      self->onWrite(ec);
+                    });
+}
+
+void StoreSession::onWrite(const boost::system::error_code& ec) {
+  writeActive_ = false;
+  if (stopped()) return;
+  if (ec) {
+    close("write failed: " + ec.message());
+    return;
+  }
+  writing_.clear();
+  if (writing_.capacity() > kShrinkAbove) std::string().swap(writing_);
+  flush();
+  readMore();
+}
+
+bool StoreSession::outputBacklogged() const {
+  return out_.size() + writing_.size() > kMaxOutputBacklog;
+}
+
+}  // namespace ddp::detail
