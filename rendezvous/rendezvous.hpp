@@ -37,6 +37,13 @@ class JobEndedError : public Error {
   using Error::Error;
 };
 
+// The current round ended (restart, scale event, lost peer) while a call waited on it; stop the
+// workers and call next().
+class RoundEndedError : public Error {
+ public:
+  using Error::Error;
+};
+
 struct RendezvousSettings {
   // Job id shared by all agents (--rdzv-id); namespaces the keys.
   std::string runId = "none";

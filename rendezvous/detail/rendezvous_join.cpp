@@ -1,0 +1,189 @@
+#include "rendezvous/detail/rendezvous_join.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "rendezvous/logging.hpp"
+
+namespace ddp::detail {
+
+namespace {
+
+std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+}  // namespace
+
+RoundJoiner::RoundJoiner(Store& store, const RendezvousKeys& keys,
+                         const RendezvousSettings& settings, const NodeDescriptor& self,
+                         std::chrono::milliseconds slice)
+    : store_(store),
+      keys_(keys),
+      settings_(settings),
+      node_(self),
+      slice_(slice),
+      heartbeatTimeout_(effectiveHeartbeatTimeout(settings)),
+      log_(logger("rdzv")) {
+  closerToken_ = node_.host + "/" + std::to_string(node_.pid) + "/" +
+                 std::to_string(reinterpret_cast<uintptr_t>(this));
+}
+
+std::string RoundJoiner::self() const {
+  return "node " + node_.host + " (addr " + node_.addr + ", pid " + std::to_string(node_.pid) + ")";
+}
+
+JoinedRound RoundJoiner::join(int prevRank) {
+  const auto deadline = Clock::now() + settings_.joinTimeout;
+  while (true) {
+    throwIfJobEnded();
+    const int64_t g = currentRound();
+    if (auto joined = tryJoin(g, prevRank, deadline)) return *joined;
+  }
+}
+
+int64_t RoundJoiner::currentRound() {
+  int64_t g = parseCount(keys_.round(), store_.compareSet(keys_.round(), "", "0"));
+  while (store_.check({keys_.end(g)})) {
+    store_.compareSet(keys_.round(), std::to_string(g), std::to_string(g + 1));
+    ++g;
+  }
+  return g;
+}
+
+std::optional<JoinedRound> RoundJoiner::tryJoin(int64_t g, int prevRank,
+                                                Clock::time_point deadline) {
+  const int64_t slot = store_.add(keys_.count(g), 1);
+  const bool member = slot < kFrozen && slot <= settings_.maxNodes;
+  if (member) {
+    store_.set(keys_.node(g, slot), encodeJoinRecord(JoinRecord{slot, prevRank, node_}));
+    if (slot == settings_.maxNodes) {
+      tryClose(g);
+    } else if (slot == settings_.minNodes) {
+      lastCall(g, deadline);
+    }
+  }
+  const RoundMembership m = awaitMembership(g, deadline);
+  if (!m.error.empty()) throw ConfigError(m.error);
+  for (const auto& record : m.members) {
+    if (member && record.slot == slot) return JoinedRound{slot, resultFor(m, slot)};
+  }
+  handleLate(g, m, deadline);
+  return std::nullopt;
+}
+
+void RoundJoiner::lastCall(int64_t g, Clock::time_point deadline) {
+  const auto until = std::min(deadline, Clock::now() + settings_.lastCallTimeout);
+  if (waitForAny(store_, {keys_.closer(g), keys_.failed()}, until, slice_)) return;
+  if (Clock::now() < deadline) tryClose(g);
+}
+
+void RoundJoiner::tryClose(int64_t g) {
+  if (store_.compareSet(keys_.closer(g), "", closerToken_) != closerToken_) return;
+  // Freezing the counter decides membership atomically: every add() before this one drew a slot
+  // below kFrozen, every later one draws a slot above it and knows it is late.
+  const int64_t joined = store_.add(keys_.count(g), kFrozen) - kFrozen;
+  const int64_t n = std::min<int64_t>(joined, settings_.maxNodes);
+  RoundMembership m;
+  m.generation = g;
+  m.restartsUsed = static_cast<int>(store_.add(keys_.restarts(), 0));
+  try {
+    m.members = assignNodeRanks(readJoinRecords(g, n), g);
+  } catch (const ConfigError& e) {
+    m.error = "rendezvous '" + settings_.runId + "': " + e.what();
+  }
+  std::vector<std::string> names;
+  std::vector<std::string> values;
+  for (size_t rank = 0; rank < m.members.size(); ++rank) {
+    names.push_back(keys_.heartbeat(g, static_cast<int>(rank)));
+    values.push_back("0");
+  }
+  names.push_back(keys_.result(g));
+  values.push_back(encodeMembership(m));
+  store_.multiSet(names, values);
+  if (!m.error.empty()) {
+    store_.set(keys_.failed(), m.error);
+    log_->error("{}", m.error);
+    return;
+  }
+  log_->debug("rendezvous '{}' round {} closed with {} node(s) ({} joined)", settings_.runId, g,
+             m.members.size(), joined);
+}
+
+std::vector<JoinRecord> RoundJoiner::readJoinRecords(int64_t g, int64_t n) {
+  std::vector<std::string> names;
+  for (int64_t slot = 1; slot <= n; ++slot) names.push_back(keys_.node(g, slot));
+  try {
+    store_.wait(names, heartbeatTimeout_);
+  } catch (const TimeoutError&) {
+    // An agent died between drawing its slot and writing its record: leave it out.
+    std::erase_if(names, [&](const std::string& name) { return !store_.check({name}); });
+    log_->warn("rendezvous '{}' round {}: {} of {} joined agents never wrote their record",
+               settings_.runId, g, n - static_cast<int64_t>(names.size()), n);
+  }
+  std::vector<JoinRecord> records;
+  if (names.empty()) return records;
+  for (const auto& value : store_.multiGet(names)) records.push_back(decodeJoinRecord(value));
+  return records;
+}
+
+RoundMembership RoundJoiner::awaitMembership(int64_t g, Clock::time_point deadline) {
+  // Fallback closing: if minNodes joined long ago and nobody closed (the leader died), close.
+  const auto fallbackAfter = settings_.lastCallTimeout + heartbeatTimeout_;
+  bool sawMin = false;
+  Clock::time_point minSeenAt;
+  while (true) {
+    const auto until = std::min(deadline, Clock::now() + slice_ * 4);
+    const auto found = waitForAny(store_, {keys_.result(g), keys_.failed()}, until, slice_);
+    if (found == 0u) return decodeMembership(store_.get(keys_.result(g)));
+    if (found) throwIfJobEnded();
+    if (Clock::now() >= deadline) throwJoinTimeout(g);
+    const int64_t count = store_.add(keys_.count(g), 0);
+    if (count >= kFrozen) continue;  // being closed right now
+    if (count < settings_.minNodes) {
+      sawMin = false;
+    } else if (!sawMin) {
+      sawMin = true;
+      minSeenAt = Clock::now();
+    } else if (Clock::now() - minSeenAt >= fallbackAfter) {
+      tryClose(g);
+    }
+  }
+}
+
+void RoundJoiner::handleLate(int64_t g, const RoundMembership& m, Clock::time_point deadline) {
+  const int n = static_cast<int>(m.members.size());
+  if (n < settings_.maxNodes) {
+    const std::string why = self() + " waits to join (round " + std::to_string(g) + " has " +
+                            std::to_string(n) + " of at most " +
+                            std::to_string(settings_.maxNodes) + " nodes)";
+    store_.compareSet(keys_.end(g), "", encodeRoundEnd({RendezvousEventKind::kScaleUp, why}));
+    log_->info("rendezvous '{}': {}; asking the running nodes to scale up", settings_.runId, why);
+  } else {
+    log_->info("rendezvous '{}' round {} is full ({} nodes); waiting as a spare", settings_.runId,
+               g, n);
+    if (!waitForAny(store_, {keys_.end(g), keys_.failed()}, deadline, slice_)) {
+      throw TimeoutError("rendezvous '" + settings_.runId + "': " + self() + " waited " +
+                         ms(settings_.joinTimeout) + " (join_timeout) as a spare; round " +
+                         std::to_string(g) + " already has max_nodes=" +
+                         std::to_string(settings_.maxNodes) + " nodes and did not end");
+    }
+  }
+  store_.compareSet(keys_.round(), std::to_string(g), std::to_string(g + 1));
+}
+
+void RoundJoiner::throwIfJobEnded() {
+  if (auto reason = tryGet(store_, keys_.failed())) {
+    throw JobEndedError("rendezvous '" + settings_.runId + "': the job already ended: " + *reason);
+  }
+}
+
+void RoundJoiner::throwJoinTimeout(int64_t g) {
+  const int64_t count = store_.add(keys_.count(g), 0);
+  const int64_t joined = count >= kFrozen ? count - kFrozen : count;
+  throw TimeoutError("rendezvous '" + settings_.runId + "' round " + std::to_string(g) +
+                     ": timed out after " + ms(settings_.joinTimeout) + " (join_timeout) with " +
+                     std::to_string(joined) + " node(s) joined; min_nodes=" +
+                     std::to_string(settings_.minNodes) + ", max_nodes=" +
+                     std::to_string(settings_.maxNodes) + " (" + self() + ")");
+}
+
+}  // namespace ddp::detail

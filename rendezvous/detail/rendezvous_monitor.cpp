@@ -1,0 +1,177 @@
+#include "rendezvous/detail/rendezvous_monitor.hpp"
+
+#include <climits>
+
+#include "rendezvous/logging.hpp"
+
+namespace ddp::detail {
+
+namespace {
+
+std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+// Who `rank` watches: node rank 0 watches everyone, the others their successor (mod n).
+std::vector<int> watchedBy(int rank, int n) {
+  std::vector<int> ranks;
+  if (n < 2) return ranks;
+  if (rank == 0) {
+    for (int r = 1; r < n; ++r) ranks.push_back(r);
+  } else {
+    ranks.push_back((rank + 1) % n);
+  }
+  return ranks;
+}
+
+}  // namespace
+
+RoundMonitor::RoundMonitor(Store& store, const RendezvousKeys& keys,
+                           const RendezvousSettings& settings)
+    : store_(store),
+      keys_(keys),
+      interval_(settings.keepAliveInterval),
+      heartbeatTimeout_(effectiveHeartbeatTimeout(settings)),
+      log_(logger("rdzv")),
+      thread_([this] { run(); }) {}
+
+RoundMonitor::~RoundMonitor() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void RoundMonitor::enter(MonitoredRound round) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    round_ = std::move(round);
+    ++epoch_;
+    kick_ = true;
+  }
+  wake_.notify_all();
+}
+
+void RoundMonitor::exit() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  round_.reset();
+  ++epoch_;
+}
+
+void RoundMonitor::setCallback(Callback callback) {
+  {
+    std::lock_guard<std::recursive_mutex> lock(callbackMutex_);
+    callback_ = std::move(callback);
+  }
+  // Deliver an event that happened before the callback was installed without waiting a tick.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    kick_ = true;
+  }
+  wake_.notify_all();
+}
+
+void RoundMonitor::clearCallback() {
+  std::lock_guard<std::recursive_mutex> lock(callbackMutex_);
+  callback_ = nullptr;
+}
+
+void RoundMonitor::suppress(int64_t generation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  handledGeneration_ = std::max(handledGeneration_, generation);
+}
+
+void RoundMonitor::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stop_) {
+    if (round_) {
+      const MonitoredRound round = *round_;
+      const uint64_t epoch = epoch_;
+      lock.unlock();
+      tick(round, epoch);
+      lock.lock();
+    }
+    wake_.wait_for(lock, interval_, [this] { return stop_ || kick_; });
+    kick_ = false;
+  }
+}
+
+void RoundMonitor::tick(const MonitoredRound& round, uint64_t epoch) {
+  const auto now = Clock::now();
+  if (epoch != tickEpoch_) {
+    tickEpoch_ = epoch;
+    lastOk_ = now;
+    watched_.clear();
+    for (int rank : watchedBy(round.rank, static_cast<int>(round.hosts.size()))) {
+      watched_.push_back(Watched{rank, "", now});
+    }
+  }
+  try {
+    store_.add(keys_.heartbeat(round.generation, round.rank), 1);
+    watchPeers(round);
+    checkEnd(round, epoch);
+    lastOk_ = Clock::now();
+  } catch (const std::exception& e) {
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - lastOk_);
+    log_->warn("rendezvous store call failed during heartbeat of round {}: {}",
+               round.generation, e.what());
+    if (silent >= heartbeatTimeout_) {
+      deliver({RendezvousEventKind::kStoreLost, round.generation,
+               "the rendezvous store has not answered for " + ms(silent) +
+                   " (heartbeat_timeout " + ms(heartbeatTimeout_) + "): " + e.what()},
+              epoch);
+    }
+  }
+}
+
+void RoundMonitor::watchPeers(const MonitoredRound& round) {
+  if (watched_.empty()) return;
+  std::vector<std::string> names;
+  for (const auto& peer : watched_) names.push_back(keys_.heartbeat(round.generation, peer.rank));
+  const auto values = store_.multiGet(names);
+  const auto now = Clock::now();
+  const Watched* lost = nullptr;
+  for (size_t i = 0; i < watched_.size(); ++i) {
+    Watched& peer = watched_[i];
+    if (values[i] != peer.value) {
+      peer.value = values[i];
+      peer.changedAt = now;
+    } else if (now - peer.changedAt >= heartbeatTimeout_ && lost == nullptr) {
+      lost = &peer;
+    }
+  }
+  if (lost == nullptr || store_.check({keys_.exitDone(round.generation)})) return;
+  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - lost->changedAt);
+  const std::string detail = "node rank " + std::to_string(lost->rank) + " (" +
+                             round.hosts[lost->rank] + ") sent no heartbeat for " + ms(silent) +
+                             " (heartbeat_timeout " + ms(heartbeatTimeout_) + "), seen by node rank " +
+                             std::to_string(round.rank);
+  store_.compareSet(keys_.end(round.generation), "",
+                    encodeRoundEnd({RendezvousEventKind::kPeerLost, detail}));
+}
+
+void RoundMonitor::checkEnd(const MonitoredRound& round, uint64_t epoch) {
+  auto value = tryGet(store_, keys_.end(round.generation));
+  if (!value) return;
+  RoundEnd end = decodeRoundEnd(*value);
+  if (end.kind != RendezvousEventKind::kJobFailed) {
+    // The budget may have been spent while another reason ended the round first.
+    if (auto failed = tryGet(store_, keys_.failed())) end = {RendezvousEventKind::kJobFailed, *failed};
+  }
+  deliver({end.kind, round.generation, end.detail}, epoch);
+}
+
+void RoundMonitor::deliver(const RendezvousEvent& event, uint64_t epoch) {
+  std::lock_guard<std::recursive_mutex> callbackLock(callbackMutex_);
+  if (!callback_) return;  // delivered on a later tick, once somebody watches
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (epoch != epoch_ || event.generation <= handledGeneration_) return;
+    handledGeneration_ = event.generation;
+  }
+  log_->info("rendezvous round {} ended: {}", event.generation, event.detail);
+  const Callback callback = callback_;  // the callback may replace or clear callback_
+  callback(event);
+}
+
+}  // namespace ddp::detail

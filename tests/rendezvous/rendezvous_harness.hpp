@@ -1,0 +1,128 @@
+// Helpers for rendezvous tests: agents as threads over one shared Store, with short timeouts.
+//
+// Thread safety: an Agent is driven by one test thread at a time; its events are collected under a
+// mutex and can be awaited from any thread.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rendezvous/rendezvous.hpp"
+#include "rendezvous/store.hpp"
+
+namespace ddp::test {
+
+using namespace std::chrono_literals;
+
+// Short timeouts that still hold on a busy 2-core CI machine.
+inline RendezvousSettings fastSettings(const std::string& runId, int minNodes, int maxNodes) {
+  RendezvousSettings s;
+  s.runId = runId;
+  s.minNodes = minNodes;
+  s.maxNodes = maxNodes;
+  s.joinTimeout = 20s;
+  s.lastCallTimeout = 300ms;
+  s.closeTimeout = 5s;
+  s.keepAliveInterval = 100ms;
+  s.keepAliveMaxAttempt = 5;  // heartbeat timeout 500 ms
+  s.maxRestarts = 0;
+  return s;
+}
+
+inline NodeDescriptor node(const std::string& host, int localWorldSize = 1, int requestedRank = -1) {
+  NodeDescriptor d;
+  d.host = host;
+  d.addr = "10.0.0." + std::to_string(host.size());
+  d.pid = 1000 + static_cast<int>(std::hash<std::string>{}(host) % 1000);
+  d.localWorldSize = localWorldSize;
+  d.requestedRank = requestedRank;
+  return d;
+}
+
+// Collects watch() events; waitFor() blocks until one arrives (or the budget passes).
+class EventSink {
+ public:
+  std::function<void(const RendezvousEvent&)> callback() {
+    return [this](const RendezvousEvent& e) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        events_.push_back(e);
+      }
+      cv_.notify_all();
+    };
+  }
+  std::optional<RendezvousEvent> waitFor(std::chrono::milliseconds budget) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!cv_.wait_for(lock, budget, [&] { return !events_.empty(); })) return std::nullopt;
+    return events_.front();
+  }
+  size_t count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return events_.size();
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_.clear();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<RendezvousEvent> events_;
+};
+
+// One agent: a Rendezvous plus its event sink.
+struct Agent {
+  Agent(Store& store, RendezvousSettings settings, NodeDescriptor self)
+      : rdzv(makeRendezvous(store, std::move(settings), std::move(self))) {}
+  std::unique_ptr<Rendezvous> rdzv;
+  EventSink events;
+  void watch() { rdzv->watch(events.callback()); }
+};
+
+// Runs next() on every agent concurrently and returns the results in agent order.
+inline std::vector<RendezvousResult> joinAll(std::vector<Agent*> agents) {
+  std::vector<std::future<RendezvousResult>> futures;
+  for (Agent* a : agents) {
+    futures.push_back(std::async(std::launch::async, [a] { return a->rdzv->next(); }));
+  }
+  std::vector<RendezvousResult> results;
+  for (auto& f : futures) results.push_back(f.get());
+  return results;
+}
+
+// Checks that the results describe one consistent round.
+inline void checkConsistent(const std::vector<RendezvousResult>& results) {
+  REQUIRE_FALSE(results.empty());
+  const auto& first = results.front();
+  std::vector<bool> seen(first.nodeCount, false);
+  for (const auto& r : results) {
+    CHECK(r.generation == first.generation);
+    CHECK(r.nodeCount == first.nodeCount);
+    CHECK(r.worldSize == first.worldSize);
+    REQUIRE(r.nodeRank >= 0);
+    REQUIRE(r.nodeRank < first.nodeCount);
+    CHECK_FALSE(seen[r.nodeRank]);
+    seen[r.nodeRank] = true;
+    REQUIRE(r.members.size() == static_cast<size_t>(r.nodeCount));
+    int base = 0;
+    for (int k = 0; k < r.nodeCount; ++k) {
+      CHECK(r.members[k].nodeRank == k);
+      CHECK(r.members[k].baseRank == base);
+      CHECK(r.members[k].node.host == first.members[k].node.host);
+      base += r.members[k].node.localWorldSize;
+    }
+    CHECK(base == r.worldSize);
+    CHECK(r.baseRank == r.members[r.nodeRank].baseRank);
+  }
+}
+
+}  // namespace ddp::test
