@@ -101,6 +101,7 @@ void RoundMonitor::tick(const MonitoredRound& round, uint64_t epoch) {
   if (epoch != tickEpoch_) {
     tickEpoch_ = epoch;
     lastOk_ = now;
+    failing_ = false;
     watched_.clear();
     for (int rank : watchedBy(round.rank, static_cast<int>(round.hosts.size()))) {
       watched_.push_back(Watched{rank, "", now});
@@ -111,10 +112,14 @@ void RoundMonitor::tick(const MonitoredRound& round, uint64_t epoch) {
     watchPeers(round);
     checkEnd(round, epoch);
     lastOk_ = Clock::now();
+    failing_ = false;
   } catch (const std::exception& e) {
     const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - lastOk_);
-    log_->warn("rendezvous store call failed during heartbeat of round {}: {}",
-               round.generation, e.what());
+    if (!failing_) {  // one warning per outage, not one per tick
+      log_->warn("rendezvous store call failed during heartbeat of round {}: {}",
+                 round.generation, e.what());
+    }
+    failing_ = true;
     if (silent >= heartbeatTimeout_) {
       deliver({RendezvousEventKind::kStoreLost, round.generation,
                "the rendezvous store has not answered for " + ms(silent) +

@@ -102,6 +102,7 @@ class RoundMonitor {
   uint64_t tickEpoch_ = UINT64_MAX;
   std::vector<Watched> watched_;
   Clock::time_point lastOk_;
+  bool failing_ = false;
 
   std::thread thread_;  // last: starts after every field above is ready
 };
