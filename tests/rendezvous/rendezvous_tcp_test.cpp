@@ -1,0 +1,120 @@
+// The rendezvous over real sockets: a StoreServerThread (what ddprund and the embedded store run)
+// and one TcpStoreClient connection per agent, on loopback with port 0.
+#include <catch2/catch.hpp>
+
+#include <future>
+
+#include "rendezvous/store_server.hpp"
+#include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous_harness.hpp"
+
+using namespace ddp;
+using namespace ddp::test;
+
+namespace {
+
+// An agent with its own connection, as on a real node.
+struct TcpAgent {
+  TcpAgent(uint16_t port, RendezvousSettings settings, NodeDescriptor self)
+      : client(options(port)), agent(client, std::move(settings), std::move(self)) {}
+  static TcpStoreClientOptions options(uint16_t port) {
+    TcpStoreClientOptions o;
+    o.host = "127.0.0.1";
+    o.port = port;
+    o.connectTimeout = 10s;
+    o.timeout = 30s;
+    return o;
+  }
+  TcpStoreClient client;
+  Agent agent;
+};
+
+StoreServerOptions loopback() {
+  StoreServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = 0;
+  o.name = "rdzv-test";
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("four agents over TCP: join, restart, lose one, finish", "[rendezvous][tcp]") {
+  StoreServerThread server(loopback());
+  auto settings = fastSettings("tcp-job", 3, 4);
+  settings.maxRestarts = 2;
+  settings.heartbeatTimeout = 1s;
+  std::vector<std::unique_ptr<TcpAgent>> agents;
+  for (int i = 0; i < 4; ++i) {
+    agents.push_back(std::make_unique<TcpAgent>(server.port(), settings,
+                                                node("t" + std::to_string(i), 1 + i % 2)));
+  }
+  auto all = [&] {
+    std::vector<Agent*> ptrs;
+    for (auto& a : agents) ptrs.push_back(&a->agent);
+    return ptrs;
+  };
+  const auto first = joinAll(all());
+  checkConsistent(first);
+  CHECK(first[0].nodeCount == 4);
+  CHECK(first[0].worldSize == 6);
+  for (auto& a : agents) a->agent.watch();
+
+  // Node rank 0 hosts the worker store; the others read its address.
+  for (size_t i = 0; i < agents.size(); ++i) {
+    if (first[i].nodeRank == 0) agents[i]->agent.rdzv->publishWorkerStore("127.0.0.1", 40001);
+  }
+  for (auto& a : agents) {
+    CHECK(a->agent.rdzv->workerStore().second == 40001);
+  }
+
+  // A worker failure on one node restarts every node in the same new generation.
+  CHECK(agents[2]->agent.rdzv->reportFailure(R"({"host":"t2"})"));
+  for (size_t i : {0, 1, 3}) {
+    const auto event = agents[i]->agent.events.waitFor(10s);
+    REQUIRE(event);
+    CHECK(event->kind == RendezvousEventKind::kRestartRequested);
+  }
+  const auto second = joinAll(all());
+  checkConsistent(second);
+  CHECK(second[0].generation == 1);
+  CHECK(second[0].restartsUsed == 1);
+  for (size_t i = 0; i < agents.size(); ++i) CHECK(second[i].nodeRank == first[i].nodeRank);
+
+  // SIGKILL-like loss of one agent (its connection closes, no leave()).
+  for (auto& a : agents) a->agent.events.clear();
+  agents.erase(agents.begin() + 1);
+  for (auto& a : agents) {
+    const auto event = a->agent.events.waitFor(15s);
+    REQUIRE(event);
+    CHECK(event->kind == RendezvousEventKind::kPeerLost);
+  }
+  const auto third = joinAll(all());
+  checkConsistent(third);
+  CHECK(third[0].generation == 2);
+  CHECK(third[0].nodeCount == 3);
+  CHECK(third[0].restartsUsed == 1);  // losing a node is free
+
+  std::vector<std::future<ExitOutcome>> barrier;
+  for (auto& a : agents) {
+    barrier.push_back(std::async(std::launch::async,
+                                 [&a] { return a->agent.rdzv->exitBarrier(10s); }));
+  }
+  for (auto& f : barrier) CHECK(f.get() == ExitOutcome::kAllSucceeded);
+  for (auto& a : agents) a->agent.rdzv->leave();
+  CHECK(agents[0]->agent.rdzv->failureRecords() == std::vector<std::string>{R"({"host":"t2"})"});
+}
+
+TEST_CASE("the store going away is reported as kStoreLost", "[rendezvous][tcp]") {
+  auto server = std::make_unique<StoreServerThread>(loopback());
+  auto settings = fastSettings("tcp-store-lost", 1, 1);
+  settings.heartbeatTimeout = 600ms;
+  TcpAgent a(server->port(), settings, node("s0"));
+  a.agent.rdzv->next();
+  a.agent.watch();
+  server->stop();
+  const auto event = a.agent.events.waitFor(15s);
+  REQUIRE(event);
+  CHECK(event->kind == RendezvousEventKind::kStoreLost);
+  CHECK_THAT(event->detail, Catch::Contains("heartbeat_timeout 600 ms"));
+}
