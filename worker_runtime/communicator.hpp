@@ -57,9 +57,15 @@ struct CommOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   // Gloo: the local address to bind (empty = the address that routes to MASTER_ADDR).
   std::string bindAddress;
+  // NCCL: the CUDA device to use; -1 = LOCAL_RANK.
+  int device = -1;
   // Prefix of this communicator's keys in the worker store (several communicators may coexist).
   std::string storePrefix = "ddp/comm";
 };
+
+// The backend kAuto stands for in this build on this machine (kNccl or kGloo); others unchanged.
+// Never throws.
+CommBackend resolveBackend(CommBackend requested);
 
 // Builds a communicator for `env` using `store` for the rendezvous (Gloo addresses / NCCL unique
 // id). Blocks until every rank has joined or options.timeout passes. Throws CommError, ConfigError

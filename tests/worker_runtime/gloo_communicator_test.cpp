@@ -1,0 +1,217 @@
+// GlooCommunicator: every collective with 1-4 ranks as threads over an InMemoryStore and real
+// loopback TCP pairs, fp32 and bf16, sum and avg, checked exactly; timeouts instead of hangs.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "rendezvous/error.hpp"
+#include "tests/worker_runtime/rank_threads.hpp"
+#include "worker_runtime/bfloat16.hpp"
+#include "worker_runtime/gloo_communicator.hpp"
+
+using namespace std::chrono_literals;
+using ddp::DataType;
+using ddp::ReduceOp;
+using ddp::test::firstError;
+using ddp::test::glooOptions;
+using ddp::test::runRanks;
+
+namespace {
+
+// Small integers, so every sum is exact in float32 and in bfloat16.
+float valueAt(int rank, std::size_t i) { return static_cast<float>((rank + 1) * (i % 5 + 1)); }
+
+float expectedSum(int size, std::size_t i) {
+  return static_cast<float>(size * (size + 1) / 2 * (i % 5 + 1));
+}
+
+float expectedReduced(int size, std::size_t i, ReduceOp op) {
+  float sum = expectedSum(size, i);
+  return op == ReduceOp::kSum ? sum : sum / static_cast<float>(size);
+}
+
+// A buffer of `count` elements of `type` holding f(i), and its float view.
+struct TypedBuffer {
+  DataType type;
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+
+  TypedBuffer(DataType t, std::size_t count) : type(t) {
+    if (t == DataType::kFloat32) f32.resize(count); else bf16.resize(count);
+  }
+  void* data() { return type == DataType::kFloat32 ? static_cast<void*>(f32.data()) : bf16.data(); }
+  std::size_t size() const { return type == DataType::kFloat32 ? f32.size() : bf16.size(); }
+  void set(std::size_t i, float v) {
+    if (type == DataType::kFloat32) f32[i] = v; else bf16[i] = ddp::floatToBf16(v);
+  }
+  float get(std::size_t i) const {
+    return type == DataType::kFloat32 ? f32[i] : ddp::bf16ToFloat(bf16[i]);
+  }
+};
+
+float rounded(DataType type, float v) {
+  return type == DataType::kFloat32 ? v : ddp::bf16ToFloat(ddp::floatToBf16(v));
+}
+
+// Per rank: the number of elements that differ from the expectation.
+using Mismatches = std::vector<std::size_t>;
+
+}  // namespace
+
+TEST_CASE("allreduce sums and averages fp32 and bf16 exactly", "[gloo][allreduce]") {
+  for (int size : {2, 3, 4}) {
+    for (DataType type : {DataType::kFloat32, DataType::kBFloat16}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+        for (std::size_t count : {std::size_t{1}, std::size_t{1001}, std::size_t{300000}}) {
+          Mismatches bad(size, 0);
+          auto errors = runRanks(size, glooOptions(), [&](ddp::Communicator& comm) {
+            TypedBuffer buf(type, count);
+            // Twice on the same buffer: the second call reuses the cached Gloo set-up.
+            for (int round = 0; round < 2; ++round) {
+              for (std::size_t i = 0; i < count; ++i) buf.set(i, valueAt(comm.rank(), i));
+              comm.allreduce(buf.data(), count, type, op);
+              for (std::size_t i = 0; i < count; ++i) {
+                if (buf.get(i) != rounded(type, expectedReduced(size, i, op))) ++bad[comm.rank()];
+              }
+            }
+          });
+          INFO("size " << size << " type " << int(type) << " op " << int(op) << " count " << count);
+          REQUIRE(firstError(errors) == "");
+          CHECK(bad == Mismatches(size, 0));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("broadcast delivers the root's bytes to every rank", "[gloo][broadcast]") {
+  const int size = 3;
+  for (int root = 0; root < size; ++root) {
+    for (std::size_t bytes : {std::size_t{1}, std::size_t{100003}}) {
+      Mismatches bad(size, 0);
+      auto errors = runRanks(size, glooOptions(), [&](ddp::Communicator& comm) {
+        std::vector<uint8_t> buf(bytes, static_cast<uint8_t>(0xA0 + comm.rank()));
+        if (comm.rank() == root) {
+          for (std::size_t i = 0; i < bytes; ++i) buf[i] = static_cast<uint8_t>(i * 7 + root);
+        }
+        comm.broadcast(buf.data(), bytes, root);
+        for (std::size_t i = 0; i < bytes; ++i) {
+          if (buf[i] != static_cast<uint8_t>(i * 7 + root)) ++bad[comm.rank()];
+        }
+      });
+      INFO("root " << root << " bytes " << bytes);
+      REQUIRE(firstError(errors) == "");
+      CHECK(bad == Mismatches(size, 0));
+    }
+  }
+}
+
+TEST_CASE("barrier lets nobody through before everybody arrived", "[gloo][barrier]") {
+  const int size = 4;
+  std::atomic<int> arrived{0};
+  std::vector<int> seen(size, -1);
+  auto errors = runRanks(size, glooOptions(), [&](ddp::Communicator& comm) {
+    arrived.fetch_add(1);
+    comm.barrier();
+    seen[comm.rank()] = arrived.load();
+    comm.barrier();  // a second barrier on the same communicator works too
+  });
+  REQUIRE(firstError(errors) == "");
+  CHECK(seen == std::vector<int>(size, size));
+}
+
+TEST_CASE("allgather places rank r's block at r * count", "[gloo][allgather]") {
+  const int size = 3;
+  const std::size_t count = 1001;
+  for (DataType type : {DataType::kFloat32, DataType::kBFloat16}) {
+    for (bool inPlace : {false, true}) {
+      Mismatches bad(size, 0);
+      auto errors = runRanks(size, glooOptions(), [&](ddp::Communicator& comm) {
+        TypedBuffer send(type, count);
+        TypedBuffer recv(type, count * size);
+        for (std::size_t i = 0; i < count; ++i) send.set(i, valueAt(comm.rank(), i));
+        const void* from = send.data();
+        if (inPlace) {
+          for (std::size_t i = 0; i < count; ++i) recv.set(comm.rank() * count + i, send.get(i));
+          from = static_cast<char*>(recv.data()) +
+                 comm.rank() * count * (type == DataType::kFloat32 ? 4 : 2);
+        }
+        comm.allgather(from, recv.data(), count, type);
+        for (int r = 0; r < size; ++r) {
+          for (std::size_t i = 0; i < count; ++i) {
+            if (recv.get(r * count + i) != valueAt(r, i)) ++bad[comm.rank()];
+          }
+        }
+      });
+      INFO("type " << int(type) << " in place " << inPlace);
+      REQUIRE(firstError(errors) == "");
+      CHECK(bad == Mismatches(size, 0));
+    }
+  }
+}
+
+TEST_CASE("reduceScatter gives each rank its reduced block", "[gloo][reduce_scatter]") {
+  for (int size : {2, 4}) {
+    for (DataType type : {DataType::kFloat32, DataType::kBFloat16}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+        for (std::size_t count : {std::size_t{1}, std::size_t{777}}) {
+          Mismatches bad(size, 0);
+          auto errors = runRanks(size, glooOptions(), [&](ddp::Communicator& comm) {
+            TypedBuffer send(type, count * size);
+            TypedBuffer recv(type, count);
+            for (std::size_t i = 0; i < send.size(); ++i) send.set(i, valueAt(comm.rank(), i));
+            comm.reduceScatter(send.data(), recv.data(), count, type, op);
+            for (std::size_t i = 0; i < count; ++i) {
+              std::size_t global = comm.rank() * count + i;
+              if (recv.get(i) != rounded(type, expectedReduced(size, global, op))) {
+                ++bad[comm.rank()];
+              }
+            }
+          });
+          INFO("size " << size << " type " << int(type) << " op " << int(op) << " count " << count);
+          REQUIRE(firstError(errors) == "");
+          CHECK(bad == Mismatches(size, 0));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a group of one runs every collective locally", "[gloo]") {
+  auto errors = runRanks(1, glooOptions(), [&](ddp::Communicator& comm) {
+    std::vector<float> buf{1.5f, 2.5f};
+    comm.allreduce(buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kAvg);
+    comm.broadcast(buf.data(), sizeof(float) * buf.size(), 0);
+    comm.barrier();
+    std::vector<float> out(2);
+    comm.allgather(buf.data(), out.data(), 2, DataType::kFloat32);
+    std::vector<float> one(2);
+    comm.reduceScatter(out.data(), one.data(), 2, DataType::kFloat32, ReduceOp::kSum);
+    if (one != std::vector<float>{1.5f, 2.5f}) throw std::runtime_error("wrong local result");
+  });
+  CHECK(firstError(errors) == "");
+}
+
+TEST_CASE("the factory builds Gloo with the requested rank, size and loopback binding", "[gloo]") {
+  std::vector<std::string> bound(2);
+  auto errors = runRanks(2, glooOptions(), [&](ddp::Communicator& comm) {
+    if (comm.backend() != ddp::CommBackend::kGloo || comm.size() != 2) {
+      throw std::runtime_error("wrong backend or size");
+    }
+    bound[comm.rank()] = dynamic_cast<ddp::GlooCommunicator&>(comm).bindAddress();
+  });
+  REQUIRE(firstError(errors) == "");
+  CHECK(bound == std::vector<std::string>{"127.0.0.1", "127.0.0.1"});
+  CHECK(ddp::resolveBackend(ddp::CommBackend::kGloo) == ddp::CommBackend::kGloo);
+}
+
+TEST_CASE("a bad broadcast root is a ConfigError, not a hang", "[gloo][broadcast]") {
+  auto errors = runRanks(1, glooOptions(), [&](ddp::Communicator& comm) {
+    char byte = 0;
+    comm.broadcast(&byte, 1, 1);
+  });
+  CHECK_THAT(firstError(errors), Catch::Contains("broadcast root 1"));
+}

@@ -1,0 +1,181 @@
+#include "worker_runtime/gloo_communicator.hpp"
+
+#include <cstring>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "rendezvous/error.hpp"
+#include "rendezvous/logging.hpp"
+#include "worker_runtime/detail/gloo_store_adapter.hpp"
+#include "worker_runtime/detail/local_address.hpp"
+#include "worker_runtime/detail/reductions.hpp"
+#include "worker_runtime/detail/ring_reduce_scatter.hpp"
+#include "worker_runtime/worker_env.hpp"
+
+namespace ddp {
+namespace {
+
+// Most cached allreduce set-ups; a reducer reuses a handful of bucket buffers, so a full cache
+// means buffers are not being reused and the cache is simply reset.
+constexpr std::size_t kMaxCachedAllreduces = 256;
+
+const char* typeName(DataType type) {
+  switch (type) {
+    case DataType::kFloat32:
+      return "float32";
+    case DataType::kBFloat16:
+      return "bfloat16";
+  }
+  return "?";
+}
+
+std::shared_ptr<gloo::Context> connect(int rank, int size, const std::string& bindAddress,
+                                       Store& store, const CommOptions& options) {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = bindAddress;
+  auto device = gloo::transport::tcp::CreateDevice(attr);
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(options.timeout);
+  detail::GlooStoreAdapter adapter(store, options.storePrefix + "/gloo", options.timeout);
+  context->connectFullMesh(adapter, device);
+  return context;
+}
+
+}  // namespace
+
+GlooCommunicator::GlooCommunicator(const WorkerEnv& env, Store& store, const CommOptions& options)
+    : rank_(env.rank), size_(env.worldSize), timeout_(options.timeout) {
+  if (timeout_.count() <= 0) throw ConfigError("communicator timeout must be positive");
+  bindAddress_ = options.bindAddress.empty()
+                     ? detail::localAddressTowards(env.masterAddr, env.masterPort)
+                     : options.bindAddress;
+  auto start = std::chrono::steady_clock::now();
+  try {
+    context_ = connect(rank_, size_, bindAddress_, store, options);
+  } catch (const std::exception& e) {
+    throw CommError("rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                    " could not build the Gloo communicator (bound to " + bindAddress_ +
+                    ", budget " + std::to_string(timeout_.count()) + " ms): " + e.what());
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  logger("worker")->debug("gloo communicator rank {} of {} on {} connected in {} ms", rank_, size_,
+                          bindAddress_, ms.count());
+}
+
+GlooCommunicator::~GlooCommunicator() = default;
+
+template <typename Fn>
+void GlooCommunicator::guarded(const char* op, std::size_t count, DataType type, Fn&& fn) {
+  if (error_) std::rethrow_exception(error_);
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    error_ = std::make_exception_ptr(CommError(
+        std::string("gloo ") + op + " of " + std::to_string(count) + " " + typeName(type) +
+        " elements failed on rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+        " (budget " + std::to_string(timeout_.count()) + " ms; the communicator is now unusable): " +
+        e.what()));
+    std::rethrow_exception(error_);
+  }
+}
+
+gloo::AllreduceOptions& GlooCommunicator::allreduceOptions(void* buf, std::size_t count,
+                                                           DataType type) {
+  CacheKey key{buf, count, type};
+  auto it = allreduceCache_.find(key);
+  if (it != allreduceCache_.end()) return *it->second;
+  if (allreduceCache_.size() >= kMaxCachedAllreduces) allreduceCache_.clear();
+  auto opts = std::make_unique<gloo::AllreduceOptions>(context_);
+  opts->setTimeout(timeout_);
+  switch (type) {
+    case DataType::kFloat32:
+      opts->setOutput(static_cast<float*>(buf), count);
+      break;
+    case DataType::kBFloat16:
+      opts->setOutput(static_cast<uint16_t*>(buf), count);
+      break;
+  }
+  opts->setReduceFunction(detail::sumFunction(type));
+  return *allreduceCache_.emplace(key, std::move(opts)).first->second;
+}
+
+void GlooCommunicator::allreduce(void* buf, std::size_t count, DataType type, ReduceOp op) {
+  guarded("allreduce", count, type, [&] {
+    if (count == 0 || size_ == 1) return;
+    auto& opts = allreduceOptions(buf, count, type);
+    opts.setTag(nextTag());
+    gloo::allreduce(opts);
+    if (op == ReduceOp::kAvg) detail::divideInPlace(buf, count, type, size_);
+  });
+}
+
+void GlooCommunicator::broadcast(void* buf, std::size_t bytes, int root) {
+  if (root < 0 || root >= size_) {
+    throw ConfigError("broadcast root " + std::to_string(root) + " is not a rank of a group of " +
+                      std::to_string(size_));
+  }
+  guarded("broadcast", bytes, DataType::kFloat32, [&] {
+    if (bytes == 0 || size_ == 1) return;
+    gloo::BroadcastOptions opts(context_);
+    opts.setOutput(static_cast<uint8_t*>(buf), bytes);
+    opts.setRoot(root);
+    opts.setTag(nextTag());
+    opts.setTimeout(timeout_);
+    gloo::broadcast(opts);
+  });
+}
+
+void GlooCommunicator::barrier() {
+  guarded("barrier", 0, DataType::kFloat32, [&] {
+    if (size_ == 1) return;
+    gloo::BarrierOptions opts(context_);
+    opts.setTag(nextTag());
+    opts.setTimeout(timeout_);
+    gloo::barrier(opts);
+  });
+}
+
+void GlooCommunicator::allgather(const void* send, void* recv, std::size_t countPerRank,
+                                 DataType type) {
+  guarded("allgather", countPerRank, type, [&] {
+    const std::size_t blockBytes = countPerRank * detail::elementSize(type);
+    auto* out = static_cast<uint8_t*>(recv);
+    auto* mine = out + static_cast<std::size_t>(rank_) * blockBytes;
+    if (blockBytes == 0) return;
+    if (size_ == 1) {
+      if (send != mine) std::memmove(mine, send, blockBytes);
+      return;
+    }
+    gloo::AllgatherOptions opts(context_);
+    // Gloo copies the input into this rank's block; skip that when it is already there.
+    if (send != mine) opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(send)), blockBytes);
+    opts.setOutput(out, blockBytes * static_cast<std::size_t>(size_));
+    opts.setTag(nextTag());
+    opts.setTimeout(timeout_);
+    gloo::allgather(opts);
+  });
+}
+
+void GlooCommunicator::reduceScatter(const void* send, void* recv, std::size_t countPerRank,
+                                     DataType type, ReduceOp op) {
+  guarded("reduce-scatter", countPerRank, type, [&] {
+    detail::RingReduceScatterArgs args;
+    args.send = send;
+    args.recv = recv;
+    args.count = countPerRank;
+    args.elementSize = detail::elementSize(type);
+    args.reduce = detail::sumFunction(type);
+    args.tag = nextTag();
+    args.timeout = timeout_;
+    detail::ringReduceScatter(context_, args);
+    if (op == ReduceOp::kAvg) detail::divideInPlace(recv, countPerRank, type, size_);
+  });
+}
+
+}  // namespace ddp
