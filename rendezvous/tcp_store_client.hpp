@@ -10,7 +10,9 @@
 // that times out leaves a WAIT parked on the server whose late `00` reply would desynchronise the
 // stream: after a v1a wait timeout (TimeoutError) the client is unusable and every later call
 // throws NetworkError. multiGet (WAIT + GETs), multiSet (SETs, not atomic) and append (a
-// CHECK/GET/COMPARE_SET retry loop) are composed from v1a requests.
+// CHECK/GET/COMPARE_SET retry loop; torch 1.13's server does not wake waiters when a
+// COMPARE_SET creates a key, so there an append that creates a key wakes nobody) are composed
+// from v1a requests.
 //
 // Keys go on the wire verbatim. torch's TCPStore puts "/" in front of every key: to share keys with
 // torch clients wrap this client in PrefixStore("", client) (wire key "/" + key).
