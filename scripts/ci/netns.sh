@@ -55,7 +55,8 @@ cmd_del() {
   local name=$1 veth
   veth=$(veth_name "$name")
   [[ -e "/run/netns/$name" ]] && ip netns del "$name"
-  link_exists "$veth" && ip link del "$veth"
+  # Deleting the namespace removes the pair asynchronously: the link may vanish under us.
+  link_exists "$veth" && { ip link del "$veth" 2>/dev/null || true; }
   return 0
 }
 

@@ -114,7 +114,7 @@ on_exit() {
   local rc=$?
   if (( rc != 0 && STARTED == 1 )); then
     ci_log "start failed (rc $rc); stopping what was started; logs kept in $LOG"
-    for f in "$LOG"/*.log; do
+    for f in "$LOG"/*.log "$LOG"/*.out; do
       [[ -s "$f" ]] && { echo "--- tail $f" >&2; tail -n 15 "$f" >&2; }
     done
     SLURM_CI_LOCKED=1 "$HERE/stop_slurm.sh" >&2 || true

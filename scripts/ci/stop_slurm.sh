@@ -61,16 +61,16 @@ while [[ "$p" =~ ^[0-9]+$ ]] && (( p > 1 )); do
   ancestors+="$p "
   p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null || echo 0)
 done
-for envf in /proc/[0-9]*/environ; do
+owned=$(grep -lzxF "SLURM_CI_OWNER=$DIR" /proc/[0-9]*/environ 2>/dev/null || true)
+for envf in $(grep -lzxF "SLURM_CONF=$DIR/etc/slurm.conf" /proc/[0-9]*/environ 2>/dev/null || true); do
+  grep -qz '^SLURM_JOB_ID=' "$envf" 2>/dev/null && owned+=" $envf"
+done
+for envf in $owned; do
   pid=${envf#/proc/}; pid=${pid%/environ}
   [[ "$ancestors" == *" $pid "* ]] && continue
-  envs=$(tr '\0' '\n' 2>/dev/null <"$envf") || continue
-  if grep -qxF "SLURM_CI_OWNER=$DIR" <<<"$envs" ||
-     { grep -qxF "SLURM_CONF=$DIR/etc/slurm.conf" <<<"$envs" && grep -q '^SLURM_JOB_ID=' <<<"$envs"; }; then
-    if ci_pid_alive "$pid"; then
-      ci_log "stray process $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | head -c 80)): SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
+  if ci_pid_alive "$pid"; then
+    ci_log "stray process $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | head -c 80)): SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
   fi
 done
 
