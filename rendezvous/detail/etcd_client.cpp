@@ -151,6 +151,8 @@ std::string EtcdClient::endpoint() const {
 
 namespace {
 
+constexpr std::chrono::milliseconds kMinFirstAttempt{200};
+
 std::string describeStatus(const http::response<http::string_body>& response) {
   std::string body = response.body();
   try {
@@ -180,6 +182,44 @@ std::string foldAttempts(const std::vector<std::string>& attempts) {
 
 }  // namespace
 
+// One attempt on the current endpoint (a stale keep-alive connection gets one immediate retry on
+// a fresh one). Returns the parsed body, or nullopt with `failure` set for a retryable failure.
+// Caller holds mutex_.
+std::optional<json> EtcdClient::attempt(http::request<http::string_body>& request,
+                                        Clock::time_point deadline, std::string_view what,
+                                        std::string& failure) {
+  const EtcdEndpoint& endpoint = endpoints_[current_];
+  request.set(http::field::host, endpoint.text());
+  for (int fresh = 0; fresh < 2; ++fresh) {
+    if (!connection_) connection_ = std::make_unique<Connection>(endpoint);
+    bool reused = connection_->used();
+    http::response<http::string_body> response;
+    beast::error_code ec = connection_->exchange(request, response, deadline);
+    if (ec) {
+      connection_.reset();
+      failure = ec == beast::error::timeout ? std::string("no answer in time") : ec.message();
+      if (reused && ec != beast::error::timeout) continue;
+      return std::nullopt;
+    }
+    if (!response.keep_alive()) connection_.reset();
+    if (response.result_int() >= 500) {
+      failure = describeStatus(response);
+      return std::nullopt;
+    }
+    if (response.result_int() != 200) {
+      throw ProtocolError("etcd " + std::string(what) + " on " + endpoint.text() + ": " +
+                          describeStatus(response));
+    }
+    try {
+      return json::parse(response.body());
+    } catch (const json::parse_error& e) {
+      throw ProtocolError("etcd " + std::string(what) + " on " + endpoint.text() +
+                          ": answer is not JSON: " + e.what());
+    }
+  }
+  return std::nullopt;
+}
+
 json EtcdClient::post(std::string_view path, const json& body, Clock::time_point deadline,
                       std::string_view what) {
   const Clock::time_point start = Clock::now();
@@ -190,51 +230,18 @@ json EtcdClient::post(std::string_view path, const json& body, Clock::time_point
   request.prepare_payload();
   Backoff backoff(backoffOptions_);
   std::vector<std::string> attempts;
-  while (true) {
+  do {
     std::string failure;
-    std::string endpointText;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      const EtcdEndpoint& endpoint = endpoints_[current_];
-      endpointText = endpoint.text();
-      request.set(http::field::host, endpointText);
-      // The first attempt always gets a short budget, even when called at the deadline.
-      Clock::time_point attemptDeadline = std::min(deadline, Clock::now() + requestTimeout_);
-      if (attempts.empty()) {
-        attemptDeadline = std::max(attemptDeadline, Clock::now() + std::min(requestTimeout_, std::chrono::milliseconds(200)));
-      }
-      for (int fresh = 0; fresh < 2; ++fresh) {
-        if (!connection_) connection_ = std::make_unique<Connection>(endpoint);
-        bool reused = connection_->used();
-        http::response<http::string_body> response;
-        beast::error_code ec = connection_->exchange(request, response, attemptDeadline);
-        if (ec) {
-          connection_.reset();
-          failure = ec == beast::error::timeout ? std::string("no answer in time") : ec.message();
-          if (reused && ec != beast::error::timeout) continue;  // a stale keep-alive connection
-          break;
-        }
-        if (!response.keep_alive()) connection_.reset();
-        if (response.result_int() >= 500) {
-          failure = describeStatus(response);
-          break;
-        }
-        if (response.result_int() != 200) {
-          throw ProtocolError("etcd " + std::string(what) + " on " + endpointText + ": " +
-                              describeStatus(response));
-        }
-        try {
-          return json::parse(response.body());
-        } catch (const json::parse_error& e) {
-          throw ProtocolError("etcd " + std::string(what) + " on " + endpointText +
-                              ": answer is not JSON: " + e.what());
-        }
-      }
-      current_ = (current_ + 1) % endpoints_.size();
+    std::lock_guard<std::mutex> lock(mutex_);
+    // The first attempt always gets a short budget, even when called at the deadline.
+    Clock::time_point attemptDeadline = std::min(deadline, Clock::now() + requestTimeout_);
+    if (attempts.empty()) {
+      attemptDeadline = std::max(attemptDeadline, Clock::now() + std::min(requestTimeout_, kMinFirstAttempt));
     }
-    attempts.push_back(endpointText + ": " + failure);
-    if (!backoff.sleepBefore(deadline)) break;
-  }
+    if (std::optional<json> reply = attempt(request, attemptDeadline, what, failure)) return *reply;
+    attempts.push_back(endpoints_[current_].text() + ": " + failure);
+    current_ = (current_ + 1) % endpoints_.size();
+  } while (backoff.sleepBefore(deadline));
   auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
   throw NetworkError("etcd " + std::string(what) + ": no endpoint answered within " +
                      std::to_string(spent.count()) + " ms; attempts: " + foldAttempts(attempts));

@@ -15,10 +15,13 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
 #include <nlohmann/json.hpp>
 
 #include "rendezvous/backoff.hpp"
@@ -65,6 +68,10 @@ class EtcdClient {
 
  private:
   class Connection;
+  using Request = boost::beast::http::request<boost::beast::http::string_body>;
+
+  std::optional<nlohmann::json> attempt(Request& request, Clock::time_point deadline,
+                                        std::string_view what, std::string& failure);
 
   std::vector<EtcdEndpoint> endpoints_;
   std::chrono::milliseconds requestTimeout_;
