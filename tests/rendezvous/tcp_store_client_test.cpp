@@ -1,0 +1,187 @@
+// TcpStoreClient in the v2 dialect against our StoreServerThread: every op, waits and their
+// timeouts (CANCEL_WAIT keeps the connection usable), connect budgets, a server lost mid-call.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <future>
+#include <memory>
+#include <optional>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "rendezvous/error.hpp"
+#include "rendezvous/store_server.hpp"
+#include "rendezvous/tcp_store_client.hpp"
+#include "tests/rendezvous/store_contract.hpp"
+
+namespace ddp {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+StoreServerOptions loopbackServer() {
+  StoreServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  options.name = "client-test store";
+  return options;
+}
+
+std::unique_ptr<TcpStoreClient> connect(uint16_t port, const std::string& host = "127.0.0.1") {
+  TcpStoreClientOptions options;
+  options.host = host;
+  options.port = port;
+  options.connectTimeout = 30s;
+  options.timeout = 30s;
+  return std::make_unique<TcpStoreClient>(options);
+}
+
+// A loopback port with nothing listening on it (bound once, then released).
+uint16_t closedPort() {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor acceptor(
+      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  return acceptor.local_endpoint().port();
+}
+
+TEST_CASE("v2 client: every op against StoreServerThread", "[tcp_store_client]") {
+  StoreServerThread server(loopbackServer());
+  auto client = connect(server.port());
+  CHECK(client->endpoint() == "127.0.0.1:" + std::to_string(server.port()));
+  test::checkSingleClientOps(*client, "ops/");
+  test::checkWaitTimeouts(*client, "timeouts/");
+  auto other = connect(server.port());
+  test::checkWaitWakeups(*client, *other, "wakeups/");
+}
+
+TEST_CASE("v2 client: a wait timeout cancels the wait and keeps the connection in step",
+          "[tcp_store_client]") {
+  StoreServerThread server(loopbackServer());
+  auto client = connect(server.port());
+  auto other = connect(server.port());
+  for (int round = 0; round < 5; ++round) {
+    const std::string key = "late/" + std::to_string(round);
+    try {
+      client->wait({key, "present"}, 150ms);
+      FAIL("wait on a missing key returned");
+    } catch (const TimeoutError& e) {
+      CHECK_THAT(e.what(), Catch::Contains(key) && Catch::Contains("150 ms") &&
+                               Catch::Contains(client->endpoint()));
+    }
+    // Had the wait stayed parked, this set would push a stray 00 into the reply stream.
+    other->set(key, "v");
+    CHECK(client->add("counter", 1) == round + 1);
+    CHECK(client->get(key) == "v");
+  }
+}
+
+TEST_CASE("v2 client: compareSet creating a key releases waiters on ddprund",
+          "[tcp_store_client]") {
+  StoreServerThread server(loopbackServer());
+  auto waiter = connect(server.port());
+  auto other = connect(server.port());
+  auto get = std::async(std::launch::async, [&] { return waiter->get("cas-created"); });
+  CHECK(other->compareSet("cas-created", "", "v") == "v");
+  REQUIRE(get.wait_for(30s) == std::future_status::ready);
+  CHECK(get.get() == "v");
+}
+
+TEST_CASE("v2 client: host names and IPv6 resolve", "[tcp_store_client]") {
+  StoreServerOptions dualStack = loopbackServer();
+  dualStack.host = "::";
+  StoreServerThread server(dualStack);
+  auto byName = connect(server.port(), "localhost");
+  byName->set("k", "v");
+  CHECK(byName->get("k") == "v");
+  if (std::ifstream("/proc/net/if_inet6").good()) {
+    auto v6 = connect(server.port(), "::1");
+    CHECK(v6->endpoint() == "[::1]:" + std::to_string(server.port()));
+    CHECK(v6->get("k") == "v");
+  }
+}
+
+TEST_CASE("v2 client: connect gives up at its budget and lists every attempt",
+          "[tcp_store_client]") {
+  TcpStoreClientOptions options;
+  options.port = closedPort();
+  options.connectTimeout = 500ms;
+  const auto start = Clock::now();
+  try {
+    TcpStoreClient client(options);
+    FAIL("connected to a closed port");
+  } catch (const TimeoutError& e) {
+    const std::string message = e.what();
+    CHECK_THAT(message, Catch::StartsWith("timed out after 500 ms connecting to 127.0.0.1:" +
+                                          std::to_string(options.port) + " (attempts: #1 "));
+    CHECK_THAT(message, Catch::Contains("#2 ") && Catch::Contains("refused"));
+  }
+  const auto elapsed = Clock::now() - start;
+  CHECK(elapsed >= 500ms);
+  CHECK(elapsed < 10s);
+}
+
+TEST_CASE("v2 client: connect retries until a late server comes up", "[tcp_store_client]") {
+  const uint16_t port = closedPort();
+  auto client = std::async(std::launch::async, [port] {
+    TcpStoreClientOptions options;
+    options.port = port;
+    options.connectTimeout = 60s;
+    return std::make_unique<TcpStoreClient>(options);
+  });
+  CHECK(client.wait_for(100ms) == std::future_status::timeout);  // nobody listens yet
+  StoreServerOptions late = loopbackServer();
+  late.port = port;
+  StoreServerThread server(late);
+  REQUIRE(client.wait_for(60s) == std::future_status::ready);
+  auto connected = client.get();
+  CHECK(connected->add("n", 2) == 2);
+}
+
+TEST_CASE("v2 client: a server stopped mid-call gives a sticky NetworkError, not a hang",
+          "[tcp_store_client]") {
+  std::optional<StoreServerThread> server(std::in_place, loopbackServer());
+  auto client = connect(server->port());
+  client->set("k", "v");
+  auto blocked = std::async(std::launch::async, [&] { client->wait({"never"}, 60s); });
+  CHECK(blocked.wait_for(100ms) == std::future_status::timeout);
+  const auto stoppedAt = Clock::now();
+  server.reset();
+  REQUIRE(blocked.wait_for(30s) == std::future_status::ready);
+  CHECK(Clock::now() - stoppedAt < 30s);
+  try {
+    blocked.get();
+    FAIL("wait returned although the server is gone");
+  } catch (const NetworkError& e) {
+    CHECK_THAT(e.what(), Catch::Contains(client->endpoint()) && Catch::Contains("never"));
+  }
+  CHECK_THROWS_AS(client->get("k"), NetworkError);  // sticky
+  CHECK_THROWS_AS(client->set("k", "v"), NetworkError);
+}
+
+TEST_CASE("v2 client: concurrent callers on one client are serialised", "[tcp_store_client]") {
+  StoreServerThread server(loopbackServer());
+  auto client = connect(server.port());
+  constexpr int kThreads = 8;
+  constexpr int kOps = 200;
+  std::vector<std::future<int>> workers;  // each returns its wrong answers (Catch2 asserts on
+                                          // the main thread only)
+  for (int t = 0; t < kThreads; ++t) {
+    workers.push_back(std::async(std::launch::async, [&, t] {
+      int wrong = 0;
+      for (int i = 0; i < kOps; ++i) {
+        const std::string key = "t" + std::to_string(t) + "/" + std::to_string(i);
+        client->set(key, key);
+        if (client->get(key) != key) ++wrong;
+        client->add("total", 1);
+      }
+      return wrong;
+    }));
+  }
+  for (auto& worker : workers) CHECK(worker.get() == 0);
+  CHECK(client->get("total") == std::to_string(kThreads * kOps));
+}
+
+}  // namespace
+}  // namespace ddp
