@@ -122,8 +122,8 @@ std::pair<float, float> CpuMlp::evaluate(const float* x, const int32_t* y, int b
 
 void CpuMlp::zeroGrads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
-std::shared_ptr<float> CpuMlp::allocState() {
-  return std::shared_ptr<float>(new float[params_.size()](), std::default_delete<float[]>());
+std::shared_ptr<float> CpuMlp::allocBuffer(std::size_t count) {
+  return std::shared_ptr<float>(new float[count](), std::default_delete<float[]>());
 }
 
 double CpuMlp::gradSquaredNorm() {

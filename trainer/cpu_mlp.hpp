@@ -26,7 +26,7 @@ class CpuMlp final : public Model {
   std::pair<float, float> evaluate(const float* x, const int32_t* y, int batch) override;
 
   void zeroGrads() override;
-  std::shared_ptr<float> allocState() override;
+  std::shared_ptr<float> allocBuffer(std::size_t count) override;
   double gradSquaredNorm() override;
   void scaleGrads(float factor) override;
   void sgdUpdate(const SgdHyper& h, float* momentumBuf) override;

@@ -47,6 +47,14 @@ std::vector<float> initMlpParams(const MlpShape& shape, uint64_t seed) {
   return params;
 }
 
+bool cudaDevicesPresent() {
+#ifdef DDP_TRAINER_CUDA
+  return cudaDeviceCount() > 0;
+#else
+  return false;
+#endif
+}
+
 std::unique_ptr<Model> makeModel(const std::string& device, const MlpShape& shape, int deviceIndex,
                                  bool bf16) {
   if (device == "cpu") {

@@ -68,8 +68,9 @@ class Model {
   virtual std::pair<float, float> evaluate(const float* x, const int32_t* y, int batch) = 0;
 
   virtual void zeroGrads() = 0;
-  // Allocates a zeroed flat buffer of numParams() floats for optimizer state (same memory kind).
-  virtual std::shared_ptr<float> allocState() = 0;
+  // Allocates a zeroed buffer of `count` floats in the model's memory kind (host or device):
+  // optimizer state, communication scratch.
+  virtual std::shared_ptr<float> allocBuffer(std::size_t count) = 0;
   virtual double gradSquaredNorm() = 0;
   virtual void scaleGrads(float factor) = 0;
   virtual void sgdUpdate(const SgdHyper& h, float* momentumBuf) = 0;
@@ -97,6 +98,9 @@ std::vector<TensorRange> mlpTensors(const MlpShape& shape);
 // 1/sqrt(fan_in)) for weight and bias), drawn from mt19937_64(seed) in tensor order, into a host
 // buffer of numParams floats. Same seed => same parameters on every rank.
 std::vector<float> initMlpParams(const MlpShape& shape, uint64_t seed);
+
+// True when this build has CUDA support and at least one device is visible.
+bool cudaDevicesPresent();
 
 // "cpu" or "cuda". Throws ConfigError for an unknown device or "cuda" in a build without CUDA.
 std::unique_ptr<Model> makeModel(const std::string& device, const MlpShape& shape, int deviceIndex,

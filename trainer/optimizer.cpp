@@ -28,7 +28,7 @@ Optimizer::Optimizer(Model& model, OptimizerConfig config, int worldSize)
   } else {
     throw ConfigError("optimizer: unknown type \"" + config_.type + "\" (use sgd or adamw)");
   }
-  for (int i = 0; i < buffers; ++i) state_.push_back(model_.allocState());
+  for (int i = 0; i < buffers; ++i) state_.push_back(model_.allocBuffer(model_.numParams()));
 }
 
 float Optimizer::lrAt(int64_t step) const {

@@ -1,16 +1,18 @@
 // FakeCommunicator: an in-process Communicator for ranks running as threads of one test.
 //
 // A FakeGroup holds one slot per rank; every collective copies this rank's input into its slot,
-// waits on a std::barrier, computes the result from all slots in rank order (so every rank gets
-// bit-identical results), and waits again. Fault injection: failAtCall(n) makes the n-th
-// collective (1-based, counted per rank) of every rank throw CommError, like a dead peer.
+// waits on the group's barrier, computes the result from all slots in rank order (so every rank
+// gets bit-identical results), and waits again. Fault injection: failAtCall(n) makes the n-th
+// collective (1-based, counted per rank) of every rank throw CommError; abort() (a rank died)
+// makes every current and later wait throw CommError instead of hanging.
 //
 // Thread safety: each FakeCommunicator is used by its own rank thread; the group is shared.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
+#include <condition_variable>
+#include <mutex>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -22,16 +24,41 @@ namespace ddp::test {
 
 class FakeGroup {
  public:
-  explicit FakeGroup(int size) : size_(size), barrier_(size), slots_(size) {}
+  explicit FakeGroup(int size) : size_(size), slots_(size) {}
   int size() const { return size_; }
   void failAtCall(int n) { failAt_ = n; }
+  // A member left: every wait now throws CommError.
+  void abort() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
 
  private:
   friend class FakeCommunicator;
+  // Blocks until all ranks arrived; throws CommError once the group is aborted.
+  void arriveAndWait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (aborted_) throw CommError("fake communicator: a peer left the group");
+    const uint64_t generation = generation_;
+    if (++arrived_ == size_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation_ != generation || aborted_; });
+    if (generation_ == generation) throw CommError("fake communicator: a peer left the group");
+  }
+
   int size_;
-  std::barrier<> barrier_;
   std::vector<std::vector<char>> slots_;
   std::atomic<int> failAt_{0};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int arrived_ = 0;          // guarded by mutex_
+  uint64_t generation_ = 0;  // guarded by mutex_
+  bool aborted_ = false;     // guarded by mutex_
 };
 
 class FakeCommunicator final : public Communicator {
@@ -51,16 +78,16 @@ class FakeCommunicator final : public Communicator {
       for (int r = 0; r < size(); ++r) s += reinterpret_cast<const float*>(group_->slots_[r].data())[i];
       out[i] = op == ReduceOp::kAvg ? s / float(size()) : s;
     }
-    group_->barrier_.arrive_and_wait();
+    group_->arriveAndWait();
   }
   void broadcast(void* buf, std::size_t bytes, int root) override {
     exchange(buf, bytes, DataType::kFloat32);
     std::memcpy(buf, group_->slots_[root].data(), bytes);
-    group_->barrier_.arrive_and_wait();
+    group_->arriveAndWait();
   }
   void barrier() override {
     exchange(nullptr, 0, DataType::kFloat32);
-    group_->barrier_.arrive_and_wait();
+    group_->arriveAndWait();
   }
   void allgather(const void* send, void* recv, std::size_t countPerRank, DataType type) override {
     exchange(send, countPerRank * 4, type);
@@ -68,7 +95,7 @@ class FakeCommunicator final : public Communicator {
       std::memcpy(static_cast<char*>(recv) + r * countPerRank * 4, group_->slots_[r].data(),
                   countPerRank * 4);
     }
-    group_->barrier_.arrive_and_wait();
+    group_->arriveAndWait();
   }
   void reduceScatter(const void* send, void* recv, std::size_t countPerRank, DataType type,
                      ReduceOp op) override {
@@ -81,7 +108,7 @@ class FakeCommunicator final : public Communicator {
       }
       out[i] = op == ReduceOp::kAvg ? s / float(size()) : s;
     }
-    group_->barrier_.arrive_and_wait();
+    group_->arriveAndWait();
   }
 
  private:
@@ -92,7 +119,7 @@ class FakeCommunicator final : public Communicator {
     }
     auto& slot = group_->slots_[rank_];
     slot.assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
-    group_->barrier_.arrive_and_wait();
+    group_->arriveAndWait();
   }
 
   std::shared_ptr<FakeGroup> group_;

@@ -1,0 +1,182 @@
+// Trainer + Reducer with ranks as threads over FakeCommunicator: DDP equivalence, accumulation
+// equivalence, checkpoint/resume equivalence (also onto another world size), error propagation.
+//
+// Tolerance: parameters of runs that differ only in how the same gradient sum is split (ranks,
+// micro-batches) agree within 1e-5 absolute + 1e-4 relative after 12 steps (fp32 summation
+// order); an interrupted-and-resumed run equals the uninterrupted one bit for bit.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <thread>
+
+#include "rendezvous/error.hpp"
+#include "tests/fakes/fake_communicator.hpp"
+#include "tests/trainer/test_support.hpp"
+#include "trainer/checkpoint.hpp"
+#include "trainer/make_data.hpp"
+#include "trainer/trainer.hpp"
+
+using namespace ddp;
+
+namespace {
+
+std::string dataset() {
+  static const std::string dir = [] {
+    auto d = test::scratchDir("ddp-data");
+    makeSyntheticData({d, 256, 8, 4, 3, 5});
+    return d.string();
+  }();
+  return dir;
+}
+
+TrainConfig baseConfig(int batch, int accum) {
+  TrainConfig c;
+  c.data = dataset();
+  c.hidden = {16, 12};
+  c.device = "cpu";
+  c.seed = 3;
+  c.epochs = 3;
+  c.maxSteps = 12;
+  c.batchSize = batch;
+  c.gradAccum = accum;
+  c.optimizer.type = "sgd";
+  c.optimizer.lr = 0.05f;
+  c.optimizer.momentum = 0.9f;
+  c.bucketMb = 0.0005;  // ~512 bytes: several buckets, so the overlap path is exercised
+  c.progressSeconds = 1e9;
+  return c;
+}
+
+struct RankRuns {
+  std::vector<TrainResult> results;
+  std::vector<std::exception_ptr> errors;
+};
+
+// Runs `world` ranks as threads. A rank that stops (error or injected failure) aborts the group,
+// so its peers get CommError as they would from a real communicator, instead of hanging.
+RankRuns runRanksRaw(int world, const TrainConfig& config, int generation = 0,
+                     int64_t failAtStep = -1, int failAtCall = 0) {
+  auto group = std::make_shared<test::FakeGroup>(world);
+  if (failAtCall) group->failAtCall(failAtCall);
+  RankRuns runs{std::vector<TrainResult>(world), std::vector<std::exception_ptr>(world)};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        test::FakeCommunicator comm(group, r);
+        RunContext ctx{r, world, 0, generation, failAtStep, 0};
+        runs.results[r] = train(config, ctx, &comm);
+        if (runs.results[r].injectedFailure) group->abort();
+      } catch (...) {
+        runs.errors[r] = std::current_exception();
+        group->abort();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return runs;
+}
+
+std::vector<TrainResult> runRanks(int world, const TrainConfig& config, int generation = 0) {
+  auto runs = runRanksRaw(world, config, generation);
+  for (auto& e : runs.errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return runs.results;
+}
+
+void requireClose(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    double d = std::abs(double(a[i]) - b[i]);
+    worst = std::max(worst, d);
+    INFO("parameter " << i << ": " << a[i] << " vs " << b[i]);
+    REQUIRE(d <= 1e-5 + 1e-4 * std::abs(double(b[i])));
+  }
+  UNSCOPED_INFO("largest difference " << worst);
+}
+
+}  // namespace
+
+TEST_CASE("2 ranks x batch b equal 1 rank x batch 2b", "[ddp]") {
+  auto single = runRanks(1, baseConfig(16, 1));
+  auto pair = runRanks(2, baseConfig(8, 1));
+  REQUIRE(single[0].steps == 12);
+  REQUIRE(pair[0].steps == 12);
+  REQUIRE(pair[0].params == pair[1].params);  // DDP keeps ranks bit-identical
+  requireClose(pair[0].params, single[0].params);
+  auto init = runRanks(1, [] { auto c = baseConfig(16, 1); c.maxSteps = 1; c.optimizer.lr = 1e-9f; return c; }());
+  REQUIRE(init[0].params != single[0].params);  // training moved the parameters
+}
+
+TEST_CASE("gradient accumulation equals one larger batch", "[ddp]") {
+  auto single = runRanks(1, baseConfig(16, 1));
+  auto accum = runRanks(1, baseConfig(8, 2));
+  requireClose(accum[0].params, single[0].params);
+  auto both = runRanks(2, baseConfig(4, 2));  // 2 ranks x 4 x 2 micro-steps
+  REQUIRE(both[0].params == both[1].params);
+  requireClose(both[0].params, single[0].params);
+}
+
+TEST_CASE("interrupted and resumed equals uninterrupted", "[ddp][checkpoint]") {
+  auto config = baseConfig(8, 1);
+  config.optimizer.type = "adamw";
+  config.optimizer.lr = 0.01f;
+  config.maxSteps = 40;  // crosses an epoch boundary (256 / 16 = 16 steps per epoch)
+  auto full = runRanks(2, config);
+
+  config.checkpointDir = test::scratchDir("resume-ckpt").string();
+  config.checkpointEvery = 5;
+  auto first = runRanksRaw(2, config, /*generation=*/0, /*failAtStep=*/23);
+  REQUIRE(first.results[0].injectedFailure);
+  REQUIRE_THROWS_AS(std::rethrow_exception(first.errors[1]), CommError);  // its peer is gone
+  auto saved = loadCheckpoint(config.checkpointDir);
+  REQUIRE(saved);
+  REQUIRE(saved->state.step == 20);
+  REQUIRE(saved->state.epoch == 1);
+  REQUIRE(saved->state.consumed == 4 * 16);
+
+  auto second = runRanksRaw(2, config, /*generation=*/1, /*failAtStep=*/23).results;
+  REQUIRE(second[0].resumed);
+  REQUIRE_FALSE(second[0].injectedFailure);  // fault injection only fires in generation 0
+  REQUIRE(second[0].steps == 40);
+  REQUIRE(second[0].stepsThisRun == 20);
+  REQUIRE(second[0].params == full[0].params);
+  REQUIRE(loadCheckpoint(config.checkpointDir)->state.step == 40);
+}
+
+TEST_CASE("a checkpoint from 2 ranks resumes on 3 with the rest of the epoch re-sharded", "[ddp][checkpoint]") {
+  auto config = baseConfig(8, 1);
+  config.epochs = 1;
+  config.maxSteps = 0;
+  config.checkpointDir = test::scratchDir("reshard-ckpt").string();
+  config.checkpointEvery = 5;
+  auto first = runRanksRaw(2, config, 0, /*failAtStep=*/6);
+  REQUIRE(first.results[0].injectedFailure);
+  REQUIRE(loadCheckpoint(config.checkpointDir)->state.consumed == 5 * 16);
+
+  auto second = runRanks(3, config, 1);
+  // 256 - 80 = 176 samples left, padded to 177 over 3 ranks: 59 each => 8 steps of <= 8.
+  REQUIRE(second[0].stepsThisRun == 8);
+  REQUIRE(second[0].steps == 13);
+  REQUIRE(second[0].epoch == 1);
+  REQUIRE(second[0].params == second[2].params);
+  auto ckpt = loadCheckpoint(config.checkpointDir);
+  REQUIRE(ckpt->state.worldSize == 3);
+  REQUIRE(ckpt->state.epoch == 1);
+}
+
+TEST_CASE("a failed collective surfaces as CommError on every rank", "[ddp]") {
+  auto runs = runRanksRaw(2, baseConfig(8, 1), 0, -1, /*failAtCall=*/7);
+  for (auto& e : runs.errors) REQUIRE_THROWS_AS(std::rethrow_exception(e), CommError);
+}
+
+TEST_CASE("a checkpoint for another model is refused", "[checkpoint]") {
+  auto config = baseConfig(8, 1);
+  config.maxSteps = 2;
+  config.checkpointDir = test::scratchDir("other-model").string();
+  runRanks(1, config);
+  config.hidden = {16};
+  REQUIRE_THROWS_AS(runRanks(1, config), ConfigError);
+}

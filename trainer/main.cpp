@@ -1,0 +1,52 @@
+// train: the reference data-parallel worker (see trainer/train_main.hpp for usage).
+#include <CLI/CLI.hpp>
+
+#include "trainer/train_main.hpp"
+#include "worker_runtime/worker_main.hpp"
+
+namespace {
+
+int parseAndRun(int argc, char** argv) {
+  CLI::App app{"train: data-parallel MLP training over sharded data (CPU: Gloo + OpenBLAS, "
+               "GPU: NCCL + cuBLAS)"};
+  ddp::TrainOptions train;
+  app.add_option("--config", train.config, "JSON config file (see README: config keys)");
+  app.add_option("--data", train.data, "dataset directory (overrides config 'data')");
+  app.add_option("--checkpoint-dir", train.checkpointDir, "checkpoint directory");
+  app.add_option("--metrics", train.metrics, "JSON-lines metrics file (rank 0 appends)");
+  app.add_option("--max-steps", train.maxSteps, "stop after this many optimizer steps");
+  app.add_option("--backend", train.backend, "auto | gloo | nccl")
+      ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
+  app.add_option("--fail-at-step", train.failAtStep,
+                 "fault injection: exit non-zero after this many steps (generation 0 only)");
+  app.add_option("--fail-rank", train.failRank, "rank that --fail-at-step applies to");
+  app.add_option("--log-level", train.logLevel, "trace|debug|info|warn|error (default $DDP_LOG_LEVEL or info)");
+
+  ddp::MakeDataOptions data;
+  std::string out;
+  auto* make = app.add_subcommand("make-data", "write a synthetic classification dataset");
+  make->add_option("--out", out, "output directory")->required();
+  make->add_option("--samples", data.samples, "number of samples")->required();
+  make->add_option("--features", data.features, "features per sample")->required();
+  make->add_option("--classes", data.classes, "number of classes")->required();
+  make->add_option("--shards", data.shards, "number of shard files")->required();
+  make->add_option("--seed", data.seed, "seed of the teacher network and the features");
+  app.require_subcommand(0, 1);
+  try {
+    app.parse(argc, argv);
+    if (!make->parsed() && train.config.empty()) {
+      throw CLI::RequiredError("--config (or the make-data subcommand)");
+    }
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : ddp::kExitConfigError;
+  }
+  if (make->parsed()) {
+    data.out = out;
+    return ddp::runMakeData(data);
+  }
+  return ddp::runTrain(train);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return ddp::runWorkerMain(argc, argv, parseAndRun); }

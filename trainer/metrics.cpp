@@ -1,0 +1,58 @@
+#include "trainer/metrics.hpp"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "rendezvous/error.hpp"
+
+namespace ddp {
+
+MetricsSink::MetricsSink(const std::filesystem::path& jsonl,
+                         const std::filesystem::path& tensorboardDir, double progressSeconds)
+    : progressSeconds_(progressSeconds) {
+  if (!jsonl.empty()) {
+    if (jsonl.has_parent_path()) std::filesystem::create_directories(jsonl.parent_path());
+    jsonl_.open(jsonl, std::ios::app);
+    if (!jsonl_) throw Error("metrics: cannot open " + jsonl.string() + " for appending");
+  }
+  if (!tensorboardDir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboardDir);
+  lastProgress_ = std::chrono::steady_clock::now();
+}
+
+void MetricsSink::log(const StepMetrics& m) {
+  if (jsonl_.is_open()) {
+    double wall = std::chrono::duration<double>(
+                      std::chrono::system_clock::now().time_since_epoch()).count();
+    nlohmann::json j = {{"step", m.step}, {"epoch", m.epoch}, {"loss", m.loss}, {"lr", m.lr},
+                        {"samples_per_s", m.samplesPerS}, {"world_size", m.worldSize},
+                        {"generation", m.generation}, {"grad_norm", m.gradNorm}, {"time", wall}};
+    jsonl_ << j.dump() << "\n";
+    jsonl_.flush();
+  }
+  if (tensorboard_) {
+    tensorboard_->addScalars(m.step, {{"train/loss", m.loss},
+                                      {"train/lr", m.lr},
+                                      {"train/samples_per_s", float(m.samplesPerS)},
+                                      {"train/grad_norm", m.gradNorm}});
+  }
+}
+
+void MetricsSink::progress(const StepMetrics& m, bool force) {
+  auto now = std::chrono::steady_clock::now();
+  if (startStep_ < 0) {
+    startStep_ = m.step;
+    start_ = now;
+  }
+  if (!force && std::chrono::duration<double>(now - lastProgress_).count() < progressSeconds_) return;
+  lastProgress_ = now;
+  double elapsed = std::chrono::duration<double>(now - start_).count();
+  int64_t done = m.step - startStep_;
+  double eta = done > 0 ? elapsed / double(done) * double(m.totalSteps - m.step) : 0.0;
+  std::printf("[train] epoch %lld step %lld/%lld loss %.4f lr %.3g samples/s %.0f eta %.0fs\n",
+              static_cast<long long>(m.epoch), static_cast<long long>(m.step),
+              static_cast<long long>(m.totalSteps), m.loss, m.lr, m.samplesPerS, eta);
+  std::fflush(stdout);
+}
+
+}  // namespace ddp

@@ -1,0 +1,53 @@
+// Metrics: what rank 0 reports about training.
+//
+//   JSON lines (`metrics` file, appended): one object per logged step,
+//     {"step": 120, "epoch": 1, "loss": 0.4312, "lr": 0.001, "samples_per_s": 51234.5,
+//      "world_size": 2, "generation": 0, "grad_norm": 0.83, "time": 1732890000.12}
+//     loss is the mean over ranks and over the steps since the previous line; samples_per_s
+//     counts all ranks' samples since the previous line.
+//   TensorBoard (`tensorboard_dir`): scalars train/loss, train/lr, train/samples_per_s,
+//     train/grad_norm at the same steps.
+//   Console (stdout): one progress line every `progress_seconds`:
+//     [train] epoch 1 step 120/500 loss 0.4312 lr 0.001 samples/s 51234 eta 7s
+//
+// Thread safety: not thread-safe; owned by rank 0's training thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "trainer/tensorboard_writer.hpp"
+
+namespace ddp {
+
+struct StepMetrics {
+  int64_t step = 0, epoch = 0, totalSteps = 0;
+  float loss = 0, lr = 0, gradNorm = 0;
+  double samplesPerS = 0;
+  int worldSize = 1, generation = 0;
+};
+
+class MetricsSink {
+ public:
+  // Empty paths disable that output. Throws ddp::Error when a file cannot be opened.
+  MetricsSink(const std::filesystem::path& jsonl, const std::filesystem::path& tensorboardDir,
+              double progressSeconds);
+
+  // Writes a JSON line and TensorBoard scalars. Does not throw on write errors (logged once).
+  void log(const StepMetrics& m);
+  // Prints the progress line if progressSeconds passed since the last one (or `force`).
+  void progress(const StepMetrics& m, bool force = false);
+
+ private:
+  std::ofstream jsonl_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
+  double progressSeconds_;
+  std::chrono::steady_clock::time_point lastProgress_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  int64_t startStep_ = -1;
+};
+
+}  // namespace ddp

@@ -1,0 +1,299 @@
+#include "trainer/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "rendezvous/error.hpp"
+#include "rendezvous/logging.hpp"
+#include "trainer/checkpoint.hpp"
+#include "trainer/crc32c.hpp"
+#include "trainer/distributed_sampler.hpp"
+#include "trainer/metrics.hpp"
+#include "trainer/model.hpp"
+#include "trainer/optimizer.hpp"
+#include "trainer/reducer.hpp"
+#include "trainer/sharded_dataset.hpp"
+
+namespace ddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string resolveDevice(const TrainConfig& c) {
+  if (c.device != "auto") return c.device;
+  if (c.backend == "nccl") return "cuda";
+  if (c.backend == "gloo") return "cpu";
+  return cudaDevicesPresent() ? "cuda" : "cpu";
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+class TrainLoop {
+ public:
+  TrainLoop(const TrainConfig& config, const RunContext& ctx, Communicator* comm)
+      : cfg_(config), ctx_(ctx), comm_(ctx.worldSize > 1 ? comm : nullptr) {
+    validateTrainConfig(cfg_);
+    if (ctx_.worldSize > 1 && !comm) throw ConfigError("trainer: world size > 1 needs a communicator");
+    data_ = std::make_unique<ShardedDataset>(cfg_.data);
+    shape_ = {int(data_->features()), cfg_.hidden, int(data_->classes())};
+    model_ = makeModel(resolveDevice(cfg_), shape_, ctx_.localRank, cfg_.bf16);
+    optimizer_ = std::make_unique<Optimizer>(*model_, cfg_.optimizer, ctx_.worldSize);
+    reducer_ = std::make_unique<Reducer>(
+        *model_, comm_, ReducerOptions{std::size_t(cfg_.bucketMb * 1024 * 1024)});
+    sampler_ = std::make_unique<DistributedSampler>(SamplerOptions{
+        int64_t(data_->size()), ctx_.worldSize, ctx_.rank, cfg_.shuffle, cfg_.seed, cfg_.dropLast});
+    restoreOrInit();
+    if (ctx_.rank == 0) {
+      metrics_ = std::make_unique<MetricsSink>(cfg_.metrics, cfg_.tensorboardDir, cfg_.progressSeconds);
+    }
+  }
+
+  TrainResult run();
+
+ private:
+  void restoreOrInit();
+  float runStep(const std::vector<int64_t>& list, std::size_t& pos);
+  void afterStep(float loss, float gradNorm, bool last);
+  void checkParams();
+  void saveCheckpoint();
+  float meanOverRanks(float value);
+  int64_t plannedSteps(std::size_t firstEpochLeft) const;
+  bool finished() const;
+  void advanceEpoch();
+  // Collective on a scalar through a buffer of the model's memory kind (NCCL needs device memory).
+  float allreduceScalar(float value);
+  uint32_t broadcastWord(uint32_t value);
+
+  TrainConfig cfg_;
+  RunContext ctx_;
+  Communicator* comm_;
+  std::unique_ptr<ShardedDataset> data_;
+  MlpShape shape_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<Reducer> reducer_;
+  std::unique_ptr<DistributedSampler> sampler_;
+  std::unique_ptr<MetricsSink> metrics_;
+  TrainState state_;
+  TrainResult result_;
+  std::vector<float> x_;
+  std::vector<int32_t> y_;
+  int64_t totalSteps_ = 0, samplesSinceLog_ = 0, samplesThisRun_ = 0;
+  Clock::time_point lastLog_ = Clock::now();
+  float lastGradNorm_ = 0;
+  std::shared_ptr<float> scratch_;
+  double lossSinceLog_ = 0;  // sum of step losses since the last metrics line
+  int64_t stepsSinceLog_ = 0;
+};
+
+void TrainLoop::restoreOrInit() {
+  auto params = initMlpParams(shape_, cfg_.seed);
+  state_ = {0, 0, 0, 0, ctx_.worldSize, ctx_.worldSize, ctx_.generation, cfg_.seed, cfg_.seed};
+  std::optional<Checkpoint> ckpt;
+  if (!cfg_.checkpointDir.empty()) ckpt = loadCheckpoint(cfg_.checkpointDir);
+  if (ckpt) {
+    if (ckpt->shape.inputs != shape_.inputs || ckpt->shape.hidden != shape_.hidden ||
+        ckpt->shape.classes != shape_.classes || ckpt->optimizer != cfg_.optimizer.type) {
+      throw ConfigError("checkpoint in " + cfg_.checkpointDir +
+                        " was written for another model or optimizer; remove it or change "
+                        "checkpoint_dir");
+    }
+    params = ckpt->params;
+    optimizer_->loadState(ckpt->optimizerState);
+    state_ = ckpt->state;
+    result_.resumed = true;
+    if (ctx_.rank == 0) {
+      logger("trainer")->info("resuming from {} at step {} (epoch {}, written by world size {})",
+                              checkpointPath(cfg_.checkpointDir).string(), state_.step,
+                              state_.epoch, state_.worldSize);
+    }
+  }
+  model_->upload(params.data(), model_->params(), params.size());
+  // DDP's constructor broadcasts rank 0's parameters; doing the same guards against any drift.
+  if (comm_) comm_->broadcast(model_->params(), model_->numParams() * sizeof(float), 0);
+  model_->zeroGrads();
+}
+
+int64_t TrainLoop::plannedSteps(std::size_t firstEpochLeft) const {
+  const int64_t b = cfg_.batchSize, a = cfg_.gradAccum;
+  int64_t perEpoch = ceilDiv(ceilDiv(sampler_->numSamples(), b), a);
+  int64_t total = state_.step + ceilDiv(ceilDiv(int64_t(firstEpochLeft), b), a) +
+                  std::max<int64_t>(0, cfg_.epochs - state_.epoch - 1) * perEpoch;
+  return cfg_.maxSteps > 0 ? std::min(total, cfg_.maxSteps) : total;
+}
+
+float TrainLoop::allreduceScalar(float value) {
+  if (!scratch_) scratch_ = model_->allocBuffer(1);
+  model_->upload(&value, scratch_.get(), 1);
+  model_->synchronize();
+  comm_->allreduce(scratch_.get(), 1, DataType::kFloat32, ReduceOp::kSum);
+  model_->download(scratch_.get(), &value, 1);
+  return value;
+}
+
+uint32_t TrainLoop::broadcastWord(uint32_t value) {
+  if (!scratch_) scratch_ = model_->allocBuffer(1);
+  float bits;
+  std::memcpy(&bits, &value, 4);
+  model_->upload(&bits, scratch_.get(), 1);
+  model_->synchronize();
+  comm_->broadcast(scratch_.get(), 4, 0);
+  model_->download(scratch_.get(), &bits, 1);
+  std::memcpy(&value, &bits, 4);
+  return value;
+}
+
+float TrainLoop::meanOverRanks(float value) {
+  if (!comm_) return value;
+  return allreduceScalar(value) / float(ctx_.worldSize);
+}
+
+float TrainLoop::runStep(const std::vector<int64_t>& list, std::size_t& pos) {
+  const std::size_t b = std::size_t(cfg_.batchSize);
+  const int micro = int(std::min<std::size_t>(cfg_.gradAccum, (list.size() - pos + b - 1) / b));
+  double lossSum = 0;
+  int64_t samples = 0;
+  for (int m = 0; m < micro; ++m) {
+    const std::size_t n = std::min(b, list.size() - pos);
+    std::vector<int64_t> ids(list.begin() + std::ptrdiff_t(pos), list.begin() + std::ptrdiff_t(pos + n));
+    x_.resize(n * data_->features());
+    y_.resize(n);
+    data_->gather(ids, x_.data(), y_.data());
+    const bool sync = m == micro - 1;
+    const float scale = 1.0f / float(n * std::size_t(ctx_.worldSize) * std::size_t(micro));
+    if (sync) reducer_->prepare();
+    GradReadyFn hook;
+    if (sync) hook = [this](int t) { reducer_->markReady(t); };
+    lossSum += model_->trainBatch(x_.data(), y_.data(), int(n), scale, hook);
+    if (sync) reducer_->finish();
+    pos += n;
+    samples += int64_t(n);
+  }
+  state_.consumed += samples * ctx_.worldSize;
+  samplesSinceLog_ += samples * ctx_.worldSize;
+  samplesThisRun_ += samples * ctx_.worldSize;
+  lastGradNorm_ = optimizer_->step(state_.step);
+  model_->zeroGrads();
+  ++state_.step;
+  return float(lossSum / micro);
+}
+
+void TrainLoop::checkParams() {
+  std::vector<float> host(model_->numParams());
+  model_->synchronize();
+  model_->download(model_->params(), host.data(), host.size());
+  uint32_t mine = crc32c(host.data(), host.size() * sizeof(float));
+  uint32_t root = broadcastWord(mine);
+  float mismatch = allreduceScalar(mine == root ? 0.0f : 1.0f);
+  if (mismatch > 0) {
+    throw CommError("parameters differ across ranks after step " + std::to_string(state_.step) +
+                    ": " + std::to_string(int(mismatch)) + " rank(s) disagree with rank 0 (rank " +
+                    std::to_string(ctx_.rank) + " crc " + std::to_string(mine) + ", rank 0 crc " +
+                    std::to_string(root) + ")");
+  }
+}
+
+void TrainLoop::saveCheckpoint() {
+  Checkpoint c;
+  c.state = state_;
+  c.state.worldSize = ctx_.worldSize;
+  c.state.generation = ctx_.generation;
+  c.optimizer = cfg_.optimizer.type;
+  c.shape = shape_;
+  c.params.resize(model_->numParams());
+  model_->synchronize();
+  model_->download(model_->params(), c.params.data(), c.params.size());
+  c.optimizerState = optimizer_->saveState();
+  ddp::saveCheckpoint(cfg_.checkpointDir, c);
+}
+
+void TrainLoop::afterStep(float loss, float gradNorm, bool last) {
+  const int64_t step = state_.step;
+  if (cfg_.checkParamsEvery > 0 && comm_ && step % cfg_.checkParamsEvery == 0) checkParams();
+  if (ctx_.rank == 0 && !cfg_.checkpointDir.empty() &&
+      (last || (cfg_.checkpointEvery > 0 && step % cfg_.checkpointEvery == 0))) {
+    saveCheckpoint();
+  }
+  lossSinceLog_ += loss;
+  ++stepsSinceLog_;
+  const bool logNow = last || step % cfg_.logEvery == 0;
+  if (logNow) {  // every rank takes part: the condition is the same everywhere
+    loss = meanOverRanks(float(lossSinceLog_ / double(stepsSinceLog_)));
+    result_.lastLoss = loss;
+    lossSinceLog_ = 0;
+    stepsSinceLog_ = 0;
+  }
+  if (!metrics_) return;
+  auto now = Clock::now();
+  double elapsed = std::chrono::duration<double>(now - lastLog_).count();
+  StepMetrics m{step, state_.epoch, totalSteps_, loss, optimizer_->lrAt(step - 1), gradNorm,
+                elapsed > 0 ? double(samplesSinceLog_) / elapsed : 0.0, ctx_.worldSize,
+                ctx_.generation};
+  if (logNow) {
+    metrics_->log(m);
+    samplesSinceLog_ = 0;
+    lastLog_ = now;
+  }
+  if (!logNow && result_.lastLoss > 0) m.loss = result_.lastLoss;  // steadier than one step
+  metrics_->progress(m, last);
+}
+
+bool TrainLoop::finished() const {
+  return state_.epoch >= cfg_.epochs || (cfg_.maxSteps > 0 && state_.step >= cfg_.maxSteps);
+}
+
+void TrainLoop::advanceEpoch() {
+  state_ = {state_.epoch + 1, state_.step, 0, 0, ctx_.worldSize, ctx_.worldSize, ctx_.generation,
+            state_.samplerSeed, state_.initSeed};
+}
+
+TrainResult TrainLoop::run() {
+  auto resume = sampler_->resume(state_.epoch, state_.shardBase, state_.consumed, state_.shardWorld);
+  state_.shardBase = resume.base;
+  state_.shardWorld = ctx_.worldSize;
+  totalSteps_ = plannedSteps(resume.indices.size());
+  const auto start = Clock::now();
+  const int64_t firstStep = state_.step;
+  std::vector<int64_t> list = std::move(resume.indices);
+  while (!finished()) {
+    if (list.empty()) {  // an epoch finished before the checkpoint, or nothing to sample
+      if (sampler_->numSamples() == 0) {
+        throw ConfigError("trainer: with drop_last the dataset has no sample for each rank");
+      }
+      advanceEpoch();
+      if (!finished()) list = sampler_->indices(state_.epoch);
+      continue;
+    }
+    std::size_t pos = 0;
+    while (pos < list.size() && !finished()) {
+      if (ctx_.generation == 0 && ctx_.rank == ctx_.failRank && state_.step == ctx_.failAtStep) {
+        result_.injectedFailure = true;
+        return std::move(result_);
+      }
+      float loss = runStep(list, pos);
+      if (pos >= list.size()) advanceEpoch();  // the checkpoint then points at the next epoch
+      afterStep(loss, lastGradNorm_, finished());
+    }
+    if (pos >= list.size()) list = finished() ? std::vector<int64_t>{} : sampler_->indices(state_.epoch);
+  }
+  double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  result_.steps = state_.step;
+  result_.stepsThisRun = state_.step - firstStep;
+  result_.epoch = state_.epoch;
+  result_.samplesPerS = wall > 0 ? double(samplesThisRun_) / wall : 0.0;
+  result_.params.resize(model_->numParams());
+  model_->synchronize();
+  model_->download(model_->params(), result_.params.data(), result_.params.size());
+  return std::move(result_);
+}
+
+}  // namespace
+
+TrainResult train(const TrainConfig& config, const RunContext& context, Communicator* comm) {
+  TrainLoop loop(config, context, comm);
+  return loop.run();
+}
+
+}  // namespace ddp

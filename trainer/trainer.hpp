@@ -1,0 +1,48 @@
+// Trainer: the data-parallel training loop of the `train` binary.
+//
+// One Trainer per rank. Per optimizer step: grad_accum micro-batches from this rank's
+// DistributedSampler list; the last one is the synchronised backward whose buckets the Reducer
+// allreduces while backward runs; then clipping, the optimizer and zeroing. Rank 0 writes
+// metrics and checkpoints. At start every rank loads the checkpoint when one exists (any world
+// size; see DistributedSampler's resume rule) and rank 0's parameters are broadcast so all ranks
+// start identical.
+//
+// Thread safety: run() is called once, on one thread. Several Trainers (ranks) may run on
+// different threads of one process when each has its own Communicator (tests do this).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "trainer/train_config.hpp"
+#include "worker_runtime/communicator.hpp"
+
+namespace ddp {
+
+struct RunContext {
+  int rank = 0;
+  int worldSize = 1;
+  int localRank = 0;        // CUDA device index
+  int generation = 0;       // TORCHELASTIC_RESTART_COUNT
+  int64_t failAtStep = -1;  // fault injection: stop with injectedFailure ...
+  int failRank = -1;        // ... on this rank after this many steps, generation 0 only
+};
+
+struct TrainResult {
+  int64_t steps = 0;            // optimizer steps done in total (including before a resume)
+  int64_t stepsThisRun = 0;     // optimizer steps done by this run
+  int64_t epoch = 0;            // epoch the run stopped in (== epochs when all are done)
+  float lastLoss = 0;           // mean loss over ranks of the last logged interval
+  double samplesPerS = 0;       // all ranks' samples / wall time of this run's steps
+  bool injectedFailure = false; // stopped by --fail-at-step
+  bool resumed = false;         // started from a checkpoint
+  std::vector<float> params;    // final parameters (host copy)
+};
+
+// Runs the whole training. `comm` may be null when worldSize is 1. Blocks for the whole run.
+// Throws ConfigError (config, data, checkpoint mismatch), CommError (a collective failed or a
+// peer's parameters differ), ddp::Error (checkpoint or metrics I/O).
+TrainResult train(const TrainConfig& config, const RunContext& context, Communicator* comm);
+
+}  // namespace ddp
