@@ -1,0 +1,311 @@
+#include "launcher/cli.hpp"
+
+#include <climits>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "ddp_version.hpp"
+#include "launcher/detail/cli_detect.hpp"
+#include "launcher/detail/cli_entrypoint.hpp"
+#include "launcher/detail/cli_options.hpp"
+#include "launcher/detail/cli_values.hpp"
+
+namespace ddp {
+namespace {
+
+using detail::optionSpec;
+
+constexpr int kDefaultMasterPort = 29500;
+constexpr int kDefaultC10dPort = 29400;
+constexpr int kDefaultEtcdPort = 2379;
+constexpr const char* kDefaultSignals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+
+struct Sourced {
+  std::string value;
+  std::string origin;  // "--nnodes" or "PET_NNODES"
+};
+
+// Looks each option up on the command line, then in its environment variables, and converts it,
+// naming the origin in errors. Records which options the user set.
+class Resolver {
+ public:
+  Resolver(const detail::RawArgs& raw, const EnvLookup& getenv, LaunchConfig& config)
+      : raw_(raw), getenv_(getenv), config_(config) {}
+
+  std::optional<Sourced> find(const std::string& dest) {
+    const auto& spec = optionSpec(dest);
+    std::optional<Sourced> found;
+    if (auto it = raw_.values.find(dest); it != raw_.values.end()) {
+      found = Sourced{it->second, longName(dest)};
+    } else {
+      for (const auto& var : spec.env) {
+        auto value = getenv_(var);
+        // An empty value means "set" for a switch (Kubeflow's PET_STANDALONE="") and "unset"
+        // for an option that needs a value.
+        if (value && (spec.isFlag || !value->empty())) {
+          found = Sourced{*value, var};
+          if (!config_.explicitOptions.contains(dest))
+            config_.notes.push_back("from the environment: " + var + "=" + *value);
+          break;
+        }
+      }
+    }
+    if (found) config_.explicitOptions.insert(dest);
+    return found;
+  }
+
+  template <class T, class Parse>
+  std::optional<T> get(const std::string& dest, Parse parse) {
+    auto found = find(dest);
+    if (!found) return std::nullopt;
+    try {
+      return parse(found->value);
+    } catch (const ConfigError& e) {
+      throw UsageError(found->origin + " '" + found->value + "': " + e.what());
+    }
+  }
+
+  std::optional<std::string> text(const std::string& dest) {
+    auto found = find(dest);
+    return found ? std::optional<std::string>(found->value) : std::nullopt;
+  }
+
+  bool flag(const std::string& dest) {
+    return get<bool>(dest, detail::parseEnvBool).value_or(false);
+  }
+
+  static std::string longName(const std::string& dest) {
+    for (const auto& name : optionSpec(dest).names)
+      if (name.starts_with("--")) return name;
+    return dest;
+  }
+
+ private:
+  const detail::RawArgs& raw_;
+  const EnvLookup& getenv_;
+  LaunchConfig& config_;
+};
+
+int intIn(const std::string& s, int lo, int hi) { return detail::parseInt(s, lo, hi); }
+
+std::string nonEmpty(const std::string& s) {
+  if (s.empty()) throw ConfigError("must not be empty");
+  return s;
+}
+
+std::string oneOf(const std::string& s, std::initializer_list<const char*> choices) {
+  std::string list;
+  for (const char* c : choices) {
+    if (s == c) return s;
+    list += (list.empty() ? "" : ", ") + std::string(c);
+  }
+  throw ConfigError("must be one of " + list);
+}
+
+void resolveWorkers(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
+  if (auto n = r.get<detail::NodeRange>("nnodes", detail::parseNnodes)) {
+    c.minNodes = n->minNodes;
+    c.maxNodes = n->maxNodes;
+  }
+  if (auto spec = r.text("nproc_per_node")) c.nprocSpec = *spec;
+  c.nprocPerNode = r.get<int>("nproc_per_node", [&](const std::string& s) {
+                      return resolveNprocPerNode(s, getenv);
+                    }).value_or(1);
+  c.nodeRank = r.get<int>("node_rank", [](auto& s) { return intIn(s, 0, INT_MAX); });
+  c.maxRestarts = r.get<int>("max_restarts", [](auto& s) { return intIn(s, 0, INT_MAX); }).value_or(0);
+  if (auto d = r.get<std::chrono::milliseconds>("monitor_interval", detail::parseDuration))
+    c.monitorInterval = static_cast<double>(d->count()) / 1000.0;
+  c.role = r.get<std::string>("role", nonEmpty).value_or(c.role);
+  c.startMethod = r.get<std::string>("start_method", [](auto& s) {
+                     return oneOf(s, {"spawn", "fork", "forkserver"});
+                   }).value_or(c.startMethod);
+  c.virtualLocalRank = r.flag("virtual_local_rank");
+  c.numaBinding = r.get<std::string>("numa_binding", [](auto& s) {
+                     return oneOf(s, {"node", "socket", "exclusive", "core-complex"});
+                   }).value_or("");
+}
+
+void resolveRendezvous(Resolver& r, LaunchConfig& c) {
+  c.rdzvBackend = r.get<RdzvBackend>("rdzv_backend", detail::parseBackend).value_or(c.rdzvBackend);
+  c.rdzvEndpoint = r.text("rdzv_endpoint").value_or("");
+  c.rdzvId = r.get<std::string>("rdzv_id", nonEmpty).value_or(c.rdzvId);
+  if (auto conf = r.get<std::map<std::string, std::string>>("rdzv_conf", [](auto& s) {
+        auto parsed = detail::parseRdzvConf(s);
+        detail::parseRdzvSettings(parsed);  // validate typed keys while the origin is known
+        return parsed;
+      })) {
+    c.rdzvConf = *conf;
+    c.rdzv = detail::parseRdzvSettings(c.rdzvConf);
+  }
+  c.standalone = r.flag("standalone");
+  c.masterAddr = r.get<std::string>("master_addr", nonEmpty).value_or(c.masterAddr);
+  c.masterPort = r.get<int>("master_port", [](auto& s) { return intIn(s, 0, 65535); });
+  c.localAddr = r.text("local_addr").value_or("");
+  c.noSlurm = r.flag("no_slurm");
+}
+
+// torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE uses ${role_name} ${rank} ${local_rank}.
+std::string fromTorchTemplate(std::string t) {
+  for (auto [from, to] : {std::pair{"${role_name}", "{role}"}, {"${local_rank}", "{local_rank}"},
+                          {"${rank}", "{rank}"}}) {
+    for (auto pos = t.find(from); pos != std::string::npos; pos = t.find(from, pos))
+      t.replace(pos, std::string(from).size(), to);
+  }
+  return t;
+}
+
+void resolveLogs(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
+  c.logDir = r.text("log_dir").value_or("");
+  c.redirects = r.get<StreamSpec>("redirects", detail::parseStreamSpec).value_or(StreamSpec{});
+  c.tee = r.get<StreamSpec>("tee", detail::parseStreamSpec).value_or(StreamSpec{});
+  c.localRanksFilter = r.get<std::vector<int>>("local_ranks_filter", detail::parseRankList).value_or(std::vector<int>{});
+  if (auto prefix = r.text("log_prefix")) {
+    c.logPrefix = *prefix;
+  } else if (auto torchTemplate = getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) {
+    c.logPrefix = fromTorchTemplate(*torchTemplate);
+  }
+  c.logLevel = r.get<std::string>("log_level", detail::parseLogLevel).value_or(c.logLevel);
+  c.eventLogHandler = r.text("event_log_handler").value_or(c.eventLogHandler);
+  c.logsSpecs = r.text("logs_specs").value_or("");
+  c.duplicateStdoutFilters = detail::parseFilterList(r.text("duplicate_stdout_filters").value_or(""));
+  c.duplicateStderrFilters = detail::parseFilterList(r.text("duplicate_stderr_filters").value_or(""));
+}
+
+void resolveSignals(Resolver& r, LaunchConfig& c) {
+  c.signalsToHandle = r.get<std::vector<int>>("signals_to_handle", detail::parseSignalList)
+                          .value_or(detail::parseSignalList(kDefaultSignals));
+  c.shutdownTimeout = r.get<std::chrono::milliseconds>("shutdown_timeout", detail::parseDuration)
+                          .value_or(c.shutdownTimeout);
+}
+
+void resolveEntry(Resolver& r, LaunchConfig& c, const detail::RawArgs& raw, const EnvLookup& getenv) {
+  detail::EntrypointRequest request;
+  request.positional = raw.entrypoint;
+  request.module = r.flag("module");
+  request.noPython = r.flag("no_python");
+  request.runPath = r.flag("run_path");
+  r.flag("use_env");  // torch.distributed.launch's switch: ddprun never appends --local-rank
+  c.module = request.module;
+  c.noPython = request.noPython;
+  c.runPath = request.runPath;
+  if (auto exec = getenv("PYTHON_EXEC"); exec && !exec->empty()) request.pythonExec = *exec;
+  detail::resolveEntrypoint(request, c);
+}
+
+std::string randomRunId() {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<std::uint64_t>(rd()) << 32) ^ rd());
+  std::uint64_t hi = gen(), lo = gen();
+  hi = (hi & ~0xF000ULL) | 0x4000ULL;                // version 4
+  lo = (lo & ~(0xC0ULL << 56)) | (0x80ULL << 56);    // RFC 4122 variant
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08llx-%04llx-%04llx-%04llx-%012llx",
+                static_cast<unsigned long long>(hi >> 32), static_cast<unsigned long long>((hi >> 16) & 0xFFFF),
+                static_cast<unsigned long long>(hi & 0xFFFF), static_cast<unsigned long long>(lo >> 48),
+                static_cast<unsigned long long>(lo & 0xFFFFFFFFFFFFULL));
+  return buf;
+}
+
+// --standalone, and torchrun 2.x's implicit form: a one-node static job without a master port.
+void applyStandalone(LaunchConfig& c) {
+  bool implicit = !c.standalone && c.rdzvBackend == RdzvBackend::kStatic &&
+                  !c.explicitOptions.contains("rdzv_endpoint") && !c.masterPort && c.maxNodes == 1;
+  if (!c.standalone && !implicit) return;
+  if (c.maxNodes > 1)
+    throw UsageError("--standalone runs exactly one node, but nnodes is " + std::to_string(c.minNodes) +
+                     ":" + std::to_string(c.maxNodes));
+  c.standalone = true;
+  c.minNodes = c.maxNodes = 1;
+  c.rdzvBackend = RdzvBackend::kC10d;
+  c.rdzvEndpoint = "localhost:0";
+  if (!c.explicitOptions.contains("rdzv_id")) c.rdzvId = randomRunId();
+  c.notes.push_back(std::string(implicit ? "single node without --master-port: " : "") +
+                    "standalone: c10d rendezvous on an embedded store at localhost:<free port>, run id " +
+                    c.rdzvId);
+}
+
+void finalizeEndpoint(LaunchConfig& c) {
+  if (c.standalone) {
+    c.rdzvHost = "localhost";
+    c.rdzvPort = 0;
+    return;
+  }
+  bool isStatic = c.rdzvBackend == RdzvBackend::kStatic;
+  int defaultPort = isStatic ? c.masterPort.value_or(kDefaultMasterPort)
+                             : (c.rdzvBackend == RdzvBackend::kEtcd ? kDefaultEtcdPort : kDefaultC10dPort);
+  std::string endpoint = c.rdzvEndpoint;
+  if (endpoint.empty() && isStatic) endpoint = c.masterAddr;
+  if (endpoint.empty() && c.maxNodes > 1)
+    throw UsageError("--rdzv-endpoint is required when more than one node may join (nnodes " +
+                     std::to_string(c.minNodes) + ":" + std::to_string(c.maxNodes) +
+                     "); otherwise every node would wait alone on its own store");
+  try {
+    auto ep = detail::parseEndpoint(endpoint, defaultPort);
+    c.rdzvHost = ep.host;
+    c.rdzvPort = ep.port;
+  } catch (const ConfigError& e) {
+    throw UsageError((c.rdzvEndpoint.empty() ? "--master-addr '" : "--rdzv-endpoint '") + endpoint +
+                     "': " + e.what());
+  }
+}
+
+void checkConsistency(const LaunchConfig& c) {
+  if (c.nodeRank && *c.nodeRank >= c.maxNodes)
+    throw UsageError("--node-rank " + std::to_string(*c.nodeRank) + " is outside nnodes " +
+                     std::to_string(c.minNodes) + ":" + std::to_string(c.maxNodes) +
+                     " (node ranks are 0.." + std::to_string(c.maxNodes - 1) + ")");
+  auto check = [&](const char* flag, int rank) {
+    if (rank >= c.nprocPerNode)
+      throw UsageError(std::string(flag) + ": local rank " + std::to_string(rank) +
+                       " does not exist (--nproc-per-node " + std::to_string(c.nprocPerNode) + ")");
+  };
+  for (const auto& [rank, streams] : c.redirects.perRank) check("--redirects", rank);
+  for (const auto& [rank, streams] : c.tee.perRank) check("--tee", rank);
+  for (int rank : c.localRanksFilter) check("--local-ranks-filter", rank);
+}
+
+}  // namespace
+
+LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLookup& getenv) {
+  auto raw = detail::splitCommandLine(args);
+  if (raw.help) throw InfoRequested(helpText());
+  if (raw.version) throw InfoRequested(std::string("ddprun ") + DDP_VERSION_STRING + "\n");
+  LaunchConfig config;
+  Resolver resolver(raw, getenv, config);
+  resolveWorkers(resolver, config, getenv);
+  resolveRendezvous(resolver, config);
+  resolveLogs(resolver, config, getenv);
+  resolveSignals(resolver, config);
+  resolveEntry(resolver, config, raw, getenv);
+  if (!config.standalone) applyEnvironmentDetection(config, getenv);  // --standalone: one node
+  applyStandalone(config);
+  finalizeEndpoint(config);
+  checkConsistency(config);
+  return config;
+}
+
+LaunchConfig parseCommandLine(int argc, char** argv) {
+  std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  return parseCommandLine(args, processEnv);
+}
+
+void applyEnvironmentDetection(LaunchConfig& config, const EnvLookup& getenv) {
+  if (!config.noSlurm) detail::applySlurmDetection(config, getenv);
+}
+
+CliOutcome parseCommandLineOrReport(int argc, char** argv) {
+  try {
+    return {parseCommandLine(argc, argv), 0};
+  } catch (const InfoRequested& info) {
+    std::cout << info.text() << std::flush;
+    return {std::nullopt, 0};
+  } catch (const ConfigError& e) {
+    std::cerr << "ddprun: error: " << e.what() << std::endl;
+    return {std::nullopt, kUsageExitCode};
+  }
+}
+
+std::string helpText() { return detail::formatHelp(); }
+
+}  // namespace ddp

@@ -1,0 +1,67 @@
+#include "launcher/detail/cli_detect.hpp"
+
+#include "launcher/cli.hpp"
+#include "launcher/slurm_env.hpp"
+
+namespace ddp::detail {
+namespace {
+
+std::string hostPort(const std::string& host, int port) {
+  bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+bool given(const LaunchConfig& c, const char* dest) { return c.explicitOptions.contains(dest); }
+
+// Rendezvous settings for a dynamic backend (c10d) or the static one.
+std::string fillRendezvous(LaunchConfig& c, const SlurmContext& ctx) {
+  std::string filled;
+  if (!given(c, "rdzv_backend")) c.rdzvBackend = RdzvBackend::kC10d;
+  if (c.rdzvBackend == RdzvBackend::kStatic) {
+    if (!given(c, "master_addr")) c.masterAddr = ctx.firstHost;
+    if (!given(c, "master_port")) c.masterPort = ctx.port;
+    return " master " + hostPort(c.masterAddr, c.masterPort.value_or(ctx.port));
+  }
+  if (c.rdzvBackend == RdzvBackend::kC10d && !given(c, "rdzv_endpoint")) {
+    c.rdzvEndpoint = hostPort(ctx.firstHost, ctx.port);
+    if (!c.rdzv.isHost) {
+      c.rdzv.isHost = ctx.nodeRank == 0;
+      c.rdzvConf["is_host"] = *c.rdzv.isHost ? "true" : "false";
+    }
+    filled += " endpoint " + c.rdzvEndpoint + (ctx.nodeRank == 0 ? " (hosted here)" : "");
+  }
+  if (!given(c, "rdzv_id")) {
+    c.rdzvId = ctx.runId;
+    filled += " run id " + ctx.runId;
+  }
+  return filled;
+}
+
+}  // namespace
+
+void applySlurmDetection(LaunchConfig& c, const EnvLookup& getenv) {
+  SlurmContext ctx;
+  try {
+    ctx = slurmContextFrom(getenv);
+  } catch (const ConfigError& e) {
+    throw UsageError(std::string(e.what()) + " (or run with --no-slurm)");
+  }
+  if (!ctx.inSlurm || !ctx.inStep) return;
+  if (ctx.localTask > 0)
+    throw UsageError("SLURM_LOCALID=" + std::to_string(ctx.localTask) +
+                     ": ddprun runs one agent per node and starts the workers itself; use srun "
+                     "--ntasks-per-node=1 (or --no-slurm)");
+  std::string filled;
+  if (!given(c, "nnodes")) {
+    c.minNodes = c.maxNodes = ctx.nnodes;
+    filled += " nnodes " + std::to_string(ctx.nnodes);
+  }
+  if (!given(c, "node_rank")) {
+    c.nodeRank = ctx.nodeRank;
+    filled += " node rank " + std::to_string(ctx.nodeRank);
+  }
+  filled += fillRendezvous(c, ctx);
+  c.notes.push_back(describe(ctx) + (filled.empty() ? "; everything set explicitly" : ";" + filled));
+}
+
+}  // namespace ddp::detail

@@ -1,0 +1,215 @@
+#include "launcher/detail/cli_options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+#include "launcher/cli.hpp"
+
+namespace ddp::detail {
+namespace {
+
+// Dashed and underscored spellings of a torchrun long option, and PET_<DEST> as its variable.
+OptionSpec torchOpt(const std::string& dest, bool isFlag, std::string metavar, std::string help,
+                    std::string section, std::vector<std::string> shortNames = {}) {
+  OptionSpec spec{dest, std::move(shortNames), {}, isFlag, std::move(metavar), std::move(help),
+                  std::move(section)};
+  std::string dashed = dest;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  spec.names.push_back("--" + dashed);
+  if (dashed != dest) spec.names.push_back("--" + dest);
+  std::string env = "PET_" + dest;
+  std::transform(env.begin(), env.end(), env.begin(), [](unsigned char c) { return std::toupper(c); });
+  spec.env.push_back(env);
+  return spec;
+}
+
+OptionSpec withEnv(OptionSpec spec, std::vector<std::string> env) {
+  spec.env = std::move(env);
+  return spec;
+}
+
+std::vector<OptionSpec> buildTable() {
+  const std::string kNodes = "Nodes and workers", kRdzv = "Rendezvous", kEntry = "Entry point",
+                    kLogs = "Logs", kSignals = "Signals and shutdown";
+  return {
+      torchOpt("nnodes", false, "N|MIN:MAX", "number of nodes, or MIN:MAX for an elastic job (default 1)", kNodes),
+      torchOpt("nproc_per_node", false, "N|gpu|cpu|auto",
+               "workers per node (default 1); gpu: one per visible GPU, an error if none; cpu: one "
+               "per usable CPU; auto: GPUs if any, else CPUs", kNodes),
+      torchOpt("node_rank", false, "N", "this node's rank (default: assigned by the rendezvous; 0 for static)", kNodes),
+      torchOpt("max_restarts", false, "N", "job-wide budget of worker-group restarts after failures (default 0)", kNodes),
+      torchOpt("monitor_interval", false, "SECONDS", "accepted for compatibility; ddprun reacts to events, it does not poll", kNodes),
+      torchOpt("role", false, "NAME", "worker role: ROLE_NAME and the log prefix (default 'default')", kNodes),
+      torchOpt("start_method", false, "spawn|fork|forkserver", "accepted for compatibility; workers are always separate processes", kNodes),
+      torchOpt("virtual_local_rank", true, "", "give every worker LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES=<its GPU>", kNodes),
+      withEnv(torchOpt("numa_binding", false, "POLICY", "accepted for compatibility and ignored", kNodes), {}),
+      torchOpt("rdzv_backend", false, "static|c10d|etcd|etcd-v2", "rendezvous backend (default static)", kRdzv),
+      torchOpt("rdzv_endpoint", false, "HOST[:PORT]",
+               "rendezvous store, e.g. a ddprund (port default: c10d 29400, etcd 2379; IPv6 as [addr]:port)", kRdzv),
+      torchOpt("rdzv_id", false, "ID", "job id shared by all nodes; becomes TORCHELASTIC_RUN_ID (default 'none')", kRdzv),
+      torchOpt("rdzv_conf", false, "KEY=VALUE,...",
+               "rendezvous settings: join_timeout, last_call_timeout, close_timeout, heartbeat_timeout, "
+               "keep_alive_interval, keep_alive_max_attempt, read_timeout (seconds, fractions ok), is_host, protocol", kRdzv),
+      torchOpt("standalone", true, "", "one node, nothing else to start: embedded store on a free port, random run id", kRdzv),
+      torchOpt("master_addr", false, "ADDR", "static backend: address of node 0's store (default 127.0.0.1)", kRdzv),
+      torchOpt("master_port", false, "PORT", "static backend: port of node 0's store (default 29500)", kRdzv),
+      torchOpt("local_addr", false, "ADDR", "address other nodes reach this node at (default: detected)", kRdzv),
+      withEnv(torchOpt("no_slurm", true, "", "ignore SLURM_* even inside a Slurm step", kRdzv), {"DDP_NO_SLURM"}),
+      torchOpt("module", true, "", "run the entry point as a Python module: python -u -m MODULE", kEntry, {"-m"}),
+      torchOpt("no_python", true, "", "run the entry point as a program, never under python", kEntry),
+      torchOpt("run_path", true, "", "run the entry point as a Python script (like a .py file)", kEntry),
+      withEnv(torchOpt("use_env", true, "", "accepted for torch.distributed.launch users; ddprun never passes --local-rank", kEntry), {}),
+      torchOpt("log_dir", false, "DIR", "write <DIR>/<run-id>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json", kLogs),
+      torchOpt("redirects", false, "0-3|RANK:0-3,...", "worker streams to files only: 0 none, 1 stdout, 2 stderr, 3 both; or per local rank", kLogs, {"-r"}),
+      torchOpt("tee", false, "0-3|RANK:0-3,...", "worker streams to files and the console (same values as --redirects)", kLogs, {"-t"}),
+      torchOpt("local_ranks_filter", false, "RANK,...", "local ranks whose output reaches the console (default all)", kLogs),
+      withEnv(torchOpt("log_prefix", false, "TEMPLATE",
+                       "console line prefix with {rank} {local_rank} {host} {role} (default '[{role}{local_rank}]:')", kLogs),
+              {"DDP_LOG_PREFIX"}),
+      withEnv(torchOpt("log_level", false, "LEVEL", "trace, debug, info, warn, error, critical or off (default info)", kLogs),
+              {"DDP_LOG_LEVEL"}),
+      torchOpt("event_log_handler", false, "NAME", "accepted for compatibility and ignored", kLogs),
+      withEnv(torchOpt("logs_specs", false, "NAME", "accepted for compatibility and ignored", kLogs), {}),
+      torchOpt("duplicate_stdout_filters", false, "FILTER,...", "accepted for compatibility and ignored", kLogs),
+      torchOpt("duplicate_stderr_filters", false, "FILTER,...", "accepted for compatibility and ignored", kLogs),
+      torchOpt("signals_to_handle", false, "SIG,...",
+               "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT; add SIGUSR1 for Slurm pre-emption)", kSignals),
+      withEnv(torchOpt("shutdown_timeout", false, "SECONDS", "grace between the forwarded signal and SIGKILL (default 30)", kSignals),
+              {"PET_SHUTDOWN_TIMEOUT", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"}),
+  };
+}
+
+std::string joinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+// The option a long name (without "=value") stands for: an exact spelling, or, as argparse
+// allows, an unambiguous prefix ("--redirect" for --redirects). nullptr when nothing matches.
+const OptionSpec* matchLongName(const std::string& name, const std::vector<OptionSpec>& table) {
+  std::vector<const OptionSpec*> matches;
+  std::string candidates;
+  for (const auto& spec : table) {
+    for (const auto& n : spec.names) {
+      if (n == name) return &spec;
+      if (!n.starts_with(name)) continue;
+      candidates += (candidates.empty() ? "" : ", ") + n;
+      if (std::find(matches.begin(), matches.end(), &spec) == matches.end()) matches.push_back(&spec);
+    }
+  }
+  if (matches.size() > 1) throw UsageError("ambiguous option: " + name + " could match " + candidates);
+  return matches.empty() ? nullptr : matches.front();
+}
+
+}  // namespace
+
+std::vector<std::string> expandAbbreviations(const std::vector<std::string>& args) {
+  std::vector<OptionSpec> table = optionTable();
+  table.push_back({"help", {"--help"}, {}, true, "", "", ""});
+  table.push_back({"version", {"--version"}, {}, true, "", "", ""});
+  std::vector<std::string> out = args;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::string& tok = out[i];
+    if (tok == "--" || tok.size() < 2 || tok[0] != '-') break;  // the entry point starts here
+    if (!tok.starts_with("--")) {
+      bool valued = tok == "-r" || tok == "-t";  // "-r 3"; "-r3" carries its value
+      i += valued ? 1 : 0;
+      continue;
+    }
+    auto eq = tok.find('=');
+    std::string name = tok.substr(0, eq);
+    const OptionSpec* spec = matchLongName(name, table);
+    if (!spec) continue;  // unknown: CLI11 rejects it with the original spelling
+    if (std::find(spec->names.begin(), spec->names.end(), name) == spec->names.end())
+      out[i] = spec->names.back() + (eq == std::string::npos ? "" : tok.substr(eq));
+    if (!spec->isFlag && eq == std::string::npos) ++i;  // skip the value
+  }
+  return out;
+}
+
+const std::vector<OptionSpec>& optionTable() {
+  static const std::vector<OptionSpec> table = buildTable();
+  return table;
+}
+
+const OptionSpec& optionSpec(const std::string& dest) {
+  for (const auto& spec : optionTable())
+    if (spec.dest == dest) return spec;
+  throw std::out_of_range("no ddprun option with dest " + dest);
+}
+
+RawArgs splitCommandLine(const std::vector<std::string>& args) {
+  CLI::App app{"ddprun", "ddprun"};
+  app.set_help_flag();
+  app.prefix_command();  // the first positional ends our flags; the rest belongs to the workers
+  auto* help = app.add_flag("-h,--help");
+  auto* version = app.add_flag("--version");
+  std::vector<std::pair<const OptionSpec*, CLI::Option*>> bound;
+  for (const auto& spec : optionTable()) {
+    CLI::Option* opt = spec.isFlag ? app.add_flag(joinNames(spec.names))
+                                   : app.add_option(joinNames(spec.names))
+                                         ->type_name(spec.metavar)
+                                         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    bound.emplace_back(&spec, opt);
+  }
+  auto expanded = expandAbbreviations(args);
+  std::vector<std::string> reversed(expanded.rbegin(), expanded.rend());  // CLI11 pops the back
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  RawArgs raw;
+  raw.help = help->count() > 0;
+  raw.version = version->count() > 0;
+  // The last occurrence wins, as with argparse; a switch given "--flag=0" keeps its text.
+  for (auto& [spec, opt] : bound)
+    if (opt->count() > 0 && !opt->results().empty()) raw.values[spec->dest] = opt->results().back();
+  raw.entrypoint = app.remaining();
+  if (!raw.entrypoint.empty() && raw.entrypoint.front() == "--") {
+    raw.entrypoint.erase(raw.entrypoint.begin());  // "ddprun [OPTIONS] -- program args"
+  } else if (!raw.entrypoint.empty() && raw.entrypoint.front().size() > 1 &&
+             raw.entrypoint.front()[0] == '-') {
+    throw UsageError("unrecognized argument: " + raw.entrypoint.front() +
+                     " (ddprun flags go before the training script; see --help)");
+  }
+  return raw;
+}
+
+std::string formatHelp() {
+  std::ostringstream out;
+  out << "usage: ddprun [OPTIONS] TRAINING_SCRIPT|PROGRAM|MODULE [ARGS...]\n\n"
+         "Start one elastic agent per node that runs the training program as N workers with\n"
+         "torchrun's environment contract. A *.py entry point runs as $PYTHON_EXEC -u (default\n"
+         "python3); -m runs a module; anything else runs as a program found on PATH. ARGS go to\n"
+         "every worker untouched; ${local_rank} in them becomes the worker's local rank.\n\n"
+         "Every multi-word flag also has an underscore spelling (--nproc_per_node). A flag that is\n"
+         "not given is read from the variable shown (PET_* as torchrun; booleans 1/0, an empty value\n"
+         "meaning 1); the command line wins. Inside a Slurm step the node count, node rank, endpoint\n"
+         "and run id come from SLURM_* unless set (or --no-slurm).\n";
+  std::string section;
+  for (const auto& spec : optionTable()) {
+    if (spec.section != section) {
+      section = spec.section;
+      out << "\n" << section << ":\n";
+    }
+    std::vector<std::string> shown;  // the underscore spellings are implied by the note above
+    std::copy_if(spec.names.begin(), spec.names.end(), std::back_inserter(shown),
+                 [](const std::string& n) { return n.find('_') == std::string::npos; });
+    std::string head = "  " + joinNames(shown);
+    if (!spec.metavar.empty()) head += " " + spec.metavar;
+    out << head << "\n      " << spec.help;
+    if (!spec.env.empty()) out << " [" << joinNames(spec.env) << "]";
+    out << "\n";
+  }
+  out << "\nOther:\n  -h, --help\n      show this help and exit\n  --version\n      print the version and exit\n"
+         "\nExit status: 0 when every worker succeeded; the root-cause worker's exit code (128+signal\n"
+         "for a signal) when the job failed; 2 for a usage error.\n";
+  return out.str();
+}
+
+}  // namespace ddp::detail

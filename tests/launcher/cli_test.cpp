@@ -1,0 +1,307 @@
+// ddprun's command line: flag spellings, PET_* precedence, entry points, validation messages,
+// standalone, help/version. The environment is a map handed to the parser (nothing global).
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <map>
+#include <regex>
+
+#include "ddp_version.hpp"
+#include "launcher/cli.hpp"
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+ddp::EnvLookup lookup(const Env& env) {
+  return [env](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+}
+
+ddp::LaunchConfig parse(std::vector<std::string> args, const Env& env = {}) {
+  return ddp::parseCommandLine(args, lookup(env));
+}
+
+// The UsageError message for a command line that must be rejected.
+std::string errorOf(std::vector<std::string> args, const Env& env = {}) {
+  try {
+    parse(std::move(args), env);
+  } catch (const ddp::UsageError& e) {
+    return e.what();
+  }
+  FAIL("the command line was accepted");
+  return "";
+}
+
+using Strings = std::vector<std::string>;
+
+}  // namespace
+
+TEST_CASE("every torchrun flag takes its dashed and underscored spelling, = or a space", "[cli]") {
+  struct Case {
+    std::string dest, value;
+    std::function<void(const ddp::LaunchConfig&)> check;
+  };
+  std::vector<Case> cases = {
+      {"nproc_per_node", "3", [](auto& c) { CHECK(c.nprocPerNode == 3); }},
+      {"max_restarts", "4", [](auto& c) { CHECK(c.maxRestarts == 4); }},
+      {"monitor_interval", "0.5", [](auto& c) { CHECK(c.monitorInterval == Approx(0.5)); }},
+      {"start_method", "fork", [](auto& c) { CHECK(c.startMethod == "fork"); }},
+      {"rdzv_backend", "etcd-v2", [](auto& c) { CHECK(c.rdzvBackend == ddp::RdzvBackend::kEtcd); }},
+      {"rdzv_id", "job7", [](auto& c) { CHECK(c.rdzvId == "job7"); }},
+      {"rdzv_conf", "join_timeout=5", [](auto& c) { CHECK(c.rdzv.joinTimeout == std::chrono::seconds(5)); }},
+      {"log_dir", "/tmp/logs", [](auto& c) { CHECK(c.logDir == "/tmp/logs"); }},
+      {"local_ranks_filter", "0", [](auto& c) { CHECK(c.localRanksFilter == std::vector<int>{0}); }},
+      {"signals_to_handle", "SIGUSR1", [](auto& c) { CHECK(c.signalsToHandle == std::vector<int>{SIGUSR1}); }},
+      {"shutdown_timeout", "2.5", [](auto& c) { CHECK(c.shutdownTimeout == std::chrono::milliseconds(2500)); }},
+      {"local_addr", "10.0.0.7", [](auto& c) { CHECK(c.localAddr == "10.0.0.7"); }},
+      {"master_addr", "10.0.0.1", [](auto& c) { CHECK(c.masterAddr == "10.0.0.1"); }},
+      {"master_port", "12345", [](auto& c) { CHECK(c.masterPort == 12345); }},
+      {"node_rank", "0", [](auto& c) { CHECK(c.nodeRank == 0); }},
+      {"event_log_handler", "console", [](auto& c) { CHECK(c.eventLogHandler == "console"); }},
+      {"logs_specs", "custom", [](auto& c) { CHECK(c.logsSpecs == "custom"); }},
+      {"numa_binding", "node", [](auto& c) { CHECK(c.numaBinding == "node"); }},
+      {"duplicate_stdout_filters", "loss,,acc,x", [](auto& c) {
+         CHECK(c.duplicateStdoutFilters == Strings{"loss,acc", "x"});
+       }},
+      {"duplicate_stderr_filters", "err", [](auto& c) { CHECK(c.duplicateStderrFilters == Strings{"err"}); }},
+  };
+  for (const auto& tc : cases) {
+    std::string dashed = tc.dest;
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    for (const auto& name : {"--" + dashed, "--" + tc.dest}) {
+      INFO(name << " " << tc.value);
+      tc.check(parse({name + "=" + tc.value, "train.py"}));
+      tc.check(parse({name, tc.value, "train.py"}));
+    }
+  }
+}
+
+TEST_CASE("switches in both spellings, short forms and abbreviations", "[cli]") {
+  CHECK(parse({"--virtual-local-rank", "x"}).virtualLocalRank);
+  CHECK(parse({"--virtual_local_rank", "x"}).virtualLocalRank);
+  CHECK(parse({"--no_python", "x"}).noPython);
+  CHECK(parse({"--run_path", "x"}).runPath);
+  CHECK(parse({"-m", "pkg"}).module);
+  CHECK(parse({"-r", "3", "-t1", "--nproc-per-node=2", "x"}).redirects.all == ddp::StdStreams::kBoth);
+  CHECK(parse({"-t1", "x"}).tee.all == ddp::StdStreams::kStdout);
+  CHECK(parse({"--redirect=2", "x"}).redirects.all == ddp::StdStreams::kStderr);  // argparse prefix
+  CHECK(parse({"--nproc", "5", "x"}).nprocPerNode == 5);
+  CHECK(parse({"--standalone=0", "--nnodes=2", "x"}).standalone == false);
+  CHECK_THAT(errorOf({"--rdzv=x", "x"}), Catch::Contains("ambiguous option: --rdzv"));
+  CHECK_THAT(errorOf({"--standalone=maybe", "x"}), Catch::Contains("--standalone 'maybe': not a boolean"));
+}
+
+TEST_CASE("defaults match torchrun's, plus implicit standalone for one node", "[cli]") {
+  auto c = parse({"train.py"});
+  CHECK(c.minNodes == 1);
+  CHECK(c.maxNodes == 1);
+  CHECK(c.nprocPerNode == 1);
+  CHECK(c.maxRestarts == 0);
+  CHECK(c.role == "default");
+  CHECK(c.logLevel == "info");
+  CHECK(c.shutdownTimeout == std::chrono::seconds(30));
+  CHECK(c.signalsToHandle == std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+  CHECK(c.standalone);  // static, no endpoint, no --master-port, one node: torchrun 2.x does this too
+  CHECK(c.rdzvBackend == ddp::RdzvBackend::kC10d);
+  CHECK(c.rdzvHost == "localhost");
+  CHECK(c.rdzvPort == 0);
+  CHECK(c.explicitOptions.empty());
+  auto multi = parse({"--nnodes=2", "--master-addr=10.0.0.1", "train.py"});
+  CHECK_FALSE(multi.standalone);
+  CHECK(multi.rdzvBackend == ddp::RdzvBackend::kStatic);
+  CHECK(multi.rdzvHost == "10.0.0.1");
+  CHECK(multi.rdzvPort == 29500);
+}
+
+TEST_CASE("PET_* fill what the command line leaves out; the command line wins", "[cli][pet]") {
+  Env env = {{"PET_NPROC_PER_NODE", "3"}, {"PET_MAX_RESTARTS", "2"}, {"PET_NNODES", "2:4"},
+             {"PET_RDZV_BACKEND", "c10d"}, {"PET_RDZV_ENDPOINT", "job-worker-0:23456"},
+             {"PET_RDZV_ID", "pytorchjob"}, {"PET_RDZV_CONF", "last_call_timeout=1.5"}};
+  auto c = parse({"train.py"}, env);
+  CHECK(c.nprocPerNode == 3);
+  CHECK(c.maxRestarts == 2);
+  CHECK(c.minNodes == 2);
+  CHECK(c.maxNodes == 4);
+  CHECK(c.rdzvHost == "job-worker-0");
+  CHECK(c.rdzvPort == 23456);
+  CHECK(c.rdzvId == "pytorchjob");
+  CHECK(c.rdzv.lastCallTimeout == std::chrono::milliseconds(1500));
+  CHECK(c.explicitOptions.contains("nnodes"));
+  CHECK(std::any_of(c.notes.begin(), c.notes.end(),
+                    [](auto& n) { return n.find("PET_NNODES=2:4") != std::string::npos; }));
+
+  auto cli = parse({"--nproc_per_node=5", "--max-restarts", "0", "--nnodes=3", "train.py"}, env);
+  CHECK(cli.nprocPerNode == 5);
+  CHECK(cli.maxRestarts == 0);
+  CHECK(cli.minNodes == 3);
+  CHECK(cli.rdzvId == "pytorchjob");  // still from PET_RDZV_ID
+}
+
+TEST_CASE("PET_* booleans: integer strings, and an empty value means set (Kubeflow)", "[cli][pet]") {
+  CHECK(parse({"x"}, {{"PET_STANDALONE", "1"}, {"PET_NNODES", "1"}}).standalone);
+  CHECK(parse({"x"}, {{"PET_STANDALONE", ""}}).standalone);
+  CHECK(parse({"x"}, {{"PET_STANDALONE", "true"}}).standalone);
+  auto off = parse({"x"}, {{"PET_STANDALONE", "0"}, {"PET_NNODES", "2"}});
+  CHECK_FALSE(off.standalone);
+  CHECK(off.rdzvBackend == ddp::RdzvBackend::kStatic);
+  CHECK(parse({"tool.py"}, {{"PET_NO_PYTHON", "1"}}).command == Strings{"tool.py"});
+  CHECK(parse({"pkg"}, {{"PET_MODULE", "1"}}).command == Strings{"python3", "-u", "-m", "pkg"});
+  CHECK_THAT(errorOf({"x"}, {{"PET_STANDALONE", "maybe"}}),
+             Catch::Contains("PET_STANDALONE 'maybe': not a boolean"));
+  // An empty PET_* for an option with a value counts as unset.
+  CHECK(parse({"x"}, {{"PET_NPROC_PER_NODE", ""}}).nprocPerNode == 1);
+}
+
+TEST_CASE("fallback variables: shutdown timeout, log level, log prefix template", "[cli][pet]") {
+  CHECK(parse({"x"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}}).shutdownTimeout == std::chrono::seconds(7));
+  CHECK(parse({"x"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}, {"PET_SHUTDOWN_TIMEOUT", "3"}}).shutdownTimeout ==
+        std::chrono::seconds(3));
+  CHECK(parse({"--shutdown-timeout=0.25", "x"}, {{"PET_SHUTDOWN_TIMEOUT", "3"}}).shutdownTimeout ==
+        std::chrono::milliseconds(250));
+  CHECK(parse({"x"}, {{"DDP_LOG_LEVEL", "warning"}}).logLevel == "warn");
+  CHECK(parse({"--log-level=debug", "x"}, {{"DDP_LOG_LEVEL", "error"}}).logLevel == "debug");
+  CHECK(parse({"x"}, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${role_name}${rank}|${local_rank}]"}})
+            .logPrefix == "[{role}{rank}|{local_rank}]");
+  CHECK(parse({"--log-prefix={host}:{rank}", "x"}).logPrefix == "{host}:{rank}");
+  CHECK_THAT(errorOf({"x"}, {{"DDP_LOG_LEVEL", "loud"}}), Catch::Contains("DDP_LOG_LEVEL 'loud'"));
+}
+
+TEST_CASE("entry points: .py, -m, --no-python, programs, --run-path", "[cli][entry]") {
+  auto py = parse({"--nproc-per-node=2", "train.py", "--epochs", "3", "--lr=0.1"});
+  CHECK(py.command == Strings{"python3", "-u", "train.py", "--epochs", "3", "--lr=0.1"});
+  CHECK(py.entrypointKind == ddp::EntrypointKind::kPythonScript);
+  CHECK(py.entrypointName == "train.py");
+  auto exec = parse({"train.py"}, {{"PYTHON_EXEC", "/usr/bin/python3"}});
+  CHECK(exec.command.front() == "/usr/bin/python3");
+  auto mod = parse({"-m", "pkg.main", "--cfg", "a.yaml"});
+  CHECK(mod.command == Strings{"python3", "-u", "-m", "pkg.main", "--cfg", "a.yaml"});
+  CHECK(mod.entrypointKind == ddp::EntrypointKind::kPythonModule);
+  auto program = parse({"train", "--config", "x"});
+  CHECK(program.command == Strings{"train", "--config", "x"});
+  CHECK(program.entrypointKind == ddp::EntrypointKind::kProgram);
+  CHECK(parse({"--no-python", "tool.py", "a"}).command == Strings{"tool.py", "a"});
+  CHECK(parse({"--run-path", "script", "a"}).command == Strings{"python3", "-u", "script", "a"});
+  CHECK(parse({"--run-path", "--no-python", "s.py"}).command == Strings{"python3", "-u", "s.py"});
+  // Worker arguments are never ddprun's, even when they look like ddprun flags.
+  CHECK(parse({"train", "--nproc-per-node", "9", "--help"}).command ==
+        Strings{"train", "--nproc-per-node", "9", "--help"});
+  CHECK(parse({"train", "--local_rank=${local_rank}", "--gpu", "${local_rank}"}).command ==
+        Strings{"train", "--local_rank=${local_rank}", "--gpu", "${local_rank}"});
+  CHECK(parse({"--nproc-per-node=2", "--", "train", "--", "-x"}).command == Strings{"train", "--", "-x"});
+  CHECK_THAT(errorOf({"-m", "--no-python", "x"}), Catch::Contains("-m/--module and --no-python"));
+  CHECK_THAT(errorOf({"--nproc-per-node=2"}), Catch::Contains("training script, module or program is missing"));
+}
+
+TEST_CASE("bad values are rejected with the flag, the value and what was expected", "[cli][errors]") {
+  using Catch::Contains;
+  CHECK_THAT(errorOf({"--nnodes=0", "x"}), Contains("--nnodes '0': need 0 < MIN <= MAX"));
+  CHECK_THAT(errorOf({"--nnodes=4:2", "x"}), Contains("--nnodes '4:2': need 0 < MIN <= MAX, got MIN=4 MAX=2"));
+  CHECK_THAT(errorOf({"--nnodes=1:2:3", "x"}), Contains("\"MIN:MAX\" format"));
+  CHECK_THAT(errorOf({"--nnodes=two", "x"}), Contains("--nnodes 'two'"));
+  CHECK_THAT(errorOf({"--nproc-per-node=0", "x"}), Contains("--nproc-per-node '0': expected a positive integer, 'gpu', 'cpu' or 'auto'"));
+  CHECK_THAT(errorOf({"--nproc-per-node=many", "x"}), Contains("--nproc-per-node 'many'"));
+  CHECK_THAT(errorOf({"--rdzv-conf=a=", "x"}), Contains("--rdzv-conf 'a=': option 'a' must have a value"));
+  CHECK_THAT(errorOf({"--rdzv-conf==1", "x"}), Contains("<key1>=<value1>"));
+  CHECK_THAT(errorOf({"--rdzv-conf=join_timeout=soon", "x"}), Contains("join_timeout=soon: not a non-negative duration"));
+  CHECK_THAT(errorOf({"--rdzv-conf=is_host=maybe", "x"}), Contains("is_host=maybe: not a boolean"));
+  CHECK_THAT(errorOf({"--rdzv-conf=read_timeout=0", "x"}), Contains("read_timeout must be > 0"));
+  CHECK_THAT(errorOf({"--tee=4", "x"}), Contains("--tee '4': stream selector '4' is not 0, 1, 2 or 3"));
+  CHECK_THAT(errorOf({"--tee=0:5", "x"}), Contains("--tee '0:5'"));
+  CHECK_THAT(errorOf({"--redirects=12", "x"}), Contains("--redirects '12': expected 0, 1, 2, 3 or a map"));
+  CHECK_THAT(errorOf({"--redirects=a:1", "x"}), Contains("'a:1' is not LOCAL_RANK:0..3"));
+  CHECK_THAT(errorOf({"--nproc-per-node=2", "--tee=0:1,2:1", "x"}), Contains("--tee: local rank 2 does not exist"));
+  CHECK_THAT(errorOf({"--local-ranks-filter=0,a", "x"}), Contains("'a' is not a local rank"));
+  CHECK_THAT(errorOf({"--signals-to-handle=SIGFOO", "x"}), Contains("unknown signal 'SIGFOO'"));
+  CHECK_THAT(errorOf({"--signals-to-handle=SIGKILL", "x"}), Contains("SIGKILL cannot be caught"));
+  CHECK_THAT(errorOf({"--shutdown-timeout=-1", "x"}), Contains("--shutdown-timeout '-1'"));
+  CHECK_THAT(errorOf({"--master-port=70000", "x"}), Contains("--master-port '70000': must be between 0 and 65535"));
+  CHECK_THAT(errorOf({"--max-restarts=-1", "x"}), Contains("--max-restarts '-1'"));
+  CHECK_THAT(errorOf({"--rdzv-backend=zookeeper", "x"}), Contains("unknown backend"));
+  CHECK_THAT(errorOf({"--start-method=thread", "x"}), Contains("must be one of spawn, fork, forkserver"));
+  CHECK_THAT(errorOf({"--bogus", "x"}), Contains("unrecognized argument: --bogus"));
+  CHECK_THAT(errorOf({"--nnodes"}), Contains("--nnodes"));
+  CHECK_THAT(errorOf({"--nnodes=2", "--node-rank=2", "x"}), Contains("--node-rank 2 is outside nnodes 2:2"));
+  CHECK_THAT(errorOf({"--standalone", "--nnodes=2", "x"}), Contains("--standalone runs exactly one node"));
+  CHECK_THAT(errorOf({"--nnodes=2", "--rdzv-backend=c10d", "x"}), Contains("--rdzv-endpoint is required"));
+  CHECK_THAT(errorOf({"--rdzv-backend=c10d", "--rdzv-endpoint=head:99999", "x"}), Contains("port must be an integer"));
+  CHECK_THAT(errorOf({"x"}, {{"PET_NNODES", "0"}}), Contains("PET_NNODES '0'"));
+}
+
+TEST_CASE("rdzv-conf typed values accept fractional seconds and ms", "[cli]") {
+  auto c = parse({"--rdzv-backend=c10d", "--rdzv-endpoint=h", "--rdzv-conf",
+                  "join_timeout=2.5, last_call_timeout=250ms,close_timeout=1s,heartbeat_timeout=0.5,"
+                  "keep_alive_interval=0.1,keep_alive_max_attempt=4,read_timeout=9,is_host=false,custom=x",
+                  "x"});
+  CHECK(c.rdzv.joinTimeout == std::chrono::milliseconds(2500));
+  CHECK(c.rdzv.lastCallTimeout == std::chrono::milliseconds(250));
+  CHECK(c.rdzv.closeTimeout == std::chrono::seconds(1));
+  CHECK(c.rdzv.heartbeatTimeout == std::chrono::milliseconds(500));
+  CHECK(c.rdzv.keepAliveInterval == std::chrono::milliseconds(100));
+  CHECK(c.rdzv.keepAliveMaxAttempt == 4);
+  CHECK(c.rdzv.readTimeout == std::chrono::seconds(9));
+  CHECK(c.rdzv.isHost == false);
+  CHECK(c.rdzvConf.at("custom") == "x");  // unknown keys stay for the backends
+  CHECK(c.rdzvHost == "h");
+  CHECK(c.rdzvPort == 29400);
+  // torchrun's "timeout" key (read only by static/etcd there) sets the join timeout here.
+  CHECK(parse({"--rdzv-conf=timeout=60", "x"}).rdzv.joinTimeout == std::chrono::seconds(60));
+  CHECK(parse({"--rdzv-conf=timeout=60,join_timeout=5", "x"}).rdzv.joinTimeout == std::chrono::seconds(5));
+}
+
+TEST_CASE("tee, redirects, filters and signals", "[cli]") {
+  auto c = parse({"--nproc-per-node=13", "-t", "0:1,12:3", "--local-ranks-filter=3,0,3", "x"});
+  CHECK(c.tee.forRank(0) == ddp::StdStreams::kStdout);
+  CHECK(c.tee.forRank(12) == ddp::StdStreams::kBoth);
+  CHECK(c.tee.forRank(5) == ddp::StdStreams::kNone);
+  CHECK(c.localRanksFilter == std::vector<int>{0, 3});
+  auto s = parse({"--signals-to-handle=SIGTERM, usr1,SIGUSR2,10,TERM", "x"});
+  CHECK(s.signalsToHandle == std::vector<int>{SIGTERM, SIGUSR1, SIGUSR2});
+}
+
+TEST_CASE("standalone: c10d on localhost:0 with a fresh uuid run id", "[cli]") {
+  auto a = parse({"--standalone", "--rdzv-backend=static", "--rdzv-endpoint=far:1", "x"});
+  auto b = parse({"--standalone", "x"});
+  CHECK(a.standalone);
+  CHECK(a.rdzvBackend == ddp::RdzvBackend::kC10d);
+  CHECK(a.rdzvEndpoint == "localhost:0");
+  CHECK(a.rdzvPort == 0);
+  std::regex uuid("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}");
+  CHECK(std::regex_match(a.rdzvId, uuid));
+  CHECK(a.rdzvId != b.rdzvId);
+  CHECK(parse({"--standalone", "--rdzv-id=mine", "x"}).rdzvId == "mine");
+}
+
+TEST_CASE("endpoints: IPv6, default ports per backend", "[cli]") {
+  auto v6 = parse({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=[fe80::1]:29401", "x"});
+  CHECK(v6.rdzvHost == "fe80::1");
+  CHECK(v6.rdzvPort == 29401);
+  CHECK(parse({"--rdzv-backend=etcd", "--rdzv-endpoint=etcd1", "x"}).rdzvPort == 2379);
+  CHECK(parse({"--rdzv-backend=c10d", "--rdzv-endpoint=[::1]", "x"}).rdzvHost == "::1");
+  auto st = parse({"--master-addr=10.1.1.1", "--master-port=2333", "x"});
+  CHECK_FALSE(st.standalone);
+  CHECK(st.rdzvHost == "10.1.1.1");
+  CHECK(st.rdzvPort == 2333);
+}
+
+TEST_CASE("--help and --version are not errors", "[cli]") {
+  try {
+    parse({"--help"});
+    FAIL("no InfoRequested");
+  } catch (const ddp::InfoRequested& info) {
+    for (const char* flag : {"--nnodes", "--nproc-per-node", "--rdzv-conf", "--standalone", "--tee",
+                             "--redirects", "--signals-to-handle", "--shutdown-timeout", "--no-slurm",
+                             "--log-prefix", "--duplicate-stdout-filters", "PET_NPROC_PER_NODE"})
+      CHECK_THAT(info.text(), Catch::Contains(flag));
+    CHECK_THAT(info.text(), Catch::Contains("accepted for compatibility and ignored"));
+  }
+  try {
+    parse({"--version"}, {{"PET_NNODES", "broken"}});
+    FAIL("no InfoRequested");
+  } catch (const ddp::InfoRequested& info) {
+    CHECK(info.text() == std::string("ddprun ") + DDP_VERSION_STRING + "\n");
+  }
+  CHECK_THROWS_AS(parse({"-h"}), ddp::InfoRequested);
+}
