@@ -1,46 +1,102 @@
 #include "rendezvous/detail/rendezvous_assign.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 #include <climits>
 #include <map>
 #include <optional>
 #include <tuple>
 
-#include <nlohmann/json.hpp>
 
 namespace ddp::detail {
 
-using nlohmann::json;
-
 namespace {
 
-json toJson(const JoinRecord& record) {
-  const auto& n = record.node;
-  return json{{"slot", record.slot}, {"prev", record.prevRank}, {"host", n.host},
-              {"addr", n.addr},      {"pid", n.pid},            {"lws", n.localWorldSize},
-              {"req", n.requestedRank}, {"role", n.role}};
-}
-
-JoinRecord fromJson(const json& j) {
-  JoinRecord record;
-  record.slot = j.at("slot").get<int64_t>();
-  record.prevRank = j.at("prev").get<int>();
-  record.node.host = j.at("host").get<std::string>();
-  record.node.addr = j.at("addr").get<std::string>();
-  record.node.pid = j.at("pid").get<int>();
-  record.node.localWorldSize = j.at("lws").get<int>();
-  record.node.requestedRank = j.at("req").get<int>();
-  record.node.role = j.at("role").get<std::string>();
-  return record;
-}
-
-template <typename F>
-auto parseOrThrow(const std::string& what, const std::string& value, F&& parse) {
-  try {
-    return parse(json::parse(value));
-  } catch (const json::exception& e) {
-    throw ProtocolError("malformed " + what + " in the rendezvous store: " + e.what());
+// Records are tab-separated fields, one record per line; strings escape '%', '\t' and '\n' as
+// %25, %09 and %0A. This stays cheap to parse when every agent reads an N-node membership.
+std::string escape(const std::string& in) {
+  std::string out;
+  out.reserve(in.size());
+  for (char c : in) {
+    if (c == '%') {
+      out += "%25";
+    } else if (c == '\t') {
+      out += "%09";
+    } else if (c == '\n') {
+      out += "%0A";
+    } else {
+      out += c;
+    }
   }
+  return out;
+}
+
+std::string unescape(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string_view code = in[i] == '%' ? in.substr(i, 3) : std::string_view();
+    if (code == "%25" || code == "%09" || code == "%0A") {
+      out += code == "%25" ? '%' : (code == "%09" ? '\t' : '\n');
+      i += 2;
+    } else {
+      out += in[i];
+    }
+  }
+  return out;
+}
+
+// Splits `line` at tabs into exactly `n` fields; throws ProtocolError otherwise.
+std::vector<std::string_view> fields(std::string_view line, size_t n, const char* what) {
+  std::vector<std::string_view> out;
+  size_t pos = 0;
+  while (out.size() + 1 < n) {
+    const auto tab = line.find('\t', pos);
+    if (tab == std::string_view::npos) break;
+    out.push_back(line.substr(pos, tab - pos));
+    pos = tab + 1;
+  }
+  out.push_back(line.substr(pos));
+  if (out.size() != n || out.back().find('\t') != std::string_view::npos) {
+    throw ProtocolError(std::string("malformed ") + what + " in the rendezvous store: '" +
+                        std::string(line.substr(0, 200)) + "'");
+  }
+  return out;
+}
+
+template <typename T>
+T number(std::string_view text, const char* what) {
+  T value{};
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size()) {
+    throw ProtocolError(std::string("malformed number '") + std::string(text) + "' in " + what +
+                        " in the rendezvous store");
+  }
+  return value;
+}
+
+void appendRecord(std::string& out, const JoinRecord& r) {
+  const auto& n = r.node;
+  out += std::to_string(r.slot) + '\t' + std::to_string(r.prevRank) + '\t' +
+         std::to_string(n.pid) + '\t' + std::to_string(n.localWorldSize) + '\t' +
+         std::to_string(n.requestedRank) + '\t' + escape(n.host) + '\t' + escape(n.addr) +
+         '\t' + escape(n.role);
+}
+
+JoinRecord parseRecord(std::string_view line) {
+  const char* what = "join record";
+  const auto f = fields(line, 8, what);
+  JoinRecord r;
+  r.slot = number<int64_t>(f[0], what);
+  r.prevRank = number<int>(f[1], what);
+  r.node.pid = number<int>(f[2], what);
+  r.node.localWorldSize = number<int>(f[3], what);
+  r.node.requestedRank = number<int>(f[4], what);
+  r.node.host = unescape(f[5]);
+  r.node.addr = unescape(f[6]);
+  r.node.role = unescape(f[7]);
+  return r;
 }
 
 std::string describe(const JoinRecord& r) {
@@ -49,29 +105,42 @@ std::string describe(const JoinRecord& r) {
 
 }  // namespace
 
-std::string encodeJoinRecord(const JoinRecord& record) { return toJson(record).dump(); }
-
-JoinRecord decodeJoinRecord(const std::string& value) {
-  return parseOrThrow("join record", value, [](const json& j) { return fromJson(j); });
+std::string encodeJoinRecord(const JoinRecord& record) {
+  std::string out;
+  appendRecord(out, record);
+  return out;
 }
 
+JoinRecord decodeJoinRecord(const std::string& value) { return parseRecord(value); }
+
 std::string encodeMembership(const RoundMembership& m) {
-  json members = json::array();
-  for (const auto& record : m.members) members.push_back(toJson(record));
-  return json{{"gen", m.generation}, {"restarts", m.restartsUsed}, {"error", m.error},
-              {"members", members}}
-      .dump();
+  std::string out = std::to_string(m.generation) + '\t' + std::to_string(m.restartsUsed) + '\t' +
+                    escape(m.error) + '\n';
+  out.reserve(out.size() + m.members.size() * 64);
+  for (const auto& record : m.members) {
+    appendRecord(out, record);
+    out += '\n';
+  }
+  return out;
 }
 
 RoundMembership decodeMembership(const std::string& value) {
-  return parseOrThrow("round result", value, [](const json& j) {
-    RoundMembership m;
-    m.generation = j.at("gen").get<int64_t>();
-    m.restartsUsed = j.at("restarts").get<int>();
-    m.error = j.at("error").get<std::string>();
-    for (const auto& member : j.at("members")) m.members.push_back(fromJson(member));
-    return m;
-  });
+  const std::string_view text(value);
+  auto eol = text.find('\n');
+  if (eol == std::string_view::npos) throw ProtocolError("malformed round result in the store");
+  const auto head = fields(text.substr(0, eol), 3, "round result");
+  RoundMembership m;
+  m.generation = number<int64_t>(head[0], "round result");
+  m.restartsUsed = number<int>(head[1], "round result");
+  m.error = unescape(head[2]);
+  size_t pos = eol + 1;
+  while (pos < text.size()) {
+    eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) throw ProtocolError("truncated round result in the store");
+    m.members.push_back(parseRecord(text.substr(pos, eol - pos)));
+    pos = eol + 1;
+  }
+  return m;
 }
 
 std::vector<JoinRecord> assignNodeRanks(std::vector<JoinRecord> joined, int64_t generation) {
@@ -109,7 +178,7 @@ std::vector<JoinRecord> assignNodeRanks(std::vector<JoinRecord> joined, int64_t 
   return ordered;
 }
 
-RendezvousResult resultFor(const RoundMembership& m, int64_t slot) {
+RendezvousResult resultFor(RoundMembership m, int64_t slot) {
   if (!m.error.empty()) throw ConfigError(m.error);
   RendezvousResult result;
   result.generation = m.generation;
@@ -118,23 +187,26 @@ RendezvousResult resultFor(const RoundMembership& m, int64_t slot) {
   result.worldSize = 0;
   std::map<std::string, int> roleSize;
   int mine = -1;
+  result.members.reserve(m.members.size());
   for (int rank = 0; rank < result.nodeCount; ++rank) {
-    const JoinRecord& record = m.members[rank];
+    JoinRecord& record = m.members[rank];
+    const int localWorldSize = record.node.localWorldSize;
+    int& roleBase = roleSize[record.node.role];
     if (record.slot == slot) {
       mine = rank;
       result.baseRank = result.worldSize;
-      result.baseRoleRank = roleSize[record.node.role];
+      result.baseRoleRank = roleBase;
     }
-    result.members.push_back(RendezvousMember{rank, result.worldSize, record.node});
-    result.worldSize += record.node.localWorldSize;
-    roleSize[record.node.role] += record.node.localWorldSize;
+    result.members.push_back(RendezvousMember{rank, result.worldSize, std::move(record.node)});
+    result.worldSize += localWorldSize;
+    roleBase += localWorldSize;
   }
   if (mine < 0) {
     throw Error("join slot " + std::to_string(slot) + " is not a member of round " +
                 std::to_string(m.generation));
   }
   result.nodeRank = mine;
-  result.roleWorldSize = roleSize[m.members[mine].node.role];
+  result.roleWorldSize = roleSize[result.members[mine].node.role];
   return result;
 }
 

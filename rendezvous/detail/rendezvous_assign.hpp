@@ -49,6 +49,6 @@ std::vector<JoinRecord> assignNodeRanks(std::vector<JoinRecord> joined, int64_t 
 
 // This node's view of a membership. Throws ConfigError when membership.error is set and Error
 // when `slot` is not a member.
-RendezvousResult resultFor(const RoundMembership& membership, int64_t slot);
+RendezvousResult resultFor(RoundMembership membership, int64_t slot);
 
 }  // namespace ddp::detail

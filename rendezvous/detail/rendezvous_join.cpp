@@ -61,11 +61,11 @@ std::optional<JoinedRound> RoundJoiner::tryJoin(int64_t g, int prevRank,
       lastCall(g, deadline);
     }
   }
-  const RoundMembership m = awaitMembership(g, deadline);
+  RoundMembership m = awaitMembership(g, deadline);
   if (!m.error.empty()) throw ConfigError(m.error);
-  for (const auto& record : m.members) {
-    if (member && record.slot == slot) return JoinedRound{slot, resultFor(m, slot)};
-  }
+  const bool inRound = member && std::any_of(m.members.begin(), m.members.end(),
+                                             [&](const JoinRecord& r) { return r.slot == slot; });
+  if (inRound) return JoinedRound{slot, resultFor(std::move(m), slot)};
   handleLate(g, m, deadline);
   return std::nullopt;
 }
