@@ -2,11 +2,13 @@
 
 #include <charconv>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "rendezvous/detail/etcd_client.hpp"
+#include "rendezvous/detail/etcd_watch.hpp"
 #include "rendezvous/error.hpp"
 
 namespace ddp {
@@ -92,8 +94,8 @@ void EtcdStore::set(const std::string& key, const std::string& value) {
   client_->post("/v3/kv/put", put, retryDeadline(), "put " + fullKey(key));
 }
 
-std::vector<std::optional<std::string>> EtcdStore::readAll(const std::vector<std::string>& keys,
-                                                           Clock::time_point deadline, bool countOnly) {
+EtcdStore::Snapshot EtcdStore::readAll(const std::vector<std::string>& keys,
+                                       Clock::time_point deadline, bool countOnly) {
   json success = json::array();
   for (const std::string& key : keys) success.push_back(rangeOp(fullKey(key), countOnly));
   json reply = client_->post("/v3/kv/txn", json{{"success", success}}, deadline,
@@ -103,42 +105,52 @@ std::vector<std::optional<std::string>> EtcdStore::readAll(const std::vector<std
     throw ProtocolError("etcd txn answered " + std::to_string(responses.size()) + " ranges for " +
                         std::to_string(keys.size()) + " keys");
   }
-  std::vector<std::optional<std::string>> values(keys.size());
+  Snapshot snapshot;
+  snapshot.revision = jsonInt(reply.value("header", json::object()), "revision");
+  snapshot.values.resize(keys.size());
   for (std::size_t i = 0; i < keys.size(); ++i) {
     const json& range = responses[i].at("response_range");
     if (countOnly) {
-      if (jsonInt(range, "count") > 0) values[i] = std::string();
+      if (jsonInt(range, "count") > 0) snapshot.values[i] = std::string();
     } else if (const json* kv = firstKv(range)) {
-      values[i] = valueOf(*kv, fullKey(keys[i]));
+      snapshot.values[i] = valueOf(*kv, fullKey(keys[i]));
     }
   }
-  return values;
+  return snapshot;
 }
 
 std::vector<std::string> EtcdStore::poll(const std::vector<std::string>& keys,
                                          Clock::time_point deadline, bool countOnly) {
   const Clock::time_point start = Clock::now();
   Backoff delay(BackoffOptions{options_.pollMin, options_.pollMax, 2.0, 0.1});
+  std::set<std::string> missing;
+  for (const std::string& key : keys) missing.insert(fullKey(key));
   std::string cause;
   while (true) {
-    std::vector<std::string> missing;
     try {
-      std::vector<std::optional<std::string>> got = readAll(keys, deadline, countOnly);
+      Snapshot snapshot = readAll(keys, deadline, countOnly);
+      missing.clear();
       std::vector<std::string> values;
       for (std::size_t i = 0; i < keys.size(); ++i) {
-        if (!got[i]) missing.push_back(fullKey(keys[i]));
-        else values.push_back(std::move(*got[i]));
+        if (!snapshot.values[i]) missing.insert(fullKey(keys[i]));
+        else values.push_back(std::move(*snapshot.values[i]));
       }
       if (missing.empty()) return values;
+      // Sleep until one of them is put; events after the snapshot's revision are replayed.
+      std::string begin = options_.prefix.empty() ? std::string(1, '\0') : options_.prefix;
+      detail::EtcdWatch watch(client_->currentEndpoint(), begin, prefixEnd(options_.prefix),
+                              snapshot.revision + 1, deadline);
+      if (watch.waitForAny(missing, deadline)) {
+        delay.reset();
+        continue;
+      }
     } catch (const NetworkError& e) {
       cause = std::string("; last error: ") + e.what();
-      missing.clear();
-      for (const std::string& key : keys) missing.push_back(fullKey(key));
     }
     if (!delay.sleepBefore(deadline)) {
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-      throw TimeoutError("timed out after " + std::to_string(waited.count()) +
-                         " ms waiting for keys " + joinKeys(missing) + " on etcd " + endpoint() + cause);
+      throw TimeoutError("timed out after " + std::to_string(waited.count()) + " ms waiting for keys " +
+                         joinKeys({missing.begin(), missing.end()}) + " on etcd " + endpoint() + cause);
     }
   }
 }
@@ -159,7 +171,7 @@ void EtcdStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {
   if (keys.empty()) return true;
-  for (const auto& value : readAll(keys, retryDeadline(), true)) {
+  for (const auto& value : readAll(keys, retryDeadline(), true).values) {
     if (!value) return false;
   }
   return true;

@@ -7,8 +7,10 @@
 //   compareSet                   txn comparing VALUE (or CREATE revision 0 for a missing key)
 //   add, append                  read-modify-write: range, then a txn comparing mod_revision;
 //                                retried when another client won the race
-//   get, wait                    poll (one txn of count-only ranges) with a growing delay of
-//                                `pollMin` .. `pollMax` until every key exists or the deadline
+//   get, wait                    one txn of ranges; while keys are missing, a watch stream over
+//                                the prefix from the txn's revision wakes the wait on a put of
+//                                one of them (no polling); if the watch fails (etcd down), retry
+//                                with a `pollMin` .. `pollMax` delay until the deadline
 //   putWithLease, keepAlive      lease grant / keepalive / revoke for keys that vanish with
 //                                their owner (heartbeats)
 // Failover and restarts: requests go to one endpoint; a connection error, a request timeout or an
@@ -57,7 +59,7 @@ struct EtcdStoreOptions {
   std::chrono::milliseconds requestTimeout{std::chrono::seconds(5)};
   // Delays between retries of a failed request.
   BackoffOptions backoff{std::chrono::milliseconds(20), std::chrono::milliseconds(500), 2.0, 0.25};
-  // Polling delays of get/wait: start at pollMin, double up to pollMax.
+  // Delays of get/wait between retries when the watch fails: pollMin doubling up to pollMax.
   std::chrono::milliseconds pollMin{std::chrono::milliseconds(5)};
   std::chrono::milliseconds pollMax{std::chrono::milliseconds(100)};
 };
@@ -109,10 +111,15 @@ class EtcdStore final : public Store {
 
   std::string fullKey(const std::string& key) const { return options_.prefix + key; }
   Clock::time_point retryDeadline() const { return Clock::now() + options_.retryTimeout; }
-  // Values of `keys` in one txn; nullopt for missing keys ("" for present ones when countOnly).
-  std::vector<std::optional<std::string>> readAll(const std::vector<std::string>& keys,
-                                                  Clock::time_point deadline, bool countOnly);
-  // Polls readAll until every key exists; TimeoutError at `deadline`.
+  struct Snapshot {
+    // nullopt for a missing key ("" for present ones when countOnly).
+    std::vector<std::optional<std::string>> values;
+    // The store revision the values were read at.
+    int64_t revision = 0;
+  };
+  // Values of `keys` in one txn.
+  Snapshot readAll(const std::vector<std::string>& keys, Clock::time_point deadline, bool countOnly);
+  // readAll until every key exists, sleeping on a watch in between; TimeoutError at `deadline`.
   std::vector<std::string> poll(const std::vector<std::string>& keys, Clock::time_point deadline,
                                 bool countOnly);
   // Read-modify-write of one key: `update(current or nullopt)` gives the new value.

@@ -144,9 +144,11 @@ EtcdClient::EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::millise
 
 EtcdClient::~EtcdClient() = default;
 
-std::string EtcdClient::endpoint() const {
+std::string EtcdClient::endpoint() const { return currentEndpoint().text(); }
+
+EtcdEndpoint EtcdClient::currentEndpoint() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return endpoints_[current_].text();
+  return endpoints_[current_];
 }
 
 namespace {

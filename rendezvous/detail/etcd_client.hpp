@@ -65,6 +65,8 @@ class EtcdClient {
 
   // "host:port" of the endpoint the next request goes to.
   std::string endpoint() const;
+  // The endpoint the next request goes to (for a watch on its own connection).
+  EtcdEndpoint currentEndpoint() const;
 
  private:
   class Connection;

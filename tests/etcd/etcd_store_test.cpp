@@ -117,6 +117,9 @@ TEST_CASE("multiSet, multiGet and append", "[etcd]") {
 
 TEST_CASE("wait wakes on a put and times out naming the key", "[etcd]") {
   ddp::EtcdStoreOptions o = options("wait");
+  // The watch, not polling, must wake the waiter: a poll fallback would take 10 s.
+  o.pollMin = 10s;
+  o.pollMax = 10s;
   ddp::EtcdStore store(o);
   std::atomic<bool> woke{false};
   std::string got;
