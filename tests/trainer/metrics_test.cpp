@@ -1,0 +1,148 @@
+// CRC-32C, TensorBoard event framing, metrics JSON lines, config parsing and checkpoint damage.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "rendezvous/error.hpp"
+#include "tests/trainer/test_support.hpp"
+#include "trainer/checkpoint.hpp"
+#include "trainer/crc32c.hpp"
+#include "trainer/metrics.hpp"
+#include "trainer/train_config.hpp"
+
+using namespace ddp;
+namespace fs = std::filesystem;
+
+namespace {
+
+uint64_t le(const std::string& s, std::size_t at, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(s[at + i]);
+  return v;
+}
+
+// Splits a TFRecord stream into records, checking both masked CRCs.
+std::vector<std::string> readRecords(const std::string& bytes) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    REQUIRE(at + 12 <= bytes.size());
+    uint64_t len = le(bytes, at, 8);
+    REQUIRE(le(bytes, at + 8, 4) == maskedCrc32c(bytes.data() + at, 8));
+    REQUIRE(at + 12 + len + 4 <= bytes.size());
+    std::string data = bytes.substr(at + 12, len);
+    REQUIRE(le(bytes, at + 12 + len, 4) == maskedCrc32c(data.data(), data.size()));
+    out.push_back(data);
+    at += 12 + len + 4;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("crc32c matches the standard check value", "[metrics]") {
+  REQUIRE(crc32c("123456789", 9) == 0xE3069283u);
+  REQUIRE(crc32c("", 0) == 0u);
+}
+
+TEST_CASE("scalar events are valid protobuf in TFRecord frames", "[metrics]") {
+  auto event = TensorBoardWriter::encodeScalars(1.5, 300, {{"train/loss", 0.25f}});
+  // wall_time (field 1, fixed64) 1.5
+  REQUIRE(static_cast<unsigned char>(event[0]) == 0x09);
+  double wall;
+  std::memcpy(&wall, event.data() + 1, 8);
+  REQUIRE(wall == 1.5);
+  // step (field 2, varint) 300 = 0xAC 0x02
+  REQUIRE(event.substr(9, 3) == std::string("\x10\xAC\x02", 3));
+  // summary (field 5) { value (field 1) { tag (1) "train/loss", simple_value (2) 0.25f } }
+  std::string value = std::string("\x0A\x0Atrain/loss\x15", 13) + std::string("\x00\x00\x80\x3E", 4);
+  REQUIRE(event.substr(12) == std::string("\x2A", 1) + char(value.size() + 2) + "\x0A" +
+                                  char(value.size()) + value);
+
+  auto dir = test::scratchDir("tb");
+  {
+    TensorBoardWriter w(dir);
+    w.addScalars(1, {{"train/loss", 2.0f}, {"train/lr", 0.1f}});
+    w.addScalars(2, {{"train/loss", 1.0f}});
+  }
+  std::vector<fs::path> files(fs::directory_iterator(dir), fs::directory_iterator{});
+  REQUIRE(files.size() == 1);
+  REQUIRE(files[0].filename().string().rfind("events.out.tfevents.", 0) == 0);
+  std::ifstream in(files[0], std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  auto records = readRecords(bytes);
+  REQUIRE(records.size() == 3);
+  REQUIRE(records[0].find("brain.Event:2") != std::string::npos);
+  REQUIRE(records[1].find("train/lr") != std::string::npos);
+}
+
+TEST_CASE("metrics JSON lines carry the documented fields", "[metrics]") {
+  auto dir = test::scratchDir("jsonl");
+  {
+    MetricsSink sink(dir / "m.jsonl", "", 1e9);
+    sink.log({10, 1, 100, 0.5f, 0.01f, 2.0f, 1234.0, 2, 1});
+    sink.log({20, 1, 100, 0.4f, 0.01f, 2.0f, 1234.0, 2, 1});
+  }
+  std::ifstream in(dir / "m.jsonl");
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    for (auto key : {"step", "epoch", "loss", "lr", "samples_per_s", "world_size", "generation"}) {
+      REQUIRE(j.contains(key));
+    }
+    REQUIRE(j["world_size"] == 2);
+    REQUIRE(j["generation"] == 1);
+    ++lines;
+  }
+  REQUIRE(lines == 2);
+}
+
+TEST_CASE("config keys parse and bad configs are clear errors", "[config]") {
+  auto c = parseTrainConfig(R"({"data": "d", "hidden": [8], "optimizer": "sgd", "lr": 0.5,
+                                "lr_scaling": "linear", "_comment": "ignored"})", "t.json");
+  REQUIRE(c.hidden == std::vector<int>{8});
+  REQUIRE(c.optimizer.type == "sgd");
+  REQUIRE(c.optimizer.lr == 0.5f);
+  REQUIRE_THROWS_WITH(parseTrainConfig(R"({"batchsize": 3})", "t.json"),
+                      Catch::Contains("unknown key 'batchsize'"));
+  REQUIRE_THROWS_WITH(parseTrainConfig(R"({"epochs": "many"})", "t.json"),
+                      Catch::Contains("'epochs' has the wrong type"));
+  REQUIRE_THROWS_AS(loadTrainConfig("/nonexistent/config.json"), ConfigError);
+  TrainConfig bad;
+  bad.data = "d";
+  bad.batchSize = 0;
+  REQUIRE_THROWS_WITH(validateTrainConfig(bad), Catch::Contains("batch_size"));
+}
+
+TEST_CASE("checkpoints round-trip and damage is detected", "[checkpoint]") {
+  auto dir = test::scratchDir("ckpt");
+  REQUIRE_FALSE(loadCheckpoint(dir));
+  Checkpoint c;
+  c.state.epoch = 2;
+  c.state.step = 77;
+  c.state.consumed = 640;
+  c.optimizer = "adamw";
+  c.shape = {4, {3}, 2};
+  c.params = {1, 2, 3, 4};
+  c.optimizerState = {{5, 6, 7, 8}, {9, 10, 11, 12}};
+  saveCheckpoint(dir, c);
+  auto back = loadCheckpoint(dir);
+  REQUIRE(back);
+  REQUIRE(back->state.step == 77);
+  REQUIRE(back->state.consumed == 640);
+  REQUIRE(back->params == c.params);
+  REQUIRE(back->optimizerState == c.optimizerState);
+  REQUIRE(back->shape.hidden == std::vector<int>{3});
+  std::vector<fs::path> files(fs::directory_iterator(dir), fs::directory_iterator{});
+  REQUIRE(files.size() == 1);  // no temporary left behind
+  {
+    std::fstream f(checkpointPath(dir), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-6, std::ios::end);
+    f.write("\x7f", 1);
+  }
+  REQUIRE_THROWS_WITH(loadCheckpoint(dir), Catch::Contains("CRC mismatch"));
+}
