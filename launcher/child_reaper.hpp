@@ -1,0 +1,49 @@
+// ChildReaper: turns child-process exits into io_context events.
+//
+// One asio signal_set on SIGCHLD; on each notification it calls waitpid(pid, WNOHANG) for the
+// children it was asked to watch (never waitpid(-1): other code in the process may own children).
+// No polling: with no SIGCHLD nothing runs.
+//
+// Thread safety: use from the io_context's thread only. The io_context must outlive it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+namespace ddp {
+
+class ChildReaper {
+ public:
+  // Called once with the raw wait status (use WIFEXITED & co).
+  using ExitHandler = std::function<void(pid_t pid, int status)>;
+
+  explicit ChildReaper(boost::asio::io_context& io);
+  ~ChildReaper();
+  ChildReaper(const ChildReaper&) = delete;
+  ChildReaper& operator=(const ChildReaper&) = delete;
+
+  // Watches `pid` (a child of this process); `onExit` runs on the io_context after it was reaped.
+  // A child that already exited is reported too. Non-blocking.
+  void watch(pid_t pid, ExitHandler onExit);
+
+  // Stops watching `pid` without reaping it (its owner reaps it itself). Non-blocking.
+  void forget(pid_t pid) { handlers_.erase(pid); }
+
+  // Number of children watched and not yet reaped.
+  std::size_t pending() const { return handlers_.size(); }
+
+ private:
+  void arm();
+  void reapReady();
+
+  boost::asio::io_context& io_;
+  boost::asio::signal_set sigchld_;
+  std::map<pid_t, ExitHandler> handlers_;
+};
+
+}  // namespace ddp

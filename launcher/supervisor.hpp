@@ -1,0 +1,114 @@
+// Supervisor: the agent's event loop. One io_context on the agent's thread carries every event —
+// child exits (ChildReaper), worker output (OutputPump), signals (asio signal_set), shutdown
+// grace timers and rendezvous events posted from the heartbeat thread — so nothing polls.
+//
+// runGeneration() runs one generation's WorkerGroup until it ends: every worker exited 0, one
+// failed (the rest are then stopped with SIGTERM, the shutdown grace, SIGKILL), a handled signal
+// arrived (forwarded to every worker's process group; a second SIGINT kills at once), or a
+// rendezvous event for this generation was posted (the group is stopped the same way).
+//
+// Thread safety: everything runs on the thread that calls runGeneration()/runBlocking() (which
+// must be the thread that lives as long as the workers: the parent-death signal follows it),
+// except postRendezvousEvent(), which any thread may call.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "launcher/child_reaper.hpp"
+#include "launcher/worker_group.hpp"
+#include "rendezvous/rendezvous.hpp"
+
+namespace ddp {
+
+enum class OutcomeKind {
+  kSucceeded,        // every worker exited 0
+  kFailed,           // a worker failed; the group was stopped
+  kSignalled,        // the agent got a handled signal; it was forwarded and the group stopped
+  kRendezvousEvent,  // the rendezvous ended this generation; the group was stopped
+};
+
+struct GenerationOutcome {
+  OutcomeKind kind = OutcomeKind::kSucceeded;
+  int signal = 0;                       // kSignalled
+  RendezvousEvent event{};              // kRendezvousEvent
+  std::vector<WorkerFailure> failures;  // every worker that did not exit 0, observed order
+};
+
+class Supervisor {
+ public:
+  // Handles SIGTERM, SIGINT, SIGHUP, SIGQUIT and `extraSignals` (--signals-to-handle) from now
+  // until destruction. Throws Error when a signal cannot be handled.
+  Supervisor(GroupSettings settings, const std::vector<int>& extraSignals);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Starts `specs` and blocks until the generation ends (see the header comment). Throws what
+  // WorkerGroup::start throws (nothing is left running then).
+  GenerationOutcome runGeneration(std::vector<WorkerSpec> specs, const LogLayout& logs,
+                                  int64_t generation);
+
+  // Thread-safe, non-blocking: ends the running generation if `event` is for it; otherwise dropped.
+  void postRendezvousEvent(const RendezvousEvent& event);
+
+  // A handled signal that arrived while no generation ran (nullopt = none). Clears it.
+  std::optional<int> takePendingSignal();
+
+  // Runs the blocking `fn` (a rendezvous call) on a helper thread while signals are still
+  // answered. Returns fn's result (or rethrows its exception). If a handled signal arrives first,
+  // calls onSignal(signal), which must not return (the helper still uses the rendezvous).
+  template <class F, class OnSignal>
+  std::invoke_result_t<F> runBlocking(F fn, OnSignal onSignal);
+
+  boost::asio::io_context& io() { return io_; }
+
+ private:
+  void armSignals();
+  void onSignal(int signal);
+  void onWorkerExit(int localRank);
+  void finish(OutcomeKind kind);
+
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  GroupSettings settings_;
+  ChildReaper reaper_;
+  boost::asio::signal_set signals_;
+  // State of the running generation (io thread only).
+  WorkerGroup* group_ = nullptr;
+  int64_t generation_ = -1;
+  std::optional<GenerationOutcome> outcome_;
+  GenerationOutcome pending_;
+  std::optional<int> pendingSignal_;
+};
+
+template <class F, class OnSignal>
+std::invoke_result_t<F> Supervisor::runBlocking(F fn, OnSignal onSignal) {
+  using Result = std::invoke_result_t<F>;
+  std::packaged_task<Result()> task(std::move(fn));
+  std::future<Result> result = task.get_future();
+  std::thread helper([this, &task] {
+    task();
+    boost::asio::post(io_, [] {});  // wake the loop
+  });
+  while (result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    io_.run_one();
+    if (auto signal = takePendingSignal()) onSignal(*signal);
+  }
+  helper.join();
+  return result.get();
+}
+
+}  // namespace ddp

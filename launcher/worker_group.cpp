@@ -1,0 +1,205 @@
+#include "launcher/worker_group.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "launcher/worker_process.hpp"
+#include "rendezvous/logging.hpp"
+
+namespace ddp {
+namespace {
+
+bool hasStream(StdStreams streams, StdStreams one) {
+  return (static_cast<int>(streams) & static_cast<int>(one)) != 0;
+}
+
+int64_t unixNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct WorkerGroup::Worker {
+  WorkerSpec spec;
+  pid_t pid = -1;
+  std::unique_ptr<OutputPump> out;
+  std::unique_ptr<OutputPump> err;
+  bool exited = false;
+  int status = 0;
+  int64_t monotonicMs = 0;
+  int64_t unixMs = 0;
+  bool stoppedByAgent = false;
+};
+
+WorkerGroup::WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, GroupSettings settings,
+                         const LogLayout& logs, int64_t generation)
+    : io_(io),
+      reaper_(reaper),
+      settings_(std::move(settings)),
+      logs_(logs),
+      generation_(generation),
+      graceTimer_(io) {}
+
+WorkerGroup::~WorkerGroup() {
+  for (auto& w : workers_) {
+    if (w->exited) continue;
+    reaper_.forget(w->pid);
+    ::killpg(w->pid, SIGKILL);
+    while (::waitpid(w->pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+void WorkerGroup::start(std::vector<WorkerSpec> specs, ExitCallback onExit) {
+  onExit_ = std::move(onExit);
+  startedAt_ = std::chrono::steady_clock::now();
+  logs_.prepare(generation_, static_cast<int>(specs.size()));
+  try {
+    for (auto& spec : specs) spawnOne(std::move(spec));
+  } catch (...) {
+    for (auto& w : workers_) {
+      reaper_.forget(w->pid);
+      ::killpg(w->pid, SIGKILL);
+      while (::waitpid(w->pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      w->exited = true;
+    }
+    throw;
+  }
+}
+
+void WorkerGroup::spawnOne(WorkerSpec spec) {
+  const int lr = spec.localRank;
+  const bool onConsole =
+      settings_.localRanksFilter.empty() ||
+      std::find(settings_.localRanksFilter.begin(), settings_.localRanksFilter.end(), lr) !=
+          settings_.localRanksFilter.end();
+  const std::string prefix = formatLogPrefix(settings_.prefixTemplate, spec.globalRank, lr,
+                                             settings_.host, settings_.role);
+  auto route = [&](StdStreams which, const std::string& path, int console, std::size_t tail) {
+    const bool redirect = hasStream(settings_.redirects.forRank(lr), which);
+    const bool tee = hasStream(settings_.tee.forRank(lr), which);
+    StreamRoute r;
+    r.filePath = (redirect || tee) ? path : "";
+    r.consoleFd = ((!redirect || tee) && onConsole) ? console : -1;
+    r.prefix = prefix;
+    r.tailLines = tail;
+    return r;
+  };
+  auto worker = std::make_unique<Worker>();
+  const SpawnedProcess proc = spawnWorker(spec.argv, spec.env);
+  worker->pid = proc.pid;
+  worker->spec = std::move(spec);
+  Worker& w = *worker;
+  workers_.push_back(std::move(worker));  // from here start() kills and reaps it on an error
+  w.out = std::make_unique<OutputPump>(
+      io_, proc.stdoutFd, route(StdStreams::kStdout, logs_.stdoutPath(generation_, lr),
+                                settings_.consoleOut, 0));
+  w.err = std::make_unique<OutputPump>(
+      io_, proc.stderrFd, route(StdStreams::kStderr, logs_.stderrPath(generation_, lr),
+                                settings_.consoleErr, settings_.stderrTailLines));
+  reaper_.watch(proc.pid, [this, &w](pid_t, int status) { onReaped(w, status); });
+  w.out->start();
+  w.err->start();
+}
+
+void WorkerGroup::onReaped(Worker& w, int status) {
+  w.exited = true;
+  w.status = status;
+  w.unixMs = unixNowMs();
+  w.monotonicMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - startedAt_)
+                      .count();
+  w.stoppedByAgent = stopping_;
+  // Whatever the worker started in its process group goes with it (and releases the pipes).
+  ::killpg(w.pid, SIGKILL);
+  w.out->finish();
+  w.err->finish();
+  if (onExit_) onExit_(w.spec.localRank);
+  maybeStopped();
+}
+
+void WorkerGroup::signalLive(int signal) {
+  for (auto& w : workers_) {
+    if (!w->exited) ::killpg(w->pid, signal);
+  }
+}
+
+void WorkerGroup::stop(int signal, std::function<void()> done) {
+  if (stopping_) {
+    signalLive(signal);
+    return;
+  }
+  stopping_ = true;
+  stopped_ = std::move(done);
+  signalLive(signal);
+  graceTimer_.expires_after(settings_.shutdownTimeout);
+  graceTimer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    logger("agent")->warn("workers still running {} ms after the stop signal; sending SIGKILL",
+                          settings_.shutdownTimeout.count());
+    signalLive(SIGKILL);
+  });
+  maybeStopped();  // nothing was alive: done at once
+}
+
+void WorkerGroup::killNow() { signalLive(SIGKILL); }
+
+void WorkerGroup::maybeStopped() {
+  if (!stopping_ || !allExited() || !stopped_) return;
+  graceTimer_.cancel();
+  auto done = std::move(stopped_);
+  stopped_ = nullptr;
+  done();
+}
+
+bool WorkerGroup::allExited() const {
+  return std::all_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->exited; });
+}
+
+bool WorkerGroup::allSucceeded() const {
+  return std::all_of(workers_.begin(), workers_.end(), [](const auto& w) {
+    return w->exited && WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0;
+  });
+}
+
+std::vector<WorkerFailure> WorkerGroup::failures() const {
+  std::vector<WorkerFailure> out;
+  for (const auto& w : workers_) {
+    if (!w->exited || (WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0)) continue;
+    WorkerFailure f;
+    f.globalRank = w->spec.globalRank;
+    f.localRank = w->spec.localRank;
+    f.host = settings_.host;
+    f.pid = w->pid;
+    f.exitCode = WIFEXITED(w->status) ? WEXITSTATUS(w->status) : 0;
+    f.signal = WIFSIGNALED(w->status) ? WTERMSIG(w->status) : 0;
+    f.monotonicMs = w->monotonicMs;
+    f.unixMs = w->unixMs;
+    f.errorFile = w->spec.errorFile;
+    if (auto contents = readErrorFile(w->spec.errorFile)) {
+      f.message = contents->message;
+      f.traceback = contents->traceback;
+    }
+    f.stderrTail.assign(w->err->tail().begin(), w->err->tail().end());
+    f.stoppedByAgent = w->stoppedByAgent;
+    out.push_back(std::move(f));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.monotonicMs < b.monotonicMs; });
+  return out;
+}
+
+std::vector<pid_t> WorkerGroup::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& w : workers_) out.push_back(w->pid);
+  return out;
+}
+
+}  // namespace ddp

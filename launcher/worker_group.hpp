@@ -1,0 +1,104 @@
+// WorkerGroup: this node's workers of one generation — started together, watched together,
+// stopped together.
+//
+// start() spawns one process per WorkerSpec (see worker_process.hpp) and routes its output
+// (output_pump.hpp). Every exit is an event from the ChildReaper; the owner learns of it through
+// the exit callback and decides what to do. stop() forwards a signal to every live worker's
+// process group, waits up to the shutdown grace on a steady_timer, then SIGKILLs what is left and
+// reaps everything; when the leader of a group exits, whatever it left in its process group is
+// killed too, so nothing outlives the group.
+//
+// Thread safety: use from the io_context's thread only. Destroying a group with live workers kills
+// and reaps them synchronously.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "launcher/child_reaper.hpp"
+#include "launcher/failure_summary.hpp"
+#include "launcher/launch_config.hpp"
+#include "launcher/log_layout.hpp"
+#include "launcher/output_pump.hpp"
+#include "launcher/worker_env_builder.hpp"
+
+namespace ddp {
+
+struct GroupSettings {
+  // This host's name (summaries, {host} in prefixes) and --role.
+  std::string host;
+  std::string role = "default";
+  // Console prefix template ({rank} {local_rank} {host} {role}).
+  std::string prefixTemplate = "[{role}{rank}]:";
+  // --redirects / --tee / --local-ranks-filter (empty = every local rank on the console).
+  StreamSpec redirects;
+  StreamSpec tee;
+  std::vector<int> localRanksFilter;
+  // Grace between the forwarded signal and SIGKILL (--shutdown-timeout).
+  std::chrono::milliseconds shutdownTimeout{std::chrono::seconds(30)};
+  // Where console lines go (tests point these at files).
+  int consoleOut = 1;
+  int consoleErr = 2;
+  // Last stderr lines kept per worker for the failure summary.
+  std::size_t stderrTailLines = 20;
+};
+
+class WorkerGroup {
+ public:
+  // Called on the io_context thread after a worker exited and its output was drained.
+  using ExitCallback = std::function<void(int localRank)>;
+
+  WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, GroupSettings settings,
+              const LogLayout& logs, int64_t generation);
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  // Spawns every worker (log dirs prepared first). Throws SpawnError or ConfigError after
+  // killing and reaping any worker already started.
+  void start(std::vector<WorkerSpec> specs, ExitCallback onExit);
+
+  // Sends `signal` to every live worker's process group; SIGKILL after the shutdown grace; runs
+  // `done` once every worker was reaped (before returning if none is alive). Workers exiting now on
+  // are marked stoppedByAgent. A second call only forwards its signal. Non-blocking.
+  void stop(int signal, std::function<void()> done);
+  // SIGKILLs every live worker's process group now (a second Ctrl-C). Non-blocking.
+  void killNow();
+
+  bool allExited() const;
+  bool allSucceeded() const;
+  bool stopping() const { return stopping_; }
+  // Workers that exited non-zero or by a signal, with everything the summary shows.
+  std::vector<WorkerFailure> failures() const;
+  std::vector<pid_t> pids() const;
+
+ private:
+  struct Worker;
+  void spawnOne(WorkerSpec spec);
+  void onReaped(Worker& worker, int status);
+  void signalLive(int signal);
+  void maybeStopped();
+
+  boost::asio::io_context& io_;
+  ChildReaper& reaper_;
+  GroupSettings settings_;
+  const LogLayout& logs_;
+  int64_t generation_;
+  std::chrono::steady_clock::time_point startedAt_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  ExitCallback onExit_;
+  bool stopping_ = false;
+  boost::asio::steady_timer graceTimer_;
+  std::function<void()> stopped_;
+};
+
+}  // namespace ddp

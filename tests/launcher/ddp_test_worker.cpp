@@ -1,0 +1,105 @@
+// ddp_test_worker: a worker program for the launcher tests. Flags (any order):
+//   --env-file PATH       write the environment (KEY=VALUE lines) to PATH.<LOCAL_RANK>
+//   --ready-file PATH     after handlers are installed, create PATH.<RANK> holding the pid
+//   --print N             print N numbered lines to stdout and to stderr
+//   --fail-rank R         only global rank R fails (default: every rank that fails, fails)
+//   --fail-until-attempt K  fail while TORCHELASTIC_RESTART_COUNT < K (default: always fail
+//                          when --exit/--raise is given)
+//   --exit CODE           fail by exiting with CODE
+//   --raise SIG           fail by raising signal SIG
+//   --error-message TEXT  before failing, write torch's @record error file with TEXT
+//   --wait                (ranks not failing) block until a signal arrives; record it in PATH.<RANK> of --signal-file
+//                         and exit 128+signal
+//   --signal-file PATH    where --wait records the signal name
+//   --ignore-term         with --wait: ignore SIGTERM (tests the SIGKILL after the grace)
+//   --sleep-ms MS         sleep before exiting (succeeding ranks)
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+
+extern char** environ;
+
+namespace {
+
+volatile sig_atomic_t gSignal = 0;
+void onSignal(int sig) { gSignal = sig; }
+
+int envInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : fallback;
+}
+
+void writeFile(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  { std::ofstream(tmp) << text; }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string envFile, readyFile, signalFile, errorMessage;
+  int print = 0, failRank = -1, failUntil = -1, exitCode = 0, raiseSig = 0, sleepMs = 0;
+  bool wait = false, ignoreTerm = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--env-file") envFile = next();
+    else if (a == "--ready-file") readyFile = next();
+    else if (a == "--signal-file") signalFile = next();
+    else if (a == "--error-message") errorMessage = next();
+    else if (a == "--print") print = std::stoi(next());
+    else if (a == "--fail-rank") failRank = std::stoi(next());
+    else if (a == "--fail-until-attempt") failUntil = std::stoi(next());
+    else if (a == "--exit") exitCode = std::stoi(next());
+    else if (a == "--raise") raiseSig = std::stoi(next());
+    else if (a == "--sleep-ms") sleepMs = std::stoi(next());
+    else if (a == "--wait") wait = true;
+    else if (a == "--ignore-term") ignoreTerm = true;
+  }
+  const int rank = envInt("RANK", 0), localRank = envInt("LOCAL_RANK", 0);
+  const int attempt = envInt("TORCHELASTIC_RESTART_COUNT", 0);
+  if (!envFile.empty()) {
+    std::string text;
+    for (char** e = environ; *e != nullptr; ++e) text += std::string(*e) + "\n";
+    writeFile(envFile + "." + std::to_string(localRank), text);
+  }
+  for (int i = 0; i < print; ++i) {
+    std::cout << "out " << rank << " line " << i << std::endl;
+    std::cerr << "err " << rank << " line " << i << std::endl;
+  }
+  if (wait) {
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) ::signal(sig, onSignal);
+    if (ignoreTerm) ::signal(SIGTERM, SIG_IGN);
+  }
+  if (!readyFile.empty()) writeFile(readyFile + "." + std::to_string(rank), std::to_string(getpid()));
+  const bool failing = (exitCode != 0 || raiseSig != 0) && (failRank < 0 || failRank == rank) &&
+                       (failUntil < 0 || attempt < failUntil);
+  if (wait && !failing) {
+    while (gSignal == 0) ::pause();
+    if (!signalFile.empty()) {
+      writeFile(signalFile + "." + std::to_string(rank), std::string("SIG") + sigabbrev_np(gSignal));
+    }
+    return 128 + gSignal;
+  }
+  if (failing) {
+    const char* errorFile = std::getenv("TORCHELASTIC_ERROR_FILE");
+    if (!errorMessage.empty() && errorFile != nullptr && *errorFile != '\0') {
+      writeFile(errorFile, "{\"message\": {\"message\": \"RuntimeError: " + errorMessage +
+                               "\", \"extraInfo\": {\"py_callstack\": \"Traceback: line 1\\nline 2\", "
+                               "\"timestamp\": \"1700000000\"}}}");
+    }
+    std::cerr << "rank " << rank << " failing at attempt " << attempt << std::endl;
+    if (raiseSig != 0) ::raise(raiseSig);
+    return exitCode;
+  }
+  if (sleepMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleepMs));
+  return 0;
+}

@@ -1,0 +1,197 @@
+// The Supervisor and WorkerGroup with real worker processes (ddp_test_worker): success, failure
+// and teardown of the rest, signals to workers and to the agent, the shutdown grace, log routing.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "launcher/log_layout.hpp"
+#include "launcher/supervisor.hpp"
+#include "launcher/worker_process.hpp"
+#include "launcher_test_util.hpp"
+
+namespace ddp {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Fixture {
+  explicit Fixture(const std::string& name, int n) : dir(test::scratchDir(name)), logs(dir + "/logs", "run", true) {
+    config.nprocPerNode = n;
+    consolePath = dir + "/console.txt";
+    console = ::open(consolePath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    settings.host = "testhost";
+    settings.consoleOut = console;
+    settings.consoleErr = console;
+    settings.shutdownTimeout = 10s;
+  }
+  ~Fixture() { ::close(console); }
+
+  std::vector<WorkerSpec> specs(const std::vector<std::string>& args, int64_t generation = 0) {
+    config.command = {test::workerBin()};
+    config.command.insert(config.command.end(), args.begin(), args.end());
+    WorkerEnvBuilder builder(config, "run", currentEnvironment());
+    RendezvousResult round;
+    round.generation = generation;
+    round.worldSize = round.roleWorldSize = config.nprocPerNode;
+    std::vector<WorkerSpec> out;
+    for (int lr = 0; lr < config.nprocPerNode; ++lr) {
+      out.push_back(builder.build(lr, round, {"127.0.0.1", 1}, logs.errorFilePath(generation, lr)));
+    }
+    return out;
+  }
+
+  std::vector<std::string> perRank(const std::string& base) const {
+    std::vector<std::string> out;
+    for (int r = 0; r < config.nprocPerNode; ++r) out.push_back(base + "." + std::to_string(r));
+    return out;
+  }
+
+  std::string dir;
+  LogLayout logs;
+  LaunchConfig config;
+  GroupSettings settings;
+  std::string consolePath;
+  int console = -1;
+};
+
+// Sends `signal` to this process once every file exists (the workers are ready).
+std::thread signalWhenReady(const std::vector<std::string>& files, int signal) {
+  return std::thread([files, signal] {
+    if (test::waitForFiles(files)) ::kill(::getpid(), signal);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("all workers exiting 0 is success, with whole prefixed console lines",
+          "[supervisor]") {
+  Fixture fx("success", 3);
+  Supervisor sup(fx.settings, {});
+  auto outcome = sup.runGeneration(fx.specs({"--print", "50"}), fx.logs, 0);
+  CHECK(outcome.kind == OutcomeKind::kSucceeded);
+  CHECK(outcome.failures.empty());
+  const auto lines = test::lines(test::readFile(fx.consolePath));
+  CHECK(lines.size() == 3 * 50 * 2);
+  for (const auto& line : lines) {
+    INFO(line);
+    const bool wellFormed = (line.rfind("[default", 0) == 0) &&
+                            (line.find("]:out ") != std::string::npos ||
+                             line.find("]:err ") != std::string::npos);
+    CHECK(wellFormed);
+  }
+  CHECK(std::count(lines.begin(), lines.end(), "[default2]:out 2 line 49") == 1);
+}
+
+TEST_CASE("one failure stops the rest and is the root cause", "[supervisor]") {
+  Fixture fx("failure", 3);
+  Supervisor sup(fx.settings, {});
+  const std::string sig = fx.dir + "/sig";
+  auto outcome = sup.runGeneration(
+      fx.specs({"--fail-rank", "1", "--exit", "3", "--error-message", "boom", "--wait",
+                "--signal-file", sig}),
+      fx.logs, 0);
+  REQUIRE(outcome.kind == OutcomeKind::kFailed);
+  REQUIRE(outcome.failures.size() == 3);
+  const auto& root = outcome.failures.front();
+  CHECK(root.globalRank == 1);
+  CHECK(root.exitCode == 3);
+  CHECK_FALSE(root.stoppedByAgent);
+  CHECK(root.message == "RuntimeError: boom");
+  CHECK(root.traceback.find("line 2") != std::string::npos);
+  REQUIRE_FALSE(root.stderrTail.empty());
+  CHECK(root.stderrTail.back() == "rank 1 failing at attempt 0");
+  for (std::size_t i = 1; i < outcome.failures.size(); ++i) {
+    const auto& peer = outcome.failures[i];
+    CHECK(peer.stoppedByAgent);
+    // Killed by the forwarded SIGTERM, or handled it and exited 128+15.
+    CHECK((peer.signal == SIGTERM || peer.exitCode == 128 + SIGTERM));
+  }
+  const auto summary = summarize({FailureRecord{0, 0, "testhost", outcome.failures}});
+  CHECK(summary.rootCause.globalRank == 1);
+  CHECK(exitCodeFor(summary.rootCause) == 3);
+}
+
+TEST_CASE("a worker killed by SIGKILL is reported with the signal", "[supervisor]") {
+  Fixture fx("sigkill", 2);
+  Supervisor sup(fx.settings, {});
+  const std::string ready = fx.dir + "/ready";
+  std::thread killer([&] {
+    if (!test::waitForFiles(fx.perRank(ready))) return;
+    ::kill(std::stoi(test::readFile(ready + ".0")), SIGKILL);
+  });
+  auto outcome = sup.runGeneration(fx.specs({"--wait", "--ready-file", ready}), fx.logs, 0);
+  killer.join();
+  REQUIRE(outcome.kind == OutcomeKind::kFailed);
+  const auto summary = summarize({FailureRecord{0, 0, "testhost", outcome.failures}});
+  CHECK(summary.rootCause.globalRank == 0);
+  CHECK(summary.rootCause.signal == SIGKILL);
+  CHECK(exitCodeFor(summary.rootCause) == 137);
+  CHECK(formatSummary(summary, "worker").find("SIGKILL") != std::string::npos);
+}
+
+TEST_CASE("a signal to the agent is forwarded to every worker", "[supervisor]") {
+  Fixture fx("forward", 2);
+  Supervisor sup(fx.settings, {SIGUSR1});
+  const std::string ready = fx.dir + "/ready", sig = fx.dir + "/sig";
+  int which = GENERATE(SIGTERM, SIGUSR1);
+  auto sender = signalWhenReady(fx.perRank(ready), which);
+  auto outcome = sup.runGeneration(
+      fx.specs({"--wait", "--ready-file", ready, "--signal-file", sig}), fx.logs, 0);
+  sender.join();
+  CHECK(outcome.kind == OutcomeKind::kSignalled);
+  CHECK(outcome.signal == which);
+  for (const auto& file : fx.perRank(sig)) CHECK(test::readFile(file) == signalName(which));
+  for (const auto& f : outcome.failures) CHECK(f.exitCode == 128 + which);
+}
+
+TEST_CASE("workers ignoring SIGTERM are killed after the grace", "[supervisor]") {
+  Fixture fx("grace", 2);
+  fx.settings.shutdownTimeout = 300ms;
+  Supervisor sup(fx.settings, {});
+  const std::string ready = fx.dir + "/ready";
+  auto sender = signalWhenReady(fx.perRank(ready), SIGTERM);
+  const auto start = std::chrono::steady_clock::now();
+  auto outcome = sup.runGeneration(fx.specs({"--wait", "--ignore-term", "--ready-file", ready}),
+                                   fx.logs, 0);
+  sender.join();
+  CHECK(outcome.kind == OutcomeKind::kSignalled);
+  REQUIRE(outcome.failures.size() == 2);
+  for (const auto& f : outcome.failures) CHECK(f.signal == SIGKILL);
+  CHECK(std::chrono::steady_clock::now() - start >= 300ms);
+}
+
+TEST_CASE("redirects, tee and the local-ranks filter route each stream", "[supervisor]") {
+  Fixture fx("routing", 3);
+  fx.settings.redirects.all = StdStreams::kBoth;            // files only ...
+  fx.settings.tee.perRank[0] = StdStreams::kStdout;         // ... but rank 0 tees stdout
+  fx.settings.tee.perRank[1] = StdStreams::kBoth;           // and rank 1 both,
+  fx.settings.localRanksFilter = {0, 2};                    // which the filter then hides
+  fx.settings.prefixTemplate = "<{host}|{rank}|{local_rank}|{role}> ";
+  Supervisor sup(fx.settings, {});
+  auto outcome = sup.runGeneration(fx.specs({"--print", "2"}), fx.logs, 0);
+  REQUIRE(outcome.kind == OutcomeKind::kSucceeded);
+  const auto console = test::lines(test::readFile(fx.consolePath));
+  CHECK(console == std::vector<std::string>{"<testhost|0|0|default> out 0 line 0",
+                                            "<testhost|0|0|default> out 0 line 1"});
+  for (int r = 0; r < 3; ++r) {
+    const std::string n = std::to_string(r);
+    CHECK(test::readFile(fx.logs.stdoutPath(0, r)) == "out " + n + " line 0\nout " + n + " line 1\n");
+    CHECK(test::readFile(fx.logs.stderrPath(0, r)) == "err " + n + " line 0\nerr " + n + " line 1\n");
+  }
+}
+
+TEST_CASE("a missing program is a SpawnError and leaves nothing running", "[supervisor]") {
+  Fixture fx("spawnerror", 2);
+  Supervisor sup(fx.settings, {});
+  auto specs = fx.specs({});
+  specs[1].argv[0] = fx.dir + "/no-such-program";
+  CHECK_THROWS_AS(sup.runGeneration(std::move(specs), fx.logs, 0), SpawnError);
+}
+
+}  // namespace ddp
