@@ -12,6 +12,7 @@
 //                         and exit 128+signal
 //   --signal-file PATH    where --wait records the signal name
 //   --ignore-term         with --wait: ignore SIGTERM (tests the SIGKILL after the grace)
+//   --ignore-int          with --wait: ignore SIGINT too
 //   --sleep-ms MS         sleep before exiting (succeeding ranks)
 #include <signal.h>
 #include <unistd.h>
@@ -47,7 +48,7 @@ void writeFile(const std::string& path, const std::string& text) {
 int main(int argc, char** argv) {
   std::string envFile, readyFile, signalFile, errorMessage;
   int print = 0, failRank = -1, failUntil = -1, exitCode = 0, raiseSig = 0, sleepMs = 0;
-  bool wait = false, ignoreTerm = false;
+  bool wait = false, ignoreTerm = false, ignoreInt = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
     else if (a == "--sleep-ms") sleepMs = std::stoi(next());
     else if (a == "--wait") wait = true;
     else if (a == "--ignore-term") ignoreTerm = true;
+    else if (a == "--ignore-int") ignoreInt = true;
   }
   const int rank = envInt("RANK", 0), localRank = envInt("LOCAL_RANK", 0);
   const int attempt = envInt("TORCHELASTIC_RESTART_COUNT", 0);
@@ -78,6 +80,7 @@ int main(int argc, char** argv) {
   if (wait) {
     for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) ::signal(sig, onSignal);
     if (ignoreTerm) ::signal(SIGTERM, SIG_IGN);
+    if (ignoreInt) ::signal(SIGINT, SIG_IGN);
   }
   if (!readyFile.empty()) writeFile(readyFile + "." + std::to_string(rank), std::to_string(getpid()));
   const bool failing = (exitCode != 0 || raiseSig != 0) && (failRank < 0 || failRank == rank) &&
