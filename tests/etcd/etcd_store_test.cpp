@@ -9,6 +9,7 @@
 
 #include "rendezvous/error.hpp"
 #include "rendezvous/etcd_store.hpp"
+#include "tests/rendezvous/store_contract.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -57,6 +58,15 @@ TEST_CASE("set, get, check, deleteKey and numKeys", "[etcd]") {
   ddp::EtcdStore other(options("basic-other"));
   other.set("x", "y");
   CHECK(store.numKeys() == 1);
+}
+
+TEST_CASE("the shared Store contract holds", "[etcd][contract]") {
+  ddp::EtcdStoreOptions o = options("contract");
+  ddp::EtcdStore store(o);
+  ddp::EtcdStore other(o);
+  ddp::test::checkSingleClientOps(store, "ops/");
+  ddp::test::checkWaitTimeouts(store, "timeouts/");
+  ddp::test::checkWaitWakeups(store, other, "wakeups/");
 }
 
 TEST_CASE("values are arbitrary bytes", "[etcd]") {
