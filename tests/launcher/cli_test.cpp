@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <iostream>
 #include <map>
+#include <sstream>
 #include <regex>
 
 #include "ddp_version.hpp"
@@ -304,4 +306,81 @@ TEST_CASE("--help and --version are not errors", "[cli]") {
     CHECK(info.text() == std::string("ddprun ") + DDP_VERSION_STRING + "\n");
   }
   CHECK_THROWS_AS(parse({"-h"}), ddp::InfoRequested);
+}
+
+TEST_CASE("inside an srun step, SLURM_* fill what the user left unset", "[cli][slurm]") {
+  Env slurm = {{"SLURM_JOB_ID", "42"},          {"SLURM_STEP_ID", "0"},  {"SLURM_STEP_NODELIST", "n[1-4]"},
+               {"SLURM_STEP_NUM_NODES", "4"},   {"SLURM_NODEID", "1"},   {"SLURM_LOCALID", "0"}};
+  auto c = parse({"--nproc-per-node=2", "train"}, slurm);
+  CHECK(c.minNodes == 4);
+  CHECK(c.maxNodes == 4);
+  CHECK(c.nodeRank == 1);
+  CHECK_FALSE(c.standalone);
+  CHECK(c.rdzvBackend == ddp::RdzvBackend::kC10d);
+  CHECK(c.rdzvHost == "n1");
+  CHECK(c.rdzvPort == 29542);  // slurm_env.hpp's rule: 29500 + (job + step) % 100
+  CHECK(c.rdzvId == "42.0");
+  CHECK(c.rdzv.isHost == false);
+  CHECK(std::any_of(c.notes.begin(), c.notes.end(),
+                    [](auto& n) { return n.find("Slurm step 42.0") != std::string::npos; }));
+  slurm["SLURM_NODEID"] = "0";
+  CHECK(parse({"train"}, slurm).rdzv.isHost == true);
+
+  // Explicit values win, on the command line or through PET_*.
+  slurm["SLURM_NODEID"] = "1";
+  Env both = slurm;
+  both["PET_RDZV_ID"] = "x";
+  auto e = parse({"--nnodes=2", "--rdzv-endpoint=head:29400", "train"}, both);
+  CHECK(e.maxNodes == 2);
+  CHECK(e.rdzvHost == "head");
+  CHECK(e.rdzvId == "x");
+  CHECK(e.nodeRank == 1);
+  CHECK_FALSE(e.rdzv.isHost.has_value());  // a ddprund endpoint decides hosting, not Slurm
+
+  // Static backend: the first host and the port become the master.
+  auto st = parse({"--rdzv-backend=static", "train"}, slurm);
+  CHECK(st.masterAddr == "n1");
+  CHECK(st.masterPort == 29542);
+  CHECK(st.rdzvHost == "n1");
+}
+
+TEST_CASE("Slurm detection stays out of the way when it should", "[cli][slurm]") {
+  Env slurm = {{"SLURM_JOB_ID", "42"}, {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NODELIST", "n[1-4]"},
+               {"SLURM_NODEID", "1"}};
+  CHECK(parse({"--no-slurm", "train"}, slurm).standalone);
+  Env noSlurm = slurm;
+  noSlurm["DDP_NO_SLURM"] = "1";
+  CHECK(parse({"train"}, noSlurm).standalone);
+  CHECK(parse({"--standalone", "train"}, slurm).maxNodes == 1);
+  Env batch = slurm;  // the batch script itself: one agent would wait for four
+  batch.erase("SLURM_STEP_ID");
+  batch["SLURM_JOB_NODELIST"] = "n[1-4]";
+  CHECK(parse({"train"}, batch).standalone);
+  Env twoPerNode = slurm;
+  twoPerNode["SLURM_LOCALID"] = "1";
+  CHECK_THAT(errorOf({"train"}, twoPerNode), Catch::Contains("--ntasks-per-node=1"));
+  Env broken = slurm;
+  broken["SLURM_NODEID"] = "nine";
+  CHECK_THAT(errorOf({"train"}, broken), Catch::Contains("SLURM_NODEID"));
+  CHECK_THAT(errorOf({"train"}, broken), Catch::Contains("--no-slurm"));
+}
+
+TEST_CASE("main's view: exit 0 for --version, 2 and one line for a usage error", "[cli]") {
+  std::ostringstream out, err;
+  auto* oldOut = std::cout.rdbuf(out.rdbuf());
+  auto* oldErr = std::cerr.rdbuf(err.rdbuf());
+  std::vector<std::string> storage = {"ddprun", "--version"};
+  std::vector<char*> argv = {storage[0].data(), storage[1].data()};
+  auto version = ddp::parseCommandLineOrReport(2, argv.data());
+  storage = {"ddprun", "--nnodes=0", "train"};
+  argv = {storage[0].data(), storage[1].data(), storage[2].data()};
+  auto bad = ddp::parseCommandLineOrReport(3, argv.data());
+  std::cout.rdbuf(oldOut);
+  std::cerr.rdbuf(oldErr);
+  CHECK(version.exitCode == 0);
+  CHECK_FALSE(version.config);
+  CHECK(out.str() == std::string("ddprun ") + DDP_VERSION_STRING + "\n");
+  CHECK(bad.exitCode == ddp::kUsageExitCode);
+  CHECK(bad.exitCode == 2);
+  CHECK(err.str() == "ddprun: error: --nnodes '0': need 0 < MIN <= MAX, got MIN=0 MAX=0\n");
 }
