@@ -79,6 +79,7 @@ class StoreRendezvous final : public Rendezvous {
   void endRound(int64_t g, RendezvousEventKind kind, const std::string& detail);
   bool awaitFailureDecision(int64_t g);
   bool spendRestart(int64_t g);
+  ExitOutcome endedOutcome(int64_t g);
   std::string self() const {
     return "node " + self_.host + " (pid " + std::to_string(self_.pid) + ")";
   }
@@ -221,22 +222,26 @@ std::vector<std::string> StoreRendezvous::failureRecords() {
 ExitOutcome StoreRendezvous::exitBarrier(std::chrono::milliseconds timeout) {
   const Current& cur = requireRound("exitBarrier()");
   const int64_t g = cur.generation;
+  // A round that already ended (a failure elsewhere, a lost peer) cannot succeed any more.
+  if (store_.check({keys_.end(g)})) return endedOutcome(g);
   if (store_.add(keys_.exitCount(g), 1) >= cur.result.nodeCount) store_.set(keys_.exitDone(g), "1");
   const auto deadline = Clock::now() + timeout;
   const auto found = detail::waitForAny(store_, {keys_.exitDone(g), keys_.end(g)}, deadline, slice_);
   if (found == 0u) return ExitOutcome::kAllSucceeded;
-  if (found == 1u) {
-    const auto end = detail::decodeRoundEnd(store_.get(keys_.end(g)));
-    if (end.kind == RendezvousEventKind::kJobFailed || store_.check({keys_.failed()})) {
-      return ExitOutcome::kJobFailed;
-    }
-    return ExitOutcome::kRestartRequested;
-  }
+  if (found == 1u) return endedOutcome(g);
   const int64_t arrived = store_.add(keys_.exitCount(g), 0);
   throw TimeoutError("rendezvous '" + settings_.runId + "' generation " + std::to_string(g) +
                      ": exit barrier timed out after " + ms(timeout) + " with " +
                      std::to_string(arrived) + " of " + std::to_string(cur.result.nodeCount) +
                      " nodes done");
+}
+
+ExitOutcome StoreRendezvous::endedOutcome(int64_t g) {
+  const auto end = detail::decodeRoundEnd(store_.get(keys_.end(g)));
+  if (end.kind == RendezvousEventKind::kJobFailed || store_.check({keys_.failed()})) {
+    return ExitOutcome::kJobFailed;
+  }
+  return ExitOutcome::kRestartRequested;
 }
 
 void StoreRendezvous::leave() {

@@ -124,21 +124,31 @@ class Rendezvous {
   // Joins the next round and blocks until it completes with this node in it. Throws TimeoutError
   // when fewer than minNodes joined within joinTimeout, JobEndedError when the job already ended,
   // NetworkError when the store is unreachable.
+  // (StoreRendezvous: also ConfigError when requested node ranks conflict — the job then fails on
+  // every node. Calling next() while this node's round still runs ends that round for everybody
+  // (kPeerLost). This node heartbeats from the moment next() returns until the next next(),
+  // leave() or destruction, whether or not watch() is active.)
   virtual RendezvousResult next() = 0;
 
   // Node rank 0 publishes the worker store it hosts for the current generation. Non-blocking.
   virtual void publishWorkerStore(const std::string& addr, uint16_t port) = 0;
   // Blocks (up to joinTimeout) until node rank 0 published the current generation's worker store.
+  // Throws TimeoutError, RoundEndedError when the round ends first, JobEndedError.
   virtual std::pair<std::string, uint16_t> workerStore() = 0;
 
   // Heartbeats for this node and watches the current round, calling onEvent (on the heartbeat
-  // thread) at most once per generation. Replaces an earlier callback.
+  // thread) at most once per generation. Replaces an earlier callback. An event that happened
+  // while nobody watched is delivered when watch() is called. After stopWatching() returns no
+  // callback runs (unless it is called from the callback itself).
   virtual void watch(std::function<void(const RendezvousEvent&)> onEvent) = 0;
   virtual void stopWatching() = 0;
 
   // This node's workers failed. Publishes the record (opaque JSON, kept job-wide) and spends one
   // restart of the job budget. Returns true when a restart is allowed (every node then sees
-  // kRestartRequested), false when the budget is spent (every node sees kJobFailed).
+  // kRestartRequested), false when the budget is spent (every node sees kJobFailed). The
+  // reporting node itself gets no event for this generation: the return value is its answer.
+  // Only the first failure of a generation spends a restart (later reports in the same
+  // generation, and reports after the round ended for another reason, spend nothing).
   virtual bool reportFailure(const std::string& failureRecordJson) = 0;
   // Every failure record published in this job, from every node, oldest first.
   virtual std::vector<std::string> failureRecords() = 0;

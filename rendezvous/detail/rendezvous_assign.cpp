@@ -33,6 +33,7 @@ std::string escape(const std::string& in) {
 }
 
 std::string unescape(std::string_view in) {
+  if (in.find('%') == std::string_view::npos) return std::string(in);  // the common case
   std::string out;
   out.reserve(in.size());
   for (size_t i = 0; i < in.size(); ++i) {

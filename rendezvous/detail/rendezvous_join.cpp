@@ -33,8 +33,9 @@ std::string RoundJoiner::self() const {
 
 JoinedRound RoundJoiner::join(int prevRank) {
   const auto deadline = Clock::now() + settings_.joinTimeout;
+  throwIfJobEnded();
   while (true) {
-    throwIfJobEnded();
+    // A job that ends while we join is seen through the `failed` key the result wait checks.
     const int64_t g = currentRound();
     if (auto joined = tryJoin(g, prevRank, deadline)) return *joined;
   }

@@ -14,9 +14,6 @@ std::chrono::milliseconds remaining(Clock::time_point deadline) {
 std::optional<size_t> waitForAny(Store& store, const std::vector<std::string>& keys,
                                  Clock::time_point deadline, std::chrono::milliseconds slice) {
   while (true) {
-    for (size_t i = 1; i < keys.size(); ++i) {
-      if (store.check({keys[i]})) return i;
-    }
     const auto left = remaining(deadline);
     const auto budget = std::clamp(left, std::chrono::milliseconds(1), slice);
     try {
@@ -25,12 +22,10 @@ std::optional<size_t> waitForAny(Store& store, const std::vector<std::string>& k
     } catch (const TimeoutError&) {
       // One slice passed; look at the other keys, then wait again until the deadline.
     }
-    if (Clock::now() >= deadline) {
-      for (size_t i = 1; i < keys.size(); ++i) {
-        if (store.check({keys[i]})) return i;
-      }
-      return std::nullopt;
+    for (size_t i = 1; i < keys.size(); ++i) {
+      if (store.check({keys[i]})) return i;
     }
+    if (Clock::now() >= deadline) return std::nullopt;
   }
 }
 

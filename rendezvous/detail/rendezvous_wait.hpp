@@ -20,6 +20,7 @@ namespace ddp::detail {
 using Clock = std::chrono::steady_clock;
 
 // Returns the index of the first key of `keys` found to exist, or nullopt once `deadline` passed.
+// keys[0] is waited on (the expected outcome); the others are checked after each slice.
 // Blocks up to the deadline. Throws what the store throws (NetworkError, ...), except the
 // TimeoutError of a slice.
 std::optional<size_t> waitForAny(Store& store, const std::vector<std::string>& keys,

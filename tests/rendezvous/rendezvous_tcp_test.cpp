@@ -43,7 +43,7 @@ TEST_CASE("four agents over TCP: join, restart, lose one, finish", "[rendezvous]
   StoreServerThread server(loopback());
   auto settings = fastSettings("tcp-job", 3, 4);
   settings.maxRestarts = 2;
-  settings.heartbeatTimeout = 1s;
+  settings.heartbeatTimeout = 1500ms;
   std::vector<std::unique_ptr<TcpAgent>> agents;
   for (int i = 0; i < 4; ++i) {
     agents.push_back(std::make_unique<TcpAgent>(server.port(), settings,
