@@ -1,6 +1,8 @@
 #include "rendezvous/etcd_store.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -54,11 +56,16 @@ std::string valueOf(const json& kv, const std::string& key) {
   return base64Decode(kv.value("value", ""), "the value of " + key);
 }
 
+// "[a, b, c]"; long lists are cut after 8 keys so messages stay readable.
 std::string joinKeys(const std::vector<std::string>& keys) {
   std::string out;
-  for (const std::string& key : keys) out += (out.empty() ? "" : ", ") + key;
+  for (std::size_t i = 0; i < keys.size() && i < 8; ++i) out += (i == 0 ? "" : ", ") + keys[i];
+  if (keys.size() > 8) out += ", ... (" + std::to_string(keys.size()) + " keys)";
   return "[" + out + "]";
 }
+
+// etcd's default --max-txn-ops: larger batches are split into several txns.
+constexpr std::size_t kMaxTxnOps = 128;
 
 int64_t parseCounter(const std::string& key, const std::string& text) {
   if (text.empty()) return 0;
@@ -146,24 +153,29 @@ void EtcdStore::set(const std::string& key, const std::string& value) {
 
 EtcdStore::Snapshot EtcdStore::readAll(const std::vector<std::string>& keys,
                                        Clock::time_point deadline, bool countOnly) {
-  json success = json::array();
-  for (const std::string& key : keys) success.push_back(rangeOp(fullKey(key), countOnly));
-  json reply = client_->post("/v3/kv/txn", json{{"success", success}}, deadline,
-                             "read " + joinKeys(keys));
-  const json& responses = reply.at("responses");
-  if (!responses.is_array() || responses.size() != keys.size()) {
-    throw ProtocolError("etcd txn answered " + std::to_string(responses.size()) + " ranges for " +
-                        std::to_string(keys.size()) + " keys");
-  }
   Snapshot snapshot;
-  snapshot.revision = jsonInt(reply.value("header", json::object()), "revision");
   snapshot.values.resize(keys.size());
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    const json& range = responses[i].at("response_range");
-    if (countOnly) {
-      if (jsonInt(range, "count") > 0) snapshot.values[i] = std::string();
-    } else if (const json* kv = firstKv(range)) {
-      snapshot.values[i] = valueOf(*kv, fullKey(keys[i]));
+  for (std::size_t begin = 0; begin < keys.size(); begin += kMaxTxnOps) {
+    const std::size_t end = std::min(keys.size(), begin + kMaxTxnOps);
+    json success = json::array();
+    for (std::size_t i = begin; i < end; ++i) success.push_back(rangeOp(fullKey(keys[i]), countOnly));
+    json reply = client_->post("/v3/kv/txn", json{{"success", success}}, deadline,
+                               "read " + joinKeys(keys));
+    const json& responses = reply.at("responses");
+    if (!responses.is_array() || responses.size() != end - begin) {
+      throw ProtocolError("etcd txn answered " + std::to_string(responses.size()) + " ranges for " +
+                          std::to_string(end - begin) + " keys");
+    }
+    // The watch replays from the oldest revision read, so no change between chunks is missed.
+    int64_t revision = jsonInt(reply.value("header", json::object()), "revision");
+    snapshot.revision = begin == 0 ? revision : std::min(snapshot.revision, revision);
+    for (std::size_t i = begin; i < end; ++i) {
+      const json& range = responses[i - begin].at("response_range");
+      if (countOnly) {
+        if (jsonInt(range, "count") > 0) snapshot.values[i] = std::string();
+      } else if (const json* kv = firstKv(range)) {
+        snapshot.values[i] = valueOf(*kv, fullKey(keys[i]));
+      }
     }
   }
   return snapshot;
@@ -318,9 +330,15 @@ void EtcdStore::multiSet(const std::vector<std::string>& keys, const std::vector
   // etcd refuses a txn that puts one key twice; the last value wins, as with sets in order.
   std::map<std::string, const std::string*> last;
   for (std::size_t i = 0; i < keys.size(); ++i) last[keys[i]] = &values[i];
+  const Clock::time_point deadline = retryDeadline();
   json success = json::array();
-  for (const auto& [key, value] : last) success.push_back(putOp(fullKey(key), *value));
-  client_->post("/v3/kv/txn", json{{"success", success}}, retryDeadline(), "multiSet " + joinKeys(keys));
+  for (auto it = last.begin(); it != last.end(); ++it) {
+    success.push_back(putOp(fullKey(it->first), *it->second));
+    if (success.size() == kMaxTxnOps || std::next(it) == last.end()) {
+      client_->post("/v3/kv/txn", json{{"success", success}}, deadline, "multiSet " + joinKeys(keys));
+      success = json::array();
+    }
+  }
 }
 
 std::chrono::milliseconds EtcdStore::timeout() const { return std::chrono::milliseconds(timeoutMs_.load()); }

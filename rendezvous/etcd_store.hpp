@@ -3,7 +3,8 @@
 //
 // How each op maps to etcd (one HTTP round trip unless noted):
 //   set, deleteKey, numKeys      put / deleterange / range count_only over the prefix
-//   check, multiGet, multiSet    one txn of ranges (or puts): atomic and consistent
+//   check, multiGet, multiSet    one txn of ranges (or puts): atomic and consistent (for up to
+//                                128 keys, etcd's --max-txn-ops; larger batches take several)
 //   compareSet                   txn comparing VALUE (or CREATE revision 0 for a missing key)
 //   add, append                  read-modify-write: range, then a txn comparing mod_revision;
 //                                retried when another client won the race

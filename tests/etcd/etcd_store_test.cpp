@@ -120,6 +120,16 @@ TEST_CASE("multiSet, multiGet and append", "[etcd]") {
   store.multiSet({"a", "b", "a"}, {"1", "2", "3"});
   CHECK(store.multiGet({"a", "b"}) == std::vector<std::string>{"3", "2"});
   CHECK_THROWS_AS(store.multiSet({"a"}, {}), std::invalid_argument);
+  // More keys than etcd allows in one txn (128) are split into several.
+  std::vector<std::string> keys, values;
+  for (int i = 0; i < 300; ++i) {
+    keys.push_back("many/" + std::to_string(i));
+    values.push_back(std::to_string(i * i));
+  }
+  store.multiSet(keys, values);
+  CHECK(store.multiGet(keys) == values);
+  CHECK(store.check(keys));
+  store.wait(keys, 5s);
   store.append("log", "x");
   store.append("log", "yz");
   CHECK(store.get("log") == "xyz");
