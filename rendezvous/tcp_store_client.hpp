@@ -2,7 +2,8 @@
 // TCPStore server.
 //
 // Speaks the v2 dialect by default: connect (with backoff until connectTimeout), VALIDATE magic,
-// PING with this process's pid as nonce (the echo is checked). A wait that times out sends
+// PING with this process's pid as nonce (the echo is checked; so v2 needs a server that answers
+// PING: ddprund, StoreServer, torch >= 2.5). A wait that times out sends
 // CANCEL_WAIT and reads the server's answer, so the connection stays in step and usable.
 // get(k) is WAIT [k] + GET k and multiGet is WAIT [keys] + MULTI_GET, as torch's client does.
 //
@@ -60,8 +61,10 @@ struct TcpStoreClientOptions {
 class TcpStoreClient final : public Store {
  public:
   // Connects before returning, trying every address the host resolves to until one connects
-  // (and, in v2, answers the PING). Throws TimeoutError listing every failed attempt when the
-  // connect budget runs out, ConfigError when the host does not resolve.
+  // (and, in v2, answers the PING), with a Backoff between rounds. Throws TimeoutError listing
+  // every failed attempt when the connect budget runs out, ConfigError when the host never
+  // resolved within it. Name resolution is the system's getaddrinfo: a hanging DNS server can
+  // hold one resolution past the budget (resolv.conf timeouts apply).
   explicit TcpStoreClient(TcpStoreClientOptions options);
   ~TcpStoreClient() override;
 

@@ -83,36 +83,38 @@ StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
   const auto deadline = start + options_.connectTimeout;
   Backoff backoff(options_.connectBackoff);
   std::vector<std::string> attempts;
+  const auto note = [&](const std::string& target, const std::string& failure) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    attempts.push_back("#" + std::to_string(attempts.size() + 1) + " " + target + ": " + failure +
+                       " (+" + std::to_string(ms.count()) + " ms)");
+  };
   bool resolved = false;
   tcp::resolver resolver(io_);
   do {
-    const auto stamp = [&] {
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-      return " (+" + std::to_string(ms.count()) + " ms)";
-    };
     error_code ec;
-    const auto results =
-        resolver.resolve(options_.host, std::to_string(options_.port), tcp::resolver::numeric_service, ec);
+    const auto results = resolver.resolve(options_.host, std::to_string(options_.port),
+                                          tcp::resolver::numeric_service, ec);
     if (ec) {
-      attempts.push_back("#" + std::to_string(attempts.size() + 1) + " resolving '" +
-                         options_.host + "': " + ec.message() + stamp());
+      note("resolving '" + options_.host + "'", ec.message());
       continue;
     }
     resolved = true;
-    const std::size_t count = std::max<std::size_t>(1, results.size());
+    const std::size_t addresses = std::max<std::size_t>(1, results.size());
     for (const auto& entry : results) {
       // Give every address a share of what is left so one black hole cannot eat the budget.
-      const auto left = deadline - Clock::now();
-      const auto share = std::max<Clock::duration>(std::chrono::seconds(1), left / count);
-      const auto address = entry.endpoint();
+      const auto share =
+          std::max<Clock::duration>(std::chrono::seconds(1), (deadline - Clock::now()) / addresses);
+      const tcp::endpoint address = entry.endpoint();
       const std::string failure = attempt(address, std::min(deadline, Clock::now() + share));
       if (failure.empty()) return;
-      attempts.push_back("#" + std::to_string(attempts.size() + 1) + " " +
-                         formatEndpoint(address.address().to_string(), address.port()) + ": " +
-                         failure + stamp());
+      note(formatEndpoint(address.address().to_string(), address.port()), failure);
     }
   } while (backoff.sleepBefore(deadline));
+  throwConnectFailure(attempts, resolved);
+}
 
+void StoreConnection::throwConnectFailure(const std::vector<std::string>& attempts,
+                                          bool resolved) const {
   std::string list;
   for (const auto& a : attempts) list += (list.empty() ? "" : ", ") + a;
   const std::string message = "timed out after " + formatBudget(options_.connectTimeout) +

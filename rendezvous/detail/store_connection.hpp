@@ -75,6 +75,8 @@ class StoreConnection {
   // One connect + handshake attempt to one address; returns an error text, empty on success.
   std::string attempt(const boost::asio::ip::tcp::endpoint& address, Clock::time_point deadline);
   std::string handshake(Clock::time_point deadline);
+  [[noreturn]] void throwConnectFailure(const std::vector<std::string>& attempts,
+                                        bool resolved) const;
   [[noreturn]] void failNetwork(const std::string& what, const boost::system::error_code& ec);
 
   TcpStoreClientOptions options_;
