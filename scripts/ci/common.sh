@@ -18,8 +18,10 @@ ci_pid_alive() {
 # True when PID is alive and its command line contains NEEDLE (our directory).
 ci_pid_owned() {
   local pid=$1 needle=$2
+  local cmdline
   ci_pid_alive "$pid" || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$needle"
+  cmdline=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || return 1
+  [[ "$cmdline" == *"$needle"* ]]
 }
 
 # Prints the pid stored in FILE (nothing when missing or garbage).
@@ -60,14 +62,14 @@ ci_stop_pid() {
 
 # Prints the "ss" line of a TCP listener on PORT (any address) in the current network namespace.
 ci_port_listener() {
-  ss -Hltnp "sport = :$1" 2>/dev/null | head -n1
+  ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 1p
 }
 
 ci_port_busy() { [[ -n "$(ci_port_listener "$1")" ]]; }
 
 # True when the listener on PORT belongs to PID.
 ci_port_owned_by() {
-  ci_port_listener "$1" | grep -q "pid=$2,"
+  [[ "$(ci_port_listener "$1")" == *"pid=$2,"* ]]
 }
 
 # Milliseconds since the epoch.

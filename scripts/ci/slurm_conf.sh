@@ -68,7 +68,8 @@ setup_private_cgroup() {
   local want=$PRIVATE_CGROUP
   if [[ "$want" == auto ]]; then
     want=1
-    awk '$2 == "/sys/fs/cgroup/systemd" && $3 == "cgroup"' /proc/mounts | grep -q . && want=0
+    awk '$2 == "/sys/fs/cgroup/systemd" && $3 == "cgroup" {found = 1} END {exit !found}' /proc/mounts &&
+      want=0
     [[ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" == cgroup2fs ]] && want=0
   fi
   [[ "$want" == 1 ]] || return 0

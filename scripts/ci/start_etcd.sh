@@ -24,8 +24,8 @@ FAST=${ETCD_CI_FAST:-1}
 V2=${ETCD_CI_V2:-0}
 TIMEOUT=${ETCD_CI_TIMEOUT:-30}
 [[ "$DIR" == /* && "$DIR" != / ]] || ci_die "ETCD_CI_DIR must be an absolute path, got '$DIR'"
-for tool in etcd curl ss flock setsid; do
-  command -v "$tool" >/dev/null || ci_die "$tool not found (apt-get install etcd-server curl iproute2)"
+for tool in etcd ss flock setsid timeout; do
+  command -v "$tool" >/dev/null || ci_die "$tool not found (apt-get install etcd-server iproute2 util-linux)"
 done
 PARAMS="client=$CLIENT_PORT peer=$PEER_PORT fast=$FAST v2=$V2"
 URL=http://127.0.0.1:$CLIENT_PORT
@@ -35,7 +35,13 @@ mkdir -p "$(dirname "$DIR")"
 exec 9>"$DIR.lock"
 flock -w "$TIMEOUT" 9 || ci_die "could not lock $DIR.lock within ${TIMEOUT}s"
 
-healthy() { curl -s -m 2 "$URL/health" 2>/dev/null | grep -q '"health":"true"'; }
+# GET /health over bash's /dev/tcp (no curl needed); HTTP/1.0 so etcd closes after answering.
+healthy() {
+  local out
+  out=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" &&
+    printf "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" >&3 && cat <&3' _ "$CLIENT_PORT" 2>/dev/null) || true
+  [[ "$out" == *'"health":"true"'* ]]
+}
 
 pid=$(ci_read_pid "$PIDFILE")
 if [[ -n "$pid" ]] && ci_pid_owned "$pid" "$DIR" && [[ "$(cat "$DIR/params" 2>/dev/null)" == "$PARAMS" ]] &&
