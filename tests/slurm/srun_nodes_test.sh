@@ -3,7 +3,8 @@
 # per node n1..n4.
 #   srun_nodes_test.sh netns   # the slurm_cluster fixture's cluster: each node also has its own
 #                              # hostname and IP, and the first node's name resolves on every node
-#   srun_nodes_test.sh plain   # starts its own loopback cluster and stops it again (trap)
+#   srun_nodes_test.sh plain   # starts its own loopback cluster; stopping it with a job running
+#                              # leaves no process behind (trap stops it on failure too)
 set -euo pipefail
 MODE=${1:?usage: srun_nodes_test.sh netns|plain}
 CI=${DDP_SOURCE_DIR:?}/scripts/ci
@@ -39,5 +40,26 @@ if [[ "$MODE" == netns ]]; then
     i=$((i + 1))
   done <<<"$hosts"
   [[ $i == 5 ]] || fail "got $((i - 1)) task lines: $hosts"
+fi
+if [[ "$MODE" == plain ]]; then
+  # Stopping the cluster while a job runs leaves no task, step daemon or Slurm daemon behind.
+  alive() { local s; s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; s=${s##*) }; [[ ${s:0:1} != Z ]]; }
+  log=$(mktemp)
+  srun -N2 --ntasks-per-node=1 bash -c 'echo TASKPID $$; exec sleep 300' >"$log" 2>&1 &
+  srun_pid=$!
+  for _ in $(seq 600); do [[ $(grep -c TASKPID "$log") == 2 ]] && break; sleep 0.05; done
+  tasks=$(awk '/TASKPID/ {print $2}' "$log")
+  [[ $(wc -w <<<"$tasks") == 2 ]] || fail "job did not start: $(cat "$log")"
+  daemons=$(cat "$SLURM_CI_DIR"/run/*.pid)
+  echo "stopping with job tasks $(echo $tasks) running; daemons $(echo $daemons)"
+  "$CI/stop_slurm.sh"
+  for pid in $tasks $daemons; do
+    for _ in $(seq 200); do alive "$pid" || break; sleep 0.05; done
+    alive "$pid" && fail "pid $pid ($(tr '\0' ' ' </proc/$pid/cmdline)) survived stop_slurm.sh"
+  done
+  for _ in $(seq 200); do alive "$srun_pid" || break; sleep 0.05; done
+  alive "$srun_pid" && fail "srun (pid $srun_pid) still runs after the cluster stopped"
+  wait "$srun_pid" 2>/dev/null || true
+  rm -f "$log"
 fi
 echo "PASS: 4 tasks, SLURM_NODEID 0..3 on n1..n4 ($MODE)"
