@@ -145,14 +145,14 @@ std::pair<std::string, uint16_t> StoreRendezvous::workerStore() {
   const int64_t g = requireRound("workerStore()").generation;
   const auto deadline = Clock::now() + settings_.joinTimeout;
   const auto found = detail::waitForAny(
-      store_, {keys_.workerStore(g), keys_.end(g), keys_.failed()}, deadline, slice_);
+      store_, {keys_.workerStore(g), keys_.end(g), keys_.ended()}, deadline, slice_);
   if (!found) {
     throw TimeoutError("rendezvous '" + settings_.runId + "': node rank 0 did not publish the " +
                        "worker store of generation " + std::to_string(g) + " within " +
                        ms(settings_.joinTimeout) + " (join_timeout)");
   }
   if (*found == 2) throw JobEndedError("rendezvous '" + settings_.runId + "': the job ended: " +
-                                       store_.get(keys_.failed()));
+                                       store_.get(keys_.ended()));
   if (*found == 1) {
     throw RoundEndedError("rendezvous '" + settings_.runId + "' generation " + std::to_string(g) +
                           " ended before its worker store was published: " +
@@ -196,7 +196,7 @@ bool StoreRendezvous::spendRestart(int64_t g) {
                              self_.host + ") in generation " + std::to_string(g) +
                              " and the job's restart budget (max_restarts=" +
                              std::to_string(settings_.maxRestarts) + ") is spent";
-  store_.set(keys_.failed(), reason);
+  store_.set(keys_.ended(), reason);
   endRound(g, RendezvousEventKind::kJobFailed, reason);
   log_->error("rendezvous '{}': {}", settings_.runId, reason);
   return false;
@@ -205,8 +205,8 @@ bool StoreRendezvous::spendRestart(int64_t g) {
 bool StoreRendezvous::awaitFailureDecision(int64_t g) {
   // Another node reported first (or the round already ended): its decision stands.
   const auto deadline = Clock::now() + settings_.closeTimeout;
-  const auto found = detail::waitForAny(store_, {keys_.end(g), keys_.failed()}, deadline, slice_);
-  if (store_.check({keys_.failed()})) return false;
+  const auto found = detail::waitForAny(store_, {keys_.end(g), keys_.ended()}, deadline, slice_);
+  if (store_.check({keys_.ended()})) return false;
   if (!found) {
     throw TimeoutError("rendezvous '" + settings_.runId + "': generation " + std::to_string(g) +
                        " did not end within " + ms(settings_.closeTimeout) +
@@ -224,7 +224,13 @@ ExitOutcome StoreRendezvous::exitBarrier(std::chrono::milliseconds timeout) {
   const int64_t g = cur.generation;
   // A round that already ended (a failure elsewhere, a lost peer) cannot succeed any more.
   if (store_.check({keys_.end(g)})) return endedOutcome(g);
-  if (store_.add(keys_.exitCount(g), 1) >= cur.result.nodeCount) store_.set(keys_.exitDone(g), "1");
+  if (store_.add(keys_.exitCount(g), 1) >= cur.result.nodeCount) {
+    store_.set(keys_.exitDone(g), "1");
+    // Agents that arrive from now on learn that there is nothing left to join.
+    store_.compareSet(keys_.ended(), "",
+                      "the job finished: all " + std::to_string(cur.result.nodeCount) +
+                          " node(s) of generation " + std::to_string(g) + " succeeded");
+  }
   const auto deadline = Clock::now() + timeout;
   const auto found = detail::waitForAny(store_, {keys_.exitDone(g), keys_.end(g)}, deadline, slice_);
   if (found == 0u) return ExitOutcome::kAllSucceeded;
@@ -238,7 +244,7 @@ ExitOutcome StoreRendezvous::exitBarrier(std::chrono::milliseconds timeout) {
 
 ExitOutcome StoreRendezvous::endedOutcome(int64_t g) {
   const auto end = detail::decodeRoundEnd(store_.get(keys_.end(g)));
-  if (end.kind == RendezvousEventKind::kJobFailed || store_.check({keys_.failed()})) {
+  if (end.kind == RendezvousEventKind::kJobFailed || store_.check({keys_.ended()})) {
     return ExitOutcome::kJobFailed;
   }
   return ExitOutcome::kRestartRequested;

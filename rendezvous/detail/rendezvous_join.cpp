@@ -35,7 +35,7 @@ JoinedRound RoundJoiner::join(int prevRank) {
   const auto deadline = Clock::now() + settings_.joinTimeout;
   throwIfJobEnded();
   while (true) {
-    // A job that ends while we join is seen through the `failed` key the result wait checks.
+    // A job that ends while we join is seen through the `ended` key the result wait checks.
     const int64_t g = currentRound();
     if (auto joined = tryJoin(g, prevRank, deadline)) return *joined;
   }
@@ -73,7 +73,7 @@ std::optional<JoinedRound> RoundJoiner::tryJoin(int64_t g, int prevRank,
 
 void RoundJoiner::lastCall(int64_t g, Clock::time_point deadline) {
   const auto until = std::min(deadline, Clock::now() + settings_.lastCallTimeout);
-  if (waitForAny(store_, {keys_.closer(g), keys_.failed()}, until, slice_)) return;
+  if (waitForAny(store_, {keys_.closer(g), keys_.ended()}, until, slice_)) return;
   if (Clock::now() < deadline) tryClose(g);
 }
 
@@ -101,7 +101,7 @@ void RoundJoiner::tryClose(int64_t g) {
   values.push_back(encodeMembership(m));
   store_.multiSet(names, values);
   if (!m.error.empty()) {
-    store_.set(keys_.failed(), m.error);
+    store_.set(keys_.ended(), m.error);
     log_->error("{}", m.error);
     return;
   }
@@ -133,7 +133,7 @@ RoundMembership RoundJoiner::awaitMembership(int64_t g, Clock::time_point deadli
   Clock::time_point minSeenAt;
   while (true) {
     const auto until = std::min(deadline, Clock::now() + slice_ * 4);
-    const auto found = waitForAny(store_, {keys_.result(g), keys_.failed()}, until, slice_);
+    const auto found = waitForAny(store_, {keys_.result(g), keys_.ended()}, until, slice_);
     if (found == 0u) return decodeMembership(store_.get(keys_.result(g)));
     if (found) throwIfJobEnded();
     if (Clock::now() >= deadline) throwJoinTimeout(g);
@@ -152,27 +152,29 @@ RoundMembership RoundJoiner::awaitMembership(int64_t g, Clock::time_point deadli
 
 void RoundJoiner::handleLate(int64_t g, const RoundMembership& m, Clock::time_point deadline) {
   const int n = static_cast<int>(m.members.size());
-  if (n < settings_.maxNodes) {
+  // A round whose nodes are already passing the exit barrier is finishing: do not restart it.
+  const bool finishing = store_.check({keys_.exitCount(g)});
+  if (n < settings_.maxNodes && !finishing) {
     const std::string why = self() + " waits to join (round " + std::to_string(g) + " has " +
                             std::to_string(n) + " of at most " +
                             std::to_string(settings_.maxNodes) + " nodes)";
     store_.compareSet(keys_.end(g), "", encodeRoundEnd({RendezvousEventKind::kScaleUp, why}));
     log_->info("rendezvous '{}': {}; asking the running nodes to scale up", settings_.runId, why);
   } else {
-    log_->info("rendezvous '{}' round {} is full ({} nodes); waiting as a spare", settings_.runId,
-               g, n);
-    if (!waitForAny(store_, {keys_.end(g), keys_.failed()}, deadline, slice_)) {
+    log_->info("rendezvous '{}' round {} is {} ({} nodes); waiting as a spare", settings_.runId,
+               g, finishing ? "finishing" : "full", n);
+    if (!waitForAny(store_, {keys_.end(g), keys_.ended()}, deadline, slice_)) {
       throw TimeoutError("rendezvous '" + settings_.runId + "': " + self() + " waited " +
                          ms(settings_.joinTimeout) + " (join_timeout) as a spare; round " +
-                         std::to_string(g) + " already has max_nodes=" +
-                         std::to_string(settings_.maxNodes) + " nodes and did not end");
+                         std::to_string(g) + " is full (max_nodes=" +
+                         std::to_string(settings_.maxNodes) + ") or finishing, and did not end");
     }
   }
   store_.compareSet(keys_.round(), std::to_string(g), std::to_string(g + 1));
 }
 
 void RoundJoiner::throwIfJobEnded() {
-  if (auto reason = tryGet(store_, keys_.failed())) {
+  if (auto reason = tryGet(store_, keys_.ended())) {
     throw JobEndedError("rendezvous '" + settings_.runId + "': the job already ended: " + *reason);
   }
 }

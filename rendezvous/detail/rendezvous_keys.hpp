@@ -3,8 +3,9 @@
 // Every key lives under `rdzv/<runId>/`:
 //
 //   round                 hint: the newest round number (decimal); agents skip rounds that ended
-//   failed                set once when the job failed (restart budget spent, bad ranks); the value
-//                         is the reason. Agents that see it stop (JobEndedError / kJobFailed).
+//   ended                 set once when the job ended: it failed (restart budget spent, conflicting
+//                         node ranks) or finished (its exit barrier completed); the value is the
+//                         reason. Agents that see it stop (JobEndedError / kJobFailed).
 //   restarts              job-wide counter of failure restarts spent (add)
 //   failures              every failure record, appended as "<byte length>\n<record>"
 //   r/<g>/count           join counter of round g (add); once closed it holds kFrozen + joins
@@ -39,7 +40,7 @@ class RendezvousKeys {
   explicit RendezvousKeys(const std::string& runId);
 
   std::string round() const { return root_ + "round"; }
-  std::string failed() const { return root_ + "failed"; }
+  std::string ended() const { return root_ + "ended"; }
   std::string restarts() const { return root_ + "restarts"; }
   std::string failures() const { return root_ + "failures"; }
 

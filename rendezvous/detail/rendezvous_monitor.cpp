@@ -161,7 +161,7 @@ void RoundMonitor::checkEnd(const MonitoredRound& round, uint64_t epoch) {
   RoundEnd end = decodeRoundEnd(*value);
   if (end.kind != RendezvousEventKind::kJobFailed) {
     // The budget may have been spent while another reason ended the round first.
-    if (auto failed = tryGet(store_, keys_.failed())) end = {RendezvousEventKind::kJobFailed, *failed};
+    if (auto failed = tryGet(store_, keys_.ended())) end = {RendezvousEventKind::kJobFailed, *failed};
   }
   deliver({end.kind, round.generation, end.detail}, epoch);
 }

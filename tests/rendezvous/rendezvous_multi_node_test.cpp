@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <future>
+#include <thread>
 
 #include "rendezvous/in_memory_store.hpp"
 #include "rendezvous_harness.hpp"
@@ -131,6 +132,31 @@ TEST_CASE("a full round keeps a late joiner as a spare until a node leaves", "[r
   checkConsistent(next);
   CHECK(next[0].generation == 1);
   CHECK(next[0].nodeCount == 2);
+}
+
+TEST_CASE("a late joiner does not restart a finishing job; it learns the job ended",
+          "[rendezvous]") {
+  InMemoryStore store;
+  const auto settings = fastSettings("finishing", 2, 4);
+  Agent a(store, settings, node("f1"));
+  Agent b(store, settings, node("f2"));
+  checkConsistent(joinAll({&a, &b}));
+  b.watch();
+  auto fa = std::async(std::launch::async, [&] { return a.rdzv->exitBarrier(20s); });
+  // Wait until a is inside the barrier (it bumped the barrier counter).
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!store.check({"rdzv/finishing/r/0/exit"}) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  Agent c(store, settings, node("f0"));
+  auto fc = std::async(std::launch::async, [&] { return c.rdzv->next(); });
+  CHECK(fc.wait_for(500ms) == std::future_status::timeout);
+  CHECK(b.events.count() == 0);  // no scale-up while finishing
+  CHECK(b.rdzv->exitBarrier(10s) == ExitOutcome::kAllSucceeded);
+  CHECK(fa.get() == ExitOutcome::kAllSucceeded);
+  CHECK_THROWS_WITH(fc.get(), Catch::Contains("the job finished"));
+  Agent d(store, settings, node("f9"));
+  CHECK_THROWS_AS(d.rdzv->next(), JobEndedError);
 }
 
 TEST_CASE("too few nodes: TimeoutError naming the counts", "[rendezvous]") {
