@@ -70,6 +70,13 @@ GlooCommunicator::GlooCommunicator(const WorkerEnv& env, Store& store, const Com
 
 GlooCommunicator::~GlooCommunicator() = default;
 
+void GlooCommunicator::setTimeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) throw ConfigError("communicator timeout must be positive");
+  timeout_ = timeout;
+  context_->setTimeout(timeout);
+  allreduceCache_.clear();  // cached options carry the old budget
+}
+
 template <typename Fn>
 void GlooCommunicator::guarded(const char* op, std::size_t count, DataType type, Fn&& fn) {
   if (error_) std::rethrow_exception(error_);

@@ -56,6 +56,10 @@ class GlooCommunicator final : public Communicator {
 
   // The budget of each collective.
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // Changes the budget of later collectives (e.g. a generous one for connecting, a tight one for
+  // steady-state steps). Must not be called while a collective is in flight. Throws ConfigError
+  // for a non-positive budget.
+  void setTimeout(std::chrono::milliseconds timeout);
   // The local address the transport is bound to.
   const std::string& bindAddress() const { return bindAddress_; }
   // The underlying Gloo context, for benchmarks that call Gloo directly on the same connections.

@@ -24,8 +24,11 @@ struct WorkerEnv {
   bool useAgentStore = false;  // TORCHELASTIC_USE_AGENT_STORE == "True"
 
   // Reads and validates the variables above from the process environment. Required: RANK,
-  // WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK defaults to RANK, the rest to single-node
-  // values). Throws ConfigError naming the missing or malformed variable and its value.
+  // WORLD_SIZE, MASTER_ADDR, MASTER_PORT. Defaults: LOCAL_WORLD_SIZE = WORLD_SIZE, LOCAL_RANK =
+  // RANK % LOCAL_WORLD_SIZE, GROUP_RANK = 0, GROUP_WORLD_SIZE = 1, counters 0, strings empty,
+  // TORCHELASTIC_USE_AGENT_STORE = False. Checks RANK < WORLD_SIZE, LOCAL_RANK < LOCAL_WORLD_SIZE
+  // <= WORLD_SIZE, GROUP_RANK < GROUP_WORLD_SIZE, 1 <= MASTER_PORT <= 65535. Does not block.
+  // Throws ConfigError naming the missing or malformed variable and its value.
   static WorkerEnv fromEnvironment();
 };
 

@@ -36,8 +36,9 @@ std::vector<Failure> oneRankAbsent(int size,
   std::vector<Failure> failures(size);
   ddp::test::Countdown done(size - 1);
   auto errors = ddp::test::runThreads(size, [&](int rank, ddp::Store& store) {
-    ddp::GlooCommunicator comm(ddp::test::loopbackEnv(rank, size), store,
-                               ddp::test::glooOptions(kBudget));
+    // Connect with a generous budget (a loaded CI machine), then tighten it for the collective.
+    ddp::GlooCommunicator comm(ddp::test::loopbackEnv(rank, size), store, ddp::test::glooOptions());
+    comm.setTimeout(kBudget);
     if (rank == size - 1) {
       done.waitFor(kPrompt);
       return;
@@ -100,6 +101,36 @@ TEST_CASE("reduceScatter with a rank that never arrives fails within the budget"
     comm.reduceScatter(send.data(), recv.data(), 100, DataType::kBFloat16, ReduceOp::kAvg);
   });
   checkFailures(failures, "reduce-scatter", 3);
+}
+
+TEST_CASE("a cached allreduce picks up a changed budget", "[gloo][timeout]") {
+  // The first allreduce (all ranks present) caches its Gloo set-up with the 30 s budget; after
+  // setTimeout the same buffer must fail within the new 1 s budget.
+  std::vector<Failure> failures(1);
+  ddp::test::Countdown done(1);
+  auto errors = ddp::test::runThreads(2, [&](int rank, ddp::Store& store) {
+    ddp::GlooCommunicator comm(ddp::test::loopbackEnv(rank, 2), store, ddp::test::glooOptions());
+    std::vector<float> mine(64, 1.0f);
+    comm.allreduce(mine.data(), mine.size(), DataType::kFloat32, ReduceOp::kSum);
+    comm.setTimeout(kBudget);
+    if (rank == 1) {
+      done.waitFor(kPrompt);
+      return;
+    }
+    auto start = Clock::now();
+    try {
+      comm.allreduce(mine.data(), mine.size(), DataType::kFloat32, ReduceOp::kSum);
+    } catch (const ddp::CommError& e) {
+      failures[0].threw = true;
+      failures[0].message = e.what();
+    }
+    failures[0].elapsed = Clock::now() - start;
+    done.arrive();
+  });
+  REQUIRE(ddp::test::firstError(errors) == "");
+  REQUIRE(failures[0].threw);
+  CHECK_THAT(failures[0].message, Catch::Contains("budget 1000 ms"));
+  CHECK(failures[0].elapsed < kPrompt);
 }
 
 TEST_CASE("barrier with a rank that never arrives fails within the budget", "[gloo][timeout]") {
