@@ -23,13 +23,15 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// ddprun in a child process, stdout/stderr to files; killed and reaped on destruction.
+// ddprun (or `program`) in a child process, stdout/stderr to files; killed and reaped on
+// destruction.
 class Ddprun {
  public:
   Ddprun(const std::string& dir, std::vector<std::string> args,
-         const std::map<std::string, std::string>& env = {})
-      : out_(dir + "/ddprun.out"), err_(dir + "/ddprun.err") {
-    args.insert(args.begin(), test::binDir() + "/ddprun");
+         const std::map<std::string, std::string>& env = {},
+         const std::string& program = "ddprun")
+      : out_(dir + "/" + program + ".out"), err_(dir + "/" + program + ".err") {
+    args.insert(args.begin(), test::binDir() + "/" + program);
     pid_ = ::fork();
     if (pid_ == 0) {
       const int o = ::open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -248,6 +250,24 @@ TEST_CASE("a program that does not exist is one clear error", "[ddprun]") {
   Ddprun run(dir, {"--standalone", "--nproc-per-node=2", "--no-python", dir + "/nope"});
   CHECK(run.wait() == 127);
   CHECK(run.err().find("cannot run") != std::string::npos);
+}
+
+TEST_CASE("c10d against an external ddprund: rendezvous there, a separate worker store",
+          "[ddprun]") {
+  const auto dir = test::scratchDir("c10d");
+  Ddprun daemon(dir, {"--port", "0", "--port-file", dir + "/port"}, {}, "ddprund");
+  REQUIRE(test::waitForFiles({dir + "/port"}));
+  std::string port = test::readFile(dir + "/port");
+  port.erase(port.find_last_not_of(" \n") + 1);
+  Ddprun run(dir, {"--nnodes=1", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:" + port,
+                   "--rdzv-id=c10djob", "--nproc-per-node=2", test::workerBin(), "--env-file",
+                   dir + "/env"});
+  REQUIRE(run.wait() == 0);
+  const auto env = parseEnv(dir + "/env.1");
+  CHECK(env.at("RANK") == "1");
+  CHECK(env.at("TORCHELASTIC_RUN_ID") == "c10djob");
+  CHECK_FALSE(env.at("MASTER_ADDR").empty());
+  CHECK(env.at("MASTER_PORT") != port);
 }
 
 TEST_CASE("a .py entry point runs under $PYTHON_EXEC -u; -m runs a module", "[ddprun]") {
