@@ -84,7 +84,8 @@ setup_private_cgroup() {
 }
 
 # A bridge with the controller's address in the root namespace and one namespace per node, each
-# with its own address; /etc/hosts for the nodes lists every node and the controller.
+# with its own address; /etc/hosts for the nodes lists every node and the controller, and their
+# /etc/nsswitch.conf resolves hosts from files only.
 setup_netns() {
   local br="$NS_PREFIX-br" i
   (( ${#br} <= 15 )) || ci_die "SLURM_CI_NETNS_PREFIX too long for a bridge name: $br"
@@ -95,6 +96,13 @@ setup_netns() {
     echo "$SUBNET.254 $CTLD_NAME"
     for ((i = 1; i <= NODES; i++)); do echo "$SUBNET.$i n$i"; done
   } >"$DIR/hosts"
+  # Nodes resolve names from their /etc/hosts only: a DNS lookup (e.g. the AF_INET6 half of
+  # `getent hosts n1`) would otherwise wait 10 s for a nameserver the namespace cannot reach.
+  if [[ -f /etc/nsswitch.conf ]] && grep -q '^hosts:' /etc/nsswitch.conf; then
+    sed 's/^hosts:.*/hosts: files/' /etc/nsswitch.conf >"$DIR/nsswitch.conf"
+  else
+    { cat /etc/nsswitch.conf 2>/dev/null; echo "hosts: files"; } >"$DIR/nsswitch.conf"
+  fi
   for ((i = 1; i <= NODES; i++)); do
     echo "$NS_PREFIX$i" >>"$RUN/netns.names"
     GW=$SUBNET.254 "$HERE/netns.sh" add "$NS_PREFIX$i" "$br" "$SUBNET.$i/24"

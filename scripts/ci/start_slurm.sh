@@ -161,7 +161,8 @@ for ((i = 1; i <= NODES; i++)); do
   node=$(node_name "$i")
   if (( NETNS == 1 )); then
     nsenter --net="/run/netns/$NS_PREFIX$i" unshare --uts --mount sh -c \
-      "hostname $node && mount --bind $DIR/hosts /etc/hosts && exec slurmd -f $CONF -N $node" \
+      "hostname $node && mount --bind $DIR/hosts /etc/hosts &&
+       mount --bind $DIR/nsswitch.conf /etc/nsswitch.conf && exec slurmd -f $CONF -N $node" \
       </dev/null >>"$LOG/slurmd-$node.out" 2>&1 9>&- || ci_die "slurmd $node failed to start"
   else
     slurmd -f "$CONF" -N "$node" </dev/null >>"$LOG/slurmd-$node.out" 2>&1 9>&- ||
