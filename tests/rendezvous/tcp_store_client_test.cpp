@@ -2,13 +2,21 @@
 // timeouts (CANCEL_WAIT keeps the connection usable), connect budgets, a server lost mid-call.
 #include <catch2/catch.hpp>
 
+#include <poll.h>
+
+#include <atomic>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
 
 #include "rendezvous/error.hpp"
 #include "rendezvous/store_server.hpp"
@@ -44,6 +52,99 @@ uint16_t closedPort() {
   boost::asio::ip::tcp::acceptor acceptor(
       io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
   return acceptor.local_endpoint().port();
+}
+
+// A scripted fake server: accepts connections on a loopback port and hands each to `serve`
+// (blocking Asio calls) on its own thread until destroyed.
+class FakeServer {
+ public:
+  explicit FakeServer(std::function<void(boost::asio::ip::tcp::socket&)> serve)
+      : acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), 0}), serve_(std::move(serve)) {
+    acceptor_.non_blocking(true);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~FakeServer() {
+    stop_ = true;
+    thread_.join();
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+
+ private:
+  void run() {
+    while (!stop_) {
+      pollfd fd{acceptor_.native_handle(), POLLIN, 0};
+      if (::poll(&fd, 1, 50) <= 0) continue;
+      boost::system::error_code ec;
+      boost::asio::ip::tcp::socket socket(io_);
+      acceptor_.accept(socket, ec);
+      if (ec) continue;
+      socket.non_blocking(false);
+      try {
+        serve_(socket);
+      } catch (const std::exception&) {
+        // the client hung up first: fine for a fake
+      }
+    }
+  }
+
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::function<void(boost::asio::ip::tcp::socket&)> serve_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Reads the v2 handshake (VALIDATE + PING) and returns the PING nonce.
+uint32_t readHandshake(boost::asio::ip::tcp::socket& socket) {
+  unsigned char bytes[10];
+  boost::asio::read(socket, boost::asio::buffer(bytes));
+  uint32_t nonce = 0;
+  std::memcpy(&nonce, bytes + 6, sizeof(nonce));
+  return nonce;
+}
+
+TEST_CASE("v2 client: a wrong PING echo fails the connect attempt", "[tcp_store_client]") {
+  FakeServer server([](boost::asio::ip::tcp::socket& socket) {
+    const uint32_t wrong = readHandshake(socket) + 1;
+    boost::asio::write(socket, boost::asio::buffer(&wrong, sizeof(wrong)));
+  });
+  TcpStoreClientOptions options;
+  options.port = server.port();
+  options.connectTimeout = 300ms;
+  try {
+    TcpStoreClient client(options);
+    FAIL("connected although the PING echo was wrong");
+  } catch (const TimeoutError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("PING echoed"));
+  }
+}
+
+TEST_CASE("v2 client: a malformed reply is a sticky ProtocolError", "[tcp_store_client]") {
+  std::promise<void> done;
+  FakeServer server([&](boost::asio::ip::tcp::socket& socket) {
+    const uint32_t nonce = readHandshake(socket);
+    boost::asio::write(socket, boost::asio::buffer(&nonce, sizeof(nonce)));
+    unsigned char check[1 + 8 + 8 + 1];  // CHECK of one 1-byte key
+    boost::asio::read(socket, boost::asio::buffer(check));
+    const unsigned char bogus = 7;  // neither READY nor NOT_READY
+    boost::asio::write(socket, boost::asio::buffer(&bogus, 1));
+    done.get_future().wait();  // keep the connection open: the error must come from the bytes
+  });
+  // Releases the fake before it is joined, also when an assertion below throws.
+  struct Release {
+    std::promise<void>& done;
+    ~Release() { done.set_value(); }
+  } release{done};
+  TcpStoreClientOptions options;
+  options.port = server.port();
+  TcpStoreClient client(options);
+  try {
+    client.check({"k"});
+    FAIL("a bogus CHECK status was accepted");
+  } catch (const ProtocolError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("CHECK") && Catch::Contains(client.endpoint()));
+  }
+  CHECK_THROWS_AS(client.add("k", 1), ProtocolError);  // sticky
 }
 
 TEST_CASE("v2 client: every op against StoreServerThread", "[tcp_store_client]") {
