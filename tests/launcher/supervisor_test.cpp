@@ -195,3 +195,25 @@ TEST_CASE("a missing program is a SpawnError and leaves nothing running", "[supe
 }
 
 }  // namespace ddp
+
+namespace ddp {
+
+TEST_CASE("a rendezvous event for the running generation stops the group", "[supervisor]") {
+  Fixture fx("rdzvevent", 2);
+  Supervisor sup(fx.settings, {});
+  const std::string ready = fx.dir + "/ready", sig = fx.dir + "/sig";
+  std::thread heartbeat([&] {
+    if (!test::waitForFiles(fx.perRank(ready))) return;
+    // An event for another generation is dropped; the one for generation 4 ends it.
+    sup.postRendezvousEvent({RendezvousEventKind::kPeerLost, 3, "stale"});
+    sup.postRendezvousEvent({RendezvousEventKind::kScaleUp, 4, "node 2 waits"});
+  });
+  auto outcome = sup.runGeneration(
+      fx.specs({"--wait", "--ready-file", ready, "--signal-file", sig}, 4), fx.logs, 4);
+  heartbeat.join();
+  REQUIRE(outcome.kind == OutcomeKind::kRendezvousEvent);
+  CHECK(outcome.event.kind == RendezvousEventKind::kScaleUp);
+  for (const auto& file : fx.perRank(sig)) CHECK(test::readFile(file) == "SIGTERM");
+}
+
+}  // namespace ddp
