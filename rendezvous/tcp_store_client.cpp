@@ -33,7 +33,7 @@ class TcpStoreClient::Impl {
       : timeoutMs_(options.timeout.count()), conn_(options) {}
 
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeoutMs_.load()); }
-  Clock::time_point deadline() const { return Clock::now() + timeout(); }
+  Clock::time_point deadline() const { return detail::deadlineAfter(timeout()); }
 
   // Sends `op` on `keys` (values: SET/APPEND value, COMPARE_SET expected/desired).
   void send(Op op, const std::vector<std::string>& keys, const std::string& value = {},
@@ -87,7 +87,7 @@ void TcpStoreClient::Impl::waitKeys(const std::vector<std::string>& keys,
                                     std::chrono::milliseconds budget) {
   conn_.throwIfFailed();
   if (keys.empty()) return;  // a zero-key WAIT is answered at once: skip the round trip
-  const auto until = Clock::now() + budget;
+  const auto until = detail::deadlineAfter(budget);
   const std::string what = describeOp(Op::kWait, keys);
   std::vector<std::string_view> views(keys.begin(), keys.end());
   wire::Request request;
@@ -113,7 +113,7 @@ void TcpStoreClient::Impl::waitKeys(const std::vector<std::string>& keys,
 
 // v2: tells the server to drop the wait and reads its answer, so the stream stays in step.
 void TcpStoreClient::Impl::cancelWait(const std::string& timeoutMessage) {
-  const auto until = Clock::now() + kCancelBudget;
+  const auto until = detail::deadlineAfter(kCancelBudget);
   const std::string what = "CANCEL_WAIT";
   wire::Request request;
   request.op = Op::kCancelWait;

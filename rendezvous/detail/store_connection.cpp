@@ -22,6 +22,16 @@ std::string formatEndpoint(const std::string& host, uint16_t port) {
   return (ipv6Literal ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
+std::chrono::steady_clock::time_point deadlineAfter(std::chrono::milliseconds budget) {
+  using Clock = std::chrono::steady_clock;
+  const auto now = Clock::now();
+  if (budget.count() <= 0) return now;
+  const auto room =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now);
+  if (budget >= room) return Clock::time_point::max();
+  return now + budget;
+}
+
 std::string formatBudget(std::chrono::milliseconds budget) {
   const int64_t ms = budget.count();
   if (ms < 1000) return std::to_string(ms) + " ms";
@@ -80,7 +90,7 @@ StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
       dialect_(toWire(options.dialect)),
       socket_(io_) {
   const auto start = Clock::now();
-  const auto deadline = start + options_.connectTimeout;
+  const auto deadline = deadlineAfter(options_.connectTimeout);
   Backoff backoff(options_.connectBackoff);
   std::vector<std::string> attempts;
   const auto note = [&](const std::string& target, const std::string& failure) {

@@ -35,6 +35,8 @@ struct StoreReply {
 
 // "host:port", with brackets around IPv6 literals.
 std::string formatEndpoint(const std::string& host, uint16_t port);
+// now + budget, saturating (a budget of milliseconds::max() means "no deadline").
+std::chrono::steady_clock::time_point deadlineAfter(std::chrono::milliseconds budget);
 // "30 s", "1.5 s", "250 ms".
 std::string formatBudget(std::chrono::milliseconds budget);
 // "[a, b]" with non-printable bytes escaped and long keys shortened.

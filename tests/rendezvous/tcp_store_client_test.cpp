@@ -189,6 +189,19 @@ TEST_CASE("v2 client: compareSet creating a key releases waiters on ddprund",
   CHECK(get.get() == "v");
 }
 
+TEST_CASE("v2 client: a budget of milliseconds::max() means no deadline", "[tcp_store_client]") {
+  StoreServerThread server(loopbackServer());
+  auto waiter = connect(server.port());
+  auto other = connect(server.port());
+  waiter->setTimeout(std::chrono::milliseconds::max());
+  auto get = std::async(std::launch::async, [&] { return waiter->get("eventually"); });
+  CHECK(get.wait_for(100ms) == std::future_status::timeout);
+  other->set("eventually", "v");
+  REQUIRE(get.wait_for(30s) == std::future_status::ready);
+  CHECK(get.get() == "v");
+  CHECK(waiter->add("n", 1) == 1);
+}
+
 TEST_CASE("v2 client: host names and IPv6 resolve", "[tcp_store_client]") {
   StoreServerOptions dualStack = loopbackServer();
   dualStack.host = "::";
