@@ -57,6 +57,13 @@ GlooCommunicator::GlooCommunicator(const WorkerEnv& env, Store& store, const Com
   auto start = std::chrono::steady_clock::now();
   try {
     context_ = connect(rank_, size_, bindAddress_, store, options);
+    // connectFullMesh can return on one side of a pair before the other side finished its
+    // handshake; a rank that left right away would break its peer's construction. After this
+    // barrier every rank has finished connecting.
+    gloo::BarrierOptions barrier(context_);
+    barrier.setTag(nextTag());
+    barrier.setTimeout(timeout_);
+    gloo::barrier(barrier);
   } catch (const std::exception& e) {
     throw CommError("rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
                     " could not build the Gloo communicator (bound to " + bindAddress_ +
