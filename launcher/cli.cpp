@@ -116,7 +116,7 @@ void resolveWorkers(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
   c.maxRestarts = r.get<int>("max_restarts", [](auto& s) { return intIn(s, 0, INT_MAX); }).value_or(0);
   if (auto d = r.get<std::chrono::milliseconds>("monitor_interval", detail::parseDuration))
     c.monitorInterval = static_cast<double>(d->count()) / 1000.0;
-  c.role = r.get<std::string>("role", nonEmpty).value_or(c.role);
+  c.role = r.text("role").value_or(c.role);  // may be empty, as torchrun allows ("[0]:" prefixes)
   c.startMethod = r.get<std::string>("start_method", [](auto& s) {
                      return oneOf(s, {"spawn", "fork", "forkserver"});
                    }).value_or(c.startMethod);

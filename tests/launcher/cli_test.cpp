@@ -92,6 +92,7 @@ TEST_CASE("switches in both spellings, short forms and abbreviations", "[cli]") 
   CHECK(parse({"--redirect=2", "x"}).redirects.all == ddp::StdStreams::kStderr);  // argparse prefix
   CHECK(parse({"--nproc", "5", "x"}).nprocPerNode == 5);
   CHECK(parse({"--standalone=0", "--nnodes=2", "x"}).standalone == false);
+  CHECK(parse({"--role", "", "x"}).role.empty());  // torchx-style empty role is accepted
   CHECK_THAT(errorOf({"--rdzv=x", "x"}), Catch::Contains("ambiguous option: --rdzv"));
   CHECK_THAT(errorOf({"--standalone=maybe", "x"}), Catch::Contains("--standalone 'maybe': not a boolean"));
 }
