@@ -209,7 +209,7 @@ class StoreServerThread::Impl {
     }
   }
 
-  asio::io_context io_;
+  asio::io_context io_{1};  // one thread runs it; post() from others stays safe
   StoreServer server_;
   std::thread thread_;
 };

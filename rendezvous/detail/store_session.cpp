@@ -1,5 +1,6 @@
 #include "rendezvous/detail/store_session.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -62,6 +63,12 @@ void StoreSession::close(const std::string& reason) {
   core_->state.disconnect(*this);
   core_->sessions.erase(this);
   boost::system::error_code ignored;
+  if (!reason.empty() && !writeActive_ && !out_.empty()) {
+    // Replies to the requests that preceded the bad one, best effort (never blocks), as torch's
+    // server would have sent them before failing.
+    socket_.non_blocking(true, ignored);
+    socket_.write_some(asio::buffer(out_), ignored);
+  }
   socket_.close(ignored);
   graceTimer_.cancel();
 }
@@ -78,7 +85,10 @@ void StoreSession::readMore() {
     inBegin_ = inEnd_ = 0;
     if (in_.size() > kShrinkAbove) std::vector<char>().swap(in_);
   }
-  const std::size_t want = std::max(kReadChunk, inNeeded_ > pending ? inNeeded_ - pending : 0);
+  // Room for the rest of a partly received request, but grown at most by doubling: a length
+  // prefix alone must not make us allocate the full (up to --max-value-bytes) buffer.
+  const std::size_t missing = inNeeded_ > pending ? inNeeded_ - pending : 0;
+  const std::size_t want = std::max(kReadChunk, std::min(missing, std::max(pending, kReadChunk)));
   if (in_.size() - inEnd_ < want) {
     if (inBegin_ > 0) {
       std::memmove(in_.data(), in_.data() + inBegin_, pending);

@@ -321,6 +321,12 @@ TEST_CASE("bad input closes only that connection and loses nothing", "[server]")
     CHECK(bad.sock.closedByPeer());
   }
   {
+    Client bad(server.port(), Dialect::kV1a);  // replies to the good requests come first
+    bad.sock.send(bad.bytes(Op::kSet, "/pp", "1") + bad.bytes(Op::kGet, "/pp") + "\x2a");
+    CHECK(bad.readValue() == "1");
+    CHECK(bad.sock.closedByPeer());
+  }
+  {
     Client v2(server.port(), Dialect::kV2);
     v2.sock.send(std::string(1, '\x13'));  // opcode 19: past BARRIER
     CHECK(v2.sock.closedByPeer());
@@ -328,6 +334,7 @@ TEST_CASE("bad input closes only that connection and loses nothing", "[server]")
   CHECK(good.get("/kept") == "yes");
   CHECK(good.add("/n", 1) == 2);
   CHECK(good.get("/text") == "abc");
+  CHECK(good.get("/pp") == "1");
 }
 
 TEST_CASE("v1 and v2 clients share one keyspace", "[server]") {

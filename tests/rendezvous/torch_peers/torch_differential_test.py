@@ -108,6 +108,9 @@ SEQUENCES = {
         ("sync", "a"),
     ],
     "unknown opcode closes only that connection": [
+        ("send", "c", req_set(b"/pp", b"1") + req_get(b"/pp") + b"\x2a"),
+        ("read", "c", "value"),
+        ("read", "c", "byte"),
         ("req", "b", b"\x2a", "byte"),
         ("req", "a", req_set(b"/u", b"1"), "none"),
         ("req", "a", req_get(b"/u"), "value"),
