@@ -87,7 +87,12 @@ void RoundJoiner::tryClose(int64_t g) {
   m.generation = g;
   m.restartsUsed = static_cast<int>(store_.add(keys_.restarts(), 0));
   try {
-    m.members = assignNodeRanks(readJoinRecords(g, n), g);
+    auto records = readJoinRecords(g, n);
+    // Too few records left (agents died while joining): an empty round sends everybody on to the
+    // next one, as late joiners.
+    if (static_cast<int>(records.size()) >= settings_.minNodes) {
+      m.members = assignNodeRanks(std::move(records), g);
+    }
   } catch (const ConfigError& e) {
     m.error = "rendezvous '" + settings_.runId + "': " + e.what();
   }
@@ -112,13 +117,25 @@ void RoundJoiner::tryClose(int64_t g) {
 std::vector<JoinRecord> RoundJoiner::readJoinRecords(int64_t g, int64_t n) {
   std::vector<std::string> names;
   for (int64_t slot = 1; slot <= n; ++slot) names.push_back(keys_.node(g, slot));
-  try {
-    store_.wait(names, heartbeatTimeout_);
-  } catch (const TimeoutError&) {
-    // An agent died between drawing its slot and writing its record: leave it out.
-    std::erase_if(names, [&](const std::string& name) { return !store_.check({name}); });
-    log_->warn("rendezvous '{}' round {}: {} of {} joined agents never wrote their record",
-               settings_.runId, g, n - static_cast<int64_t>(names.size()), n);
+  // Records follow their slot at once; only an agent that died between the two never writes
+  // one. Wait while records keep arriving; leave out those still missing after a whole
+  // heartbeatTimeout without progress.
+  std::vector<std::string> missing = names;
+  while (!missing.empty()) {
+    try {
+      store_.wait(missing, heartbeatTimeout_);
+      missing.clear();
+    } catch (const TimeoutError&) {
+      const size_t before = missing.size();
+      std::erase_if(missing, [&](const std::string& name) { return store_.check({name}); });
+      if (missing.size() < before) continue;
+      log_->warn("rendezvous '{}' round {}: {} of {} joined agents never wrote their record",
+                 settings_.runId, g, missing.size(), n);
+      std::erase_if(names, [&](const std::string& name) {
+        return std::find(missing.begin(), missing.end(), name) != missing.end();
+      });
+      break;
+    }
   }
   std::vector<JoinRecord> records;
   if (names.empty()) return records;
