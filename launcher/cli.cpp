@@ -6,6 +6,7 @@
 #include <random>
 
 #include "ddp_version.hpp"
+#include "launcher/detail/cli_describe.hpp"
 #include "launcher/detail/cli_detect.hpp"
 #include "launcher/detail/cli_entrypoint.hpp"
 #include "launcher/detail/cli_options.hpp"
@@ -282,6 +283,10 @@ LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLoo
   applyStandalone(config);
   finalizeEndpoint(config);
   checkConsistency(config);
+  if (resolver.flag("dry_run")) {
+    config.explicitOptions.erase("dry_run");
+    throw InfoRequested(detail::describeConfig(config));
+  }
   return config;
 }
 

@@ -32,7 +32,7 @@ class UsageError : public ConfigError {
   using ConfigError::ConfigError;
 };
 
-// --help or --version: not an error. text() goes to stdout and the process exits 0.
+// --help, --version or --dry-run (the resolved configuration as JSON): not an error. text() goes to stdout and the process exits 0.
 class InfoRequested : public Error {
  public:
   explicit InfoRequested(std::string text) : Error("information requested"), text_(std::move(text)) {}

@@ -307,6 +307,15 @@ TEST_CASE("--help and --version are not errors", "[cli]") {
     CHECK(info.text() == std::string("ddprun ") + DDP_VERSION_STRING + "\n");
   }
   CHECK_THROWS_AS(parse({"-h"}), ddp::InfoRequested);
+  try {
+    parse({"--dry-run", "--nproc_per_node=2", "train.py", "--x"}, {{"PET_MAX_RESTARTS", "3"}});
+    FAIL("no InfoRequested");
+  } catch (const ddp::InfoRequested& info) {
+    CHECK_THAT(info.text(), Catch::Contains("\"nproc_per_node\": 2"));
+    CHECK_THAT(info.text(), Catch::Contains("\"max_restarts\": 3"));
+    CHECK_THAT(info.text(), Catch::Contains("\"train.py\""));
+  }
+  CHECK_THROWS_AS(parse({"--dry-run", "--nnodes=0", "x"}), ddp::UsageError);  // still validated
 }
 
 TEST_CASE("inside an srun step, SLURM_* fill what the user left unset", "[cli][slurm]") {

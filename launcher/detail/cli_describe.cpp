@@ -1,0 +1,80 @@
+#include "launcher/detail/cli_describe.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/detail/cli_values.hpp"
+
+namespace ddp::detail {
+namespace {
+
+using nlohmann::json;
+
+json streams(const StreamSpec& spec) {
+  if (spec.perRank.empty()) return std::to_string(static_cast<int>(spec.all));
+  std::string text;
+  for (const auto& [rank, s] : spec.perRank)
+    text += (text.empty() ? "" : ",") + std::to_string(rank) + ":" + std::to_string(static_cast<int>(s));
+  return text;
+}
+
+template <class T>
+json orNull(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+const char* backendName(RdzvBackend backend) {
+  switch (backend) {
+    case RdzvBackend::kStatic: return "static";
+    case RdzvBackend::kC10d: return "c10d";
+    case RdzvBackend::kEtcd: return "etcd";
+  }
+  return "unknown";
+}
+
+const char* kindName(EntrypointKind kind) {
+  switch (kind) {
+    case EntrypointKind::kPythonScript: return "python_script";
+    case EntrypointKind::kPythonModule: return "python_module";
+    case EntrypointKind::kProgram: return "program";
+  }
+  return "unknown";
+}
+
+json rdzvSettings(const RdzvSettings& s) {
+  return {{"join_timeout_ms", s.joinTimeout.count()},
+          {"last_call_timeout_ms", s.lastCallTimeout.count()},
+          {"close_timeout_ms", s.closeTimeout.count()},
+          {"heartbeat_timeout_ms", s.heartbeatTimeout.count()},
+          {"keep_alive_interval_ms", s.keepAliveInterval.count()},
+          {"keep_alive_max_attempt", s.keepAliveMaxAttempt},
+          {"read_timeout_ms", s.readTimeout.count()},
+          {"is_host", orNull(s.isHost)},
+          {"protocol", s.protocol}};
+}
+
+}  // namespace
+
+std::string describeConfig(const LaunchConfig& c) {
+  json signals = json::array();
+  for (int s : c.signalsToHandle) signals.push_back(signalName(s));
+  json out = {
+      {"min_nodes", c.minNodes}, {"max_nodes", c.maxNodes}, {"nproc_per_node", c.nprocPerNode},
+      {"nproc_spec", c.nprocSpec}, {"rdzv_backend", backendName(c.rdzvBackend)},
+      {"rdzv_endpoint", c.rdzvEndpoint}, {"rdzv_host", c.rdzvHost}, {"rdzv_port", c.rdzvPort},
+      {"rdzv_id", c.rdzvId}, {"rdzv_conf", c.rdzvConf}, {"rdzv", rdzvSettings(c.rdzv)},
+      {"standalone", c.standalone}, {"max_restarts", c.maxRestarts},
+      {"monitor_interval", c.monitorInterval}, {"role", c.role}, {"module", c.module},
+      {"no_python", c.noPython}, {"run_path", c.runPath}, {"log_dir", c.logDir},
+      {"redirects", streams(c.redirects)}, {"tee", streams(c.tee)},
+      {"local_ranks_filter", c.localRanksFilter}, {"log_prefix", c.logPrefix},
+      {"log_level", c.logLevel}, {"signals_to_handle", signals},
+      {"shutdown_timeout_ms", c.shutdownTimeout.count()}, {"local_addr", c.localAddr},
+      {"master_addr", c.masterAddr}, {"master_port", orNull(c.masterPort)},
+      {"node_rank", orNull(c.nodeRank)}, {"virtual_local_rank", c.virtualLocalRank},
+      {"start_method", c.startMethod}, {"no_slurm", c.noSlurm}, {"command", c.command},
+      {"entrypoint", c.entrypointName}, {"entrypoint_kind", kindName(c.entrypointKind)},
+      {"explicit_options", c.explicitOptions}, {"notes", c.notes}};
+  return out.dump(2) + "\n";
+}
+
+}  // namespace ddp::detail
