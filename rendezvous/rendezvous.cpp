@@ -133,7 +133,7 @@ const StoreRendezvous::Current& StoreRendezvous::requireRound(const char* what) 
 }
 
 void StoreRendezvous::endRound(int64_t g, RendezvousEventKind kind, const std::string& detail) {
-  store_.compareSet(keys_.end(g), "", detail::encodeRoundEnd({kind, detail}));
+  detail::endRound(store_, keys_, g, {kind, detail});
 }
 
 void StoreRendezvous::publishWorkerStore(const std::string& addr, uint16_t port) {

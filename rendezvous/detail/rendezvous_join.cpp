@@ -42,12 +42,9 @@ JoinedRound RoundJoiner::join(int prevRank) {
 }
 
 int64_t RoundJoiner::currentRound() {
-  int64_t g = parseCount(keys_.round(), store_.compareSet(keys_.round(), "", "0"));
-  while (store_.check({keys_.end(g)})) {
-    store_.compareSet(keys_.round(), std::to_string(g), std::to_string(g + 1));
-    ++g;
-  }
-  return g;
+  // Only a hint: a round that already ended is closed, so joining it draws a late slot, and the
+  // late path moves the hint on (one extra round trip in that rare case, none in the common one).
+  return parseCount(keys_.round(), store_.compareSet(keys_.round(), "", "0"));
 }
 
 std::optional<JoinedRound> RoundJoiner::tryJoin(int64_t g, int prevRank,
@@ -175,7 +172,7 @@ void RoundJoiner::handleLate(int64_t g, const RoundMembership& m, Clock::time_po
     const std::string why = self() + " waits to join (round " + std::to_string(g) + " has " +
                             std::to_string(n) + " of at most " +
                             std::to_string(settings_.maxNodes) + " nodes)";
-    store_.compareSet(keys_.end(g), "", encodeRoundEnd({RendezvousEventKind::kScaleUp, why}));
+    endRound(store_, keys_, g, {RendezvousEventKind::kScaleUp, why});
     log_->info("rendezvous '{}': {}; asking the running nodes to scale up", settings_.runId, why);
   } else {
     log_->info("rendezvous '{}' round {} is {} ({} nodes); waiting as a spare", settings_.runId,

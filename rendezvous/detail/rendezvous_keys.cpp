@@ -42,6 +42,11 @@ RoundEnd decodeRoundEnd(const std::string& value) {
   return end;
 }
 
+void endRound(Store& store, const RendezvousKeys& keys, int64_t g, const RoundEnd& end) {
+  store.compareSet(keys.end(g), "", encodeRoundEnd(end));
+  store.compareSet(keys.round(), std::to_string(g), std::to_string(g + 1));
+}
+
 std::string frameRecord(const std::string& record) {
   return std::to_string(record.size()) + "\n" + record;
 }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "rendezvous/rendezvous.hpp"
+#include "rendezvous/store.hpp"
 
 namespace ddp::detail {
 
@@ -71,6 +72,10 @@ struct RoundEnd {
 std::string encodeRoundEnd(const RoundEnd& end);
 // Unknown kinds decode as kPeerLost (a newer agent's reason still means "re-rendezvous").
 RoundEnd decodeRoundEnd(const std::string& value);
+
+// Ends round g with `end` unless another reason was recorded first (compareSet), and moves the
+// round hint on to g + 1 so that agents re-joining go straight to the next round.
+void endRound(Store& store, const RendezvousKeys& keys, int64_t g, const RoundEnd& end);
 
 // Failure records: framing for the append-only `failures` key.
 std::string frameRecord(const std::string& record);

@@ -1,5 +1,6 @@
 #include "rendezvous/detail/rendezvous_monitor.hpp"
 
+#include <algorithm>
 #include <climits>
 
 #include "rendezvous/logging.hpp"
@@ -43,11 +44,15 @@ RoundMonitor::~RoundMonitor() {
 }
 
 void RoundMonitor::enter(MonitoredRound round) {
+  // The first tick comes after a random part of one interval, so that the agents of a large
+  // round do not all heartbeat in the same instant (their counters start at "0", and observers
+  // start each peer's silence clock at their own first look).
+  std::uniform_int_distribution<int64_t> jitter(0, std::max<int64_t>(interval_.count() - 1, 0));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     round_ = std::move(round);
     ++epoch_;
-    kick_ = true;
+    nextTick_ = Clock::now() + std::chrono::milliseconds(jitter(random_));
   }
   wake_.notify_all();
 }
@@ -84,15 +89,23 @@ void RoundMonitor::suppress(int64_t generation) {
 void RoundMonitor::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_) {
-    if (round_) {
-      const MonitoredRound round = *round_;
-      const uint64_t epoch = epoch_;
-      lock.unlock();
-      tick(round, epoch);
-      lock.lock();
+    if (!round_) {
+      wake_.wait(lock, [this] { return stop_ || round_.has_value(); });
+      continue;
     }
-    wake_.wait_for(lock, interval_, [this] { return stop_ || kick_; });
+    if (!kick_ && Clock::now() < nextTick_) {
+      const uint64_t waitedEpoch = epoch_;
+      wake_.wait_until(lock, nextTick_,
+                       [&] { return stop_ || kick_ || epoch_ != waitedEpoch; });
+      continue;
+    }
     kick_ = false;
+    const MonitoredRound round = *round_;
+    const uint64_t epoch = epoch_;
+    lock.unlock();
+    tick(round, epoch);
+    lock.lock();
+    if (epoch == epoch_) nextTick_ = Clock::now() + interval_;
   }
 }
 
@@ -151,8 +164,7 @@ void RoundMonitor::watchPeers(const MonitoredRound& round) {
                              round.hosts[lost->rank] + ") sent no heartbeat for " + ms(silent) +
                              " (heartbeat_timeout " + ms(heartbeatTimeout_) + "), seen by node rank " +
                              std::to_string(round.rank);
-  store_.compareSet(keys_.end(round.generation), "",
-                    encodeRoundEnd({RendezvousEventKind::kPeerLost, detail}));
+  endRound(store_, keys_, round.generation, {RendezvousEventKind::kPeerLost, detail});
 }
 
 void RoundMonitor::checkEnd(const MonitoredRound& round, uint64_t epoch) {

@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,7 +57,8 @@ class RoundMonitor {
   RoundMonitor(const RoundMonitor&) = delete;
   RoundMonitor& operator=(const RoundMonitor&) = delete;
 
-  // Starts heartbeating and watching `round` (the first tick runs at once). Non-blocking.
+  // Starts heartbeating and watching `round` (the first tick within one keep-alive interval, at
+  // a random point of it). Non-blocking.
   void enter(MonitoredRound round);
   // Stops heartbeating; events of the old round are no longer delivered. Non-blocking.
   void exit();
@@ -90,6 +92,8 @@ class RoundMonitor {
   // Guarded by mutex_
   bool stop_ = false;
   bool kick_ = false;
+  Clock::time_point nextTick_;
+  std::minstd_rand random_{std::random_device{}()};
   uint64_t epoch_ = 0;  // bumped by enter() and exit()
   std::optional<MonitoredRound> round_;
   int64_t handledGeneration_ = -1;
