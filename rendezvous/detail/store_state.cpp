@@ -31,77 +31,79 @@ bool StoreState::apply(const wire::Request& r, StoreClient& client, std::string&
   switch (r.op) {
     case Op::kValidate: return true;
     case Op::kPing: wire::encodePingReply(out, r.nonce); return true;
-    case Op::kSet:
-      put(r.key, r.value);
-      wakeAll(r.key);
-      return true;
+    case Op::kSet: setValue(r.key, r.value); return true;
     case Op::kCompareSet: compareSet(r, out); return true;
-    case Op::kGet: {
-      auto it = kv_.find(r.key);
-      wire::encodeValueReply(out, it == kv_.end() ? std::string_view() : it->second);
-      return true;
-    }
+    case Op::kGet: getValue(r.key, out); return true;
     case Op::kAdd: return add(r, out, reason);
-    case Op::kCheck: {
-      const bool all = std::all_of(r.keys.begin(), r.keys.end(),
-                                   [this](std::string_view k) { return exists(k); });
-      wire::encodeByteReply(out, all ? wire::kReady : wire::kNotReady);
-      return true;
-    }
+    case Op::kCheck: check(r, out); return true;
     case Op::kWait: wait(r, client, out); return true;
     case Op::kGetNumKeys: wire::encodeIntReply(out, static_cast<int64_t>(kv_.size())); return true;
     case Op::kWatchKey: wire::encodeByteReply(out, wire::kWatchRegistered); return true;
-    case Op::kDeleteKey: {
-      auto it = kv_.find(r.key);
-      const bool found = it != kv_.end();
-      if (found) kv_.erase(it);
-      wire::encodeIntReply(out, found ? 1 : 0);
-      return true;
-    }
-    case Op::kAppend: {
-      auto it = kv_.find(r.key);
-      if (it == kv_.end()) {
-        kv_.emplace(std::string(r.key), std::string(r.value));
-      } else {
-        it->second.append(r.value);
-      }
-      wakeAll(r.key);
-      return true;
-    }
+    case Op::kDeleteKey: deleteKey(r.key, out); return true;
+    case Op::kAppend: append(r.key, r.value); return true;
     case Op::kMultiGet:
-      for (auto key : r.keys) {
-        auto it = kv_.find(key);
-        wire::encodeValueReply(out, it == kv_.end() ? std::string_view() : it->second);
-      }
+      for (auto key : r.keys) getValue(key, out);
       return true;
     case Op::kMultiSet:
-      for (std::size_t i = 0; i + 1 < r.keys.size(); i += 2) {
-        put(r.keys[i], r.keys[i + 1]);
-        wakeAll(r.keys[i]);
-      }
+      for (std::size_t i = 0; i + 1 < r.keys.size(); i += 2) setValue(r.keys[i], r.keys[i + 1]);
       return true;
     case Op::kCancelWait:
       unpark(client);
       wire::encodeByteReply(out, wire::kWaitCanceled);
       return true;
-    case Op::kQueuePush: {
-      auto it = queues_.find(r.key);
-      if (it == queues_.end()) it = queues_.emplace(std::string(r.key), std::deque<std::string>()).first;
-      it->second.emplace_back(r.value);
-      wakeOne(r.key);
-      return true;
-    }
+    case Op::kQueuePush: queuePush(r.key, r.value); return true;
     case Op::kQueuePop: queuePop(r, out); return true;
-    case Op::kQueueLen: {
-      auto it = queues_.find(r.key);
-      wire::encodeIntReply(out, it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size()));
-      return true;
-    }
+    case Op::kQueueLen: queueLen(r.key, out); return true;
     case Op::kListKeys: listKeys(out); return true;
     case Op::kBarrier: return barrier(r, client, out, reason);
   }
   reason = "unhandled op";
   return false;
+}
+
+void StoreState::setValue(std::string_view key, std::string_view value) {
+  put(key, value);
+  wakeAll(key);
+}
+
+void StoreState::getValue(std::string_view key, std::string& out) const {
+  auto it = kv_.find(key);
+  wire::encodeValueReply(out, it == kv_.end() ? std::string_view() : std::string_view(it->second));
+}
+
+void StoreState::check(const wire::Request& r, std::string& out) const {
+  const bool all = std::all_of(r.keys.begin(), r.keys.end(),
+                               [this](std::string_view k) { return exists(k); });
+  wire::encodeByteReply(out, all ? wire::kReady : wire::kNotReady);
+}
+
+void StoreState::deleteKey(std::string_view key, std::string& out) {
+  auto it = kv_.find(key);
+  const bool found = it != kv_.end();
+  if (found) kv_.erase(it);
+  wire::encodeIntReply(out, found ? 1 : 0);
+}
+
+void StoreState::append(std::string_view key, std::string_view data) {
+  auto it = kv_.find(key);
+  if (it == kv_.end()) {
+    kv_.emplace(std::string(key), std::string(data));
+  } else {
+    it->second.append(data);
+  }
+  wakeAll(key);
+}
+
+void StoreState::queuePush(std::string_view key, std::string_view value) {
+  auto it = queues_.find(key);
+  if (it == queues_.end()) it = queues_.emplace(std::string(key), std::deque<std::string>()).first;
+  it->second.emplace_back(value);
+  wakeOne(key);
+}
+
+void StoreState::queueLen(std::string_view key, std::string& out) const {
+  auto it = queues_.find(key);
+  wire::encodeIntReply(out, it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size()));
 }
 
 bool StoreState::exists(std::string_view key) const {

@@ -71,6 +71,13 @@ class StoreState {
   void park(StoreClient& client, std::string_view key);
   void unpark(StoreClient& client);
 
+  void setValue(std::string_view key, std::string_view value);
+  void getValue(std::string_view key, std::string& out) const;
+  void check(const wire::Request& r, std::string& out) const;
+  void deleteKey(std::string_view key, std::string& out);
+  void append(std::string_view key, std::string_view data);
+  void queuePush(std::string_view key, std::string_view value);
+  void queueLen(std::string_view key, std::string& out) const;
   void compareSet(const wire::Request& r, std::string& out);
   bool add(const wire::Request& r, std::string& out, std::string& reason);
   void wait(const wire::Request& r, StoreClient& client, std::string& out);

@@ -18,7 +18,7 @@ def worker(rank, world):
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=40))
+                            timeout=timedelta(seconds=90))
     t = torch.tensor([float(rank + 1)])
     dist.all_reduce(t)
     expected = world * (world + 1) / 2
@@ -42,9 +42,9 @@ def main():
                  for rank in range(world)]
         for rank, proc in enumerate(procs):
             try:
-                out, _ = proc.communicate(timeout=50)
+                out, _ = proc.communicate(timeout=100)
             except subprocess.TimeoutExpired:
-                fail("rank %d did not finish within 50 s" % rank)
+                fail("rank %d did not finish within 100 s" % rank)
             print(out, end="")
             if proc.returncode != 0 or ("rank %d all_reduce OK" % rank) not in out:
                 fail("rank %d failed with exit code %s" % (rank, proc.returncode))

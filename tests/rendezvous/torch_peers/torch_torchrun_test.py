@@ -26,9 +26,9 @@ def main():
         output = ""
         for i, agent in enumerate(agents):
             try:
-                out, _ = agent.communicate(timeout=55)
+                out, _ = agent.communicate(timeout=110)
             except subprocess.TimeoutExpired:
-                fail("torchrun agent %d did not finish within 55 s" % i)
+                fail("torchrun agent %d did not finish within 110 s" % i)
             output += out
             if agent.returncode != 0:
                 print(out)

@@ -5,7 +5,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-dist.init_process_group("gloo", init_method="env://", timeout=timedelta(seconds=40))
+dist.init_process_group("gloo", init_method="env://", timeout=timedelta(seconds=90))
 rank, world = dist.get_rank(), dist.get_world_size()
 t = torch.tensor([float(rank + 1)])
 dist.all_reduce(t)
