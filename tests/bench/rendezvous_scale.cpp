@@ -34,8 +34,9 @@ struct Options {
   int port = 29400;
   int nodes = 16;
   std::string mode = "join";
-  int heartbeatTimeoutMs = 1000;
-  int keepAliveMs = 100;
+  // torchrun's defaults (5 s x 3); the detect mode passes shorter ones.
+  int heartbeatTimeoutMs = 15000;
+  int keepAliveMs = 5000;
   int lastCallMs = 200;
   std::string runId = "bench";
 };
