@@ -11,9 +11,12 @@ Reducer::Reducer(Model& model, Communicator* comm, ReducerOptions options)
   const auto& tensors = model_.tensors();
   bucketOfTensor_.assign(tensors.size(), -1);
   const std::size_t capElems = std::max<std::size_t>(1, options.bucketBytes / sizeof(float));
+  const std::size_t firstCapElems = std::max<std::size_t>(
+      1, std::min(options.bucketBytes, options.firstBucketBytes) / sizeof(float));
   for (int t = static_cast<int>(tensors.size()) - 1; t >= 0; --t) {
     const auto& range = tensors[static_cast<std::size_t>(t)];
-    if (buckets_.empty() || buckets_.back().count + range.count > capElems) {
+    const std::size_t cap = buckets_.size() <= 1 ? firstCapElems : capElems;
+    if (buckets_.empty() || buckets_.back().count + range.count > cap) {
       buckets_.push_back({range.offset + range.count, 0, {}});
     }
     auto& b = buckets_.back();

@@ -1,7 +1,8 @@
 // Reducer: DDP gradient synchronisation in buckets, overlapped with backward.
 //
 // The model's tensors are grouped, last tensor first (the order backward finishes them), into
-// buckets of at most `bucketBytes` (a tensor larger than that gets a bucket of its own). Because
+// buckets of at most `bucketBytes` (a tensor larger than that gets a bucket of its own); like
+// PyTorch DDP the first bucket is capped at min(1 MiB, bucketBytes) so communication starts early. Because
 // the flat gradient buffer stores tensors in forward order, each bucket is one contiguous range
 // and is reduced in place. During a synchronised backward the model announces every finished
 // tensor (markReady); when the last tensor of a bucket arrives the bucket is queued to the
@@ -34,6 +35,8 @@ namespace ddp {
 struct ReducerOptions {
   // Bucket capacity in bytes (PyTorch DDP's bucket_cap_mb default: 25 MiB).
   std::size_t bucketBytes = 25u << 20;
+  // Cap of the first bucket (PyTorch: dist._DEFAULT_FIRST_BUCKET_BYTES = 1 MiB).
+  std::size_t firstBucketBytes = 1u << 20;
 };
 
 class Reducer {

@@ -13,6 +13,8 @@
 #include "tests/fakes/fake_communicator.hpp"
 #include "tests/trainer/test_support.hpp"
 #include "trainer/checkpoint.hpp"
+#include "trainer/cpu_mlp.hpp"
+#include "trainer/reducer.hpp"
 #include "trainer/make_data.hpp"
 #include "trainer/trainer.hpp"
 
@@ -179,4 +181,24 @@ TEST_CASE("a checkpoint for another model is refused", "[checkpoint]") {
   runRanks(1, config);
   config.hidden = {16};
   REQUIRE_THROWS_AS(runRanks(1, config), ConfigError);
+}
+
+TEST_CASE("buckets are contiguous, last layer first, the first capped at 1 MiB", "[reducer]") {
+  auto group = std::make_shared<test::FakeGroup>(2);
+  test::FakeCommunicator comm(group, 0);
+  // tensors (floats): 0: 512K (2 MiB), 1: 1K, 2: 256K (1 MiB), 3: 256, 4: 2560, 5: 10
+  CpuMlp model({512, {1024, 256}, 10});
+  Reducer reducer(model, &comm, ReducerOptions{});
+  const auto& buckets = reducer.buckets();
+  REQUIRE(buckets.size() == 2);
+  REQUIRE(buckets[0].tensors == std::vector<int>{5, 4, 3});  // tensor 2 would pass 1 MiB
+  REQUIRE(buckets[1].tensors == std::vector<int>{2, 1, 0});  // then the 25 MiB cap
+  std::size_t end = model.numParams();
+  for (const auto& b : buckets) {
+    REQUIRE(b.offset + b.count == end);  // contiguous, from the end of the flat buffer
+    end = b.offset;
+  }
+  REQUIRE(end == 0);
+  Reducer small(model, &comm, ReducerOptions{4096, 1u << 20});
+  REQUIRE(small.buckets().size() > 3);  // bucket_mb smaller than the first-bucket cap wins
 }
