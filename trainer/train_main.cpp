@@ -5,6 +5,7 @@
 
 #include "rendezvous/error.hpp"
 #include "rendezvous/logging.hpp"
+#include "trainer/model.hpp"
 #include "trainer/trainer.hpp"
 #include "worker_runtime/communicator.hpp"
 #include "worker_runtime/worker_env.hpp"
@@ -52,6 +53,11 @@ int runTrain(const TrainOptions& o) {
     config.backend = config.device == "cuda" ? "nccl" : "gloo";
   }
   if (config.backend == "auto") config.backend = cudaDevicesPresent() ? "nccl" : "gloo";
+  if ((config.device == "cuda" && config.backend == "gloo") ||
+      (config.device == "cpu" && config.backend == "nccl")) {
+    throw ConfigError("config: device '" + config.device + "' cannot use backend '" +
+                      config.backend + "' (cuda needs nccl, cpu needs gloo)");
+  }
   RunContext ctx{env.rank, env.worldSize, env.localRank, env.restartCount, o.failAtStep, o.failRank};
 
   std::unique_ptr<Store> store;
