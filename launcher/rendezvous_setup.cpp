@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "rendezvous/etcd_store.hpp"
 #include "rendezvous/in_memory_store.hpp"
 #include "rendezvous/logging.hpp"
 #include "rendezvous/tcp_store_client.hpp"
@@ -112,7 +113,14 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
     return handle;
   }
   if (config.rdzvBackend == RdzvBackend::kEtcd) {
-    throw ConfigError("--rdzv-backend=etcd is not supported by this build; use c10d");
+    // etcd (alias etcd-v2): the endpoint list and protocol/etcd_prefix/request_timeout/
+    // retry_timeout come from --rdzv-endpoint/--rdzv-conf; nothing is hosted here.
+    EtcdStoreOptions options = etcdStoreOptionsFor(config.rdzvEndpoint, config.rdzvConf);
+    options.timeout = config.rdzv.readTimeout;
+    auto store = std::make_unique<EtcdStore>(options);
+    handle.description = "etcd " + store->endpoint();
+    handle.store = std::move(store);
+    return handle;
   }
   const bool isStatic = config.rdzvBackend == RdzvBackend::kStatic;
   std::string host = config.rdzvHost;
