@@ -283,6 +283,7 @@ DecodeResult RequestDecoder::decode(std::string_view bytes) {
   if (ambiguous) return NeedMore{bytes.size() + 1, true};
   Request r;
   r.op = *op;
+  keys_.clear();  // ops without a key list must not expose the previous request's keys
   Cursor c(bytes, 1, limits_.maxRequestBytes);
   if (!parseBody(c, limits_, r, keys_)) return finish(c);
   r.keys = keys_;

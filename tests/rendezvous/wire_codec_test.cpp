@@ -93,7 +93,9 @@ TEST_CASE("v1a captured requests decode", "[wire]") {
   CHECK(wait.op == Op::kWait);
   CHECK(keysOf(wait) == std::vector<std::string>{"/k1"});
 
-  CHECK(decodeOne(d, hex("06")).op == Op::kGetNumKeys);
+  auto numKeys = decodeOne(d, hex("06"));
+  CHECK(numKeys.op == Op::kGetNumKeys);
+  CHECK(numKeys.keys.empty());  // not the previous WAIT's keys
   CHECK(d.dialect() == Dialect::kV1);  // still undecided: 0..6 are shared by v1a and v1b
 }
 
