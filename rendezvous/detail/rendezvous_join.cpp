@@ -59,7 +59,9 @@ std::optional<JoinedRound> RoundJoiner::tryJoin(int64_t g, int prevRank,
       lastCall(g, deadline);
     }
   }
-  RoundMembership m = awaitMembership(g, deadline);
+  std::optional<RoundMembership> closed = awaitMembership(g, deadline);
+  if (!closed) return std::nullopt;  // the round was abandoned; join the next one
+  RoundMembership& m = *closed;
   if (!m.error.empty()) throw ConfigError(m.error);
   const bool inRound = member && std::any_of(m.members.begin(), m.members.end(),
                                              [&](const JoinRecord& r) { return r.slot == slot; });
@@ -140,25 +142,37 @@ std::vector<JoinRecord> RoundJoiner::readJoinRecords(int64_t g, int64_t n) {
   return records;
 }
 
-RoundMembership RoundJoiner::awaitMembership(int64_t g, Clock::time_point deadline) {
-  // Fallback closing: if minNodes joined long ago and nobody closed (the leader died), close.
-  const auto fallbackAfter = settings_.lastCallTimeout + heartbeatTimeout_;
-  bool sawMin = false;
-  Clock::time_point minSeenAt;
+std::optional<RoundMembership> RoundJoiner::awaitMembership(int64_t g,
+                                                            Clock::time_point deadline) {
+  // Fallbacks, judged on this agent's clock: if minNodes joined long ago and nobody closed (the
+  // last-call leader died), close; if the round is being closed but no result appears (the
+  // closing agent died), abandon the round so that everybody moves on to the next one.
+  const auto closeAfter = settings_.lastCallTimeout + heartbeatTimeout_;
+  const auto abandonAfter = 2 * heartbeatTimeout_;
+  const Clock::time_point never = Clock::time_point::max();
+  Clock::time_point minSeenAt = never;
+  Clock::time_point closingSeenAt = never;
   while (true) {
     const auto until = std::min(deadline, Clock::now() + slice_ * 4);
-    const auto found = waitForAny(store_, {keys_.result(g), keys_.ended()}, until, slice_);
+    const auto found =
+        waitForAny(store_, {keys_.result(g), keys_.ended(), keys_.end(g)}, until, slice_);
     if (found == 0u) return decodeMembership(store_.get(keys_.result(g)));
-    if (found) throwIfJobEnded();
+    if (found == 1u) throwIfJobEnded();
+    if (found == 2u) return std::nullopt;  // abandoned: the round never closed
     if (Clock::now() >= deadline) throwJoinTimeout(g);
     const int64_t count = store_.add(keys_.count(g), 0);
-    if (count >= kFrozen) continue;  // being closed right now
-    if (count < settings_.minNodes) {
-      sawMin = false;
-    } else if (!sawMin) {
-      sawMin = true;
+    if (count >= kFrozen || store_.check({keys_.closer(g)})) {
+      if (closingSeenAt == never) closingSeenAt = Clock::now();
+      if (Clock::now() - closingSeenAt >= abandonAfter) {
+        endRound(store_, keys_, g,
+                 {RendezvousEventKind::kPeerLost, "the agent closing round " + std::to_string(g) +
+                                                      " stopped before publishing it"});
+      }
+    } else if (count < settings_.minNodes) {
+      minSeenAt = never;
+    } else if (minSeenAt == never) {
       minSeenAt = Clock::now();
-    } else if (Clock::now() - minSeenAt >= fallbackAfter) {
+    } else if (Clock::now() - minSeenAt >= closeAfter) {
       tryClose(g);
     }
   }

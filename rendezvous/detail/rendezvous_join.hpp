@@ -7,7 +7,8 @@
 // compareSet election on r/<g>/closer, one add(kFrozen) that freezes the join counter, one
 // multiGet of the join records and one multiSet of the result plus every heartbeat key. If the
 // leader dies, any member that has seen minNodes joins for lastCallTimeout + heartbeatTimeout
-// closes instead.
+// closes instead; if the closing agent dies before publishing, the waiting agents abandon the
+// round after 2 x heartbeatTimeout (r/<g>/end) and join the next one.
 //
 // An agent that draws a slot after the round closed (or beyond maxNodes) is late: if the round has
 // fewer than maxNodes members it ends the round with kScaleUp (running agents re-rendezvous, free
@@ -53,7 +54,8 @@ class RoundJoiner {
   void lastCall(int64_t g, Clock::time_point deadline);
   void tryClose(int64_t g);
   std::vector<JoinRecord> readJoinRecords(int64_t g, int64_t n);
-  RoundMembership awaitMembership(int64_t g, Clock::time_point deadline);
+  // The closed round's membership, or nullopt when the round was abandoned (never closed).
+  std::optional<RoundMembership> awaitMembership(int64_t g, Clock::time_point deadline);
   void handleLate(int64_t g, const RoundMembership& m, Clock::time_point deadline);
   void throwIfJobEnded();
   [[noreturn]] void throwJoinTimeout(int64_t g);

@@ -176,6 +176,23 @@ TEST_CASE("an agent that dies between drawing a slot and writing its record is l
   CHECK(results[0].generation == 1);
 }
 
+TEST_CASE("a round whose closing agent died is abandoned; the next round forms",
+          "[rendezvous]") {
+  InMemoryStore store;
+  auto settings = fastSettings("dead-closer", 2, 2);
+  settings.heartbeatTimeout = 500ms;
+  store.set("rdzv/dead-closer/r/0/closer", "an agent that died after winning the election");
+  Agent a(store, settings, node("d1"));
+  Agent b(store, settings, node("d2"));
+  const auto started = std::chrono::steady_clock::now();
+  const auto results = joinAll({&a, &b});
+  checkConsistent(results);
+  CHECK(results[0].generation == 1);
+  CHECK(results[0].nodeCount == 2);
+  CHECK(std::chrono::steady_clock::now() - started >= 2 * settings.heartbeatTimeout);
+  CHECK_THAT(store.get("rdzv/dead-closer/r/0/end"), Catch::Contains("stopped before publishing"));
+}
+
 TEST_CASE("too few nodes: TimeoutError naming the counts", "[rendezvous]") {
   InMemoryStore store;
   auto settings = fastSettings("few", 3, 3);
