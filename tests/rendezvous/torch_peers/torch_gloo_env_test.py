@@ -1,16 +1,15 @@
 """(b) two torch 1.13 ranks: init_process_group("gloo", "env://") with every rank a client of
 ddprund (TORCHELASTIC_USE_AGENT_STORE=True), then an all_reduce checked on both ranks."""
 import os
+import struct
 import subprocess
 import sys
 from datetime import timedelta
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import struct  # noqa: E402
-
 from peer_common import (PYTHON, Children, Ddprund, RawConn, fail, req_add,  # noqa: E402
-                         require_torch)
+                         req_numkeys, require_torch)
 
 
 def worker(rank, world):
@@ -49,17 +48,17 @@ def main():
             if proc.returncode != 0 or ("rank %d all_reduce OK" % rank) not in out:
                 fail("rank %d failed with exit code %s" % (rank, proc.returncode))
 
-        # The ranks really used ddprund: their keys are there.
-        from torch.distributed import TCPStore
-        store = TCPStore("127.0.0.1", daemon.port, is_master=False,
-                         timeout=timedelta(seconds=10))
+        # The ranks really used ddprund: both init/ handshakes and their gloo keys are there.
         raw = RawConn(daemon.port)
         raw.send(req_add(b"init/", 0))  # unprefixed, as TCPStore's handshake sends it
         reply = raw.read(8)
         if not isinstance(reply, bytes) or struct.unpack("<q", reply)[0] != world:
             fail("ddprund did not see both ranks' init/ handshakes: %r" % (reply,))
-        if store.num_keys() < 4:
-            fail("ddprund holds only %d keys after gloo init" % store.num_keys())
+        raw.send(req_numkeys())
+        reply = raw.read(8)
+        if not isinstance(reply, bytes) or struct.unpack("<q", reply)[0] < 4:
+            fail("ddprund holds too few keys after gloo init: %r" % (reply,))
+        raw.close()
     print("gloo env:// over ddprund: OK")
 
 
