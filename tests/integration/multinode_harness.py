@@ -1,0 +1,212 @@
+"""Multi-node tests of ddprun: separate agent processes against one ddprund (issue 4, item 7).
+
+  multinode_harness.py SCENARIO
+
+Every agent is a `ddprun` process of its own (its own session, so its pid is its process group);
+the rendezvous is a ddprund this script starts on port 0 (read back from --port-file). Workers are
+multinode_worker.py, which record their environment in $DDP_TEST_TMP/rec.*.json. Network-namespace
+scenarios (root only, exit 77 otherwise) build a bridge and one namespace per host with names and
+a subnet derived from this pid, and delete them on every exit path. Synchronisation is by polling
+files and pids against deadlines; every process started here is stopped by pid and reaped.
+"""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+BIN = os.environ["DDP_BIN_DIR"]
+SRC = os.environ["DDP_SOURCE_DIR"]
+TMP = os.environ["DDP_TEST_TMP"]
+WORKER = os.path.join(SRC, "tests", "integration", "multinode_worker.py")
+PY = "/usr/bin/python3"
+# Short rendezvous timeouts so node loss and missing nodes show within seconds.
+RDZV_CONF = ("join_timeout=20,last_call_timeout=0.5,close_timeout=5,keep_alive_interval=0.25,"
+             "heartbeat_timeout=1.5,read_timeout=10")
+
+
+class TestFailure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise TestFailure(what)
+
+
+def poll(what, pred, timeout):
+    """Returns pred()'s first truthy value, polling every 50 ms; fails after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TestFailure("timed out after %.0f s waiting for %s" % (timeout, what))
+        time.sleep(0.05)
+
+
+def alive(pid):
+    """True while pid exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Harness:
+    def __init__(self):
+        self.procs = []  # (name, Popen)
+        self.netns = []  # namespace names created here
+        self.veths = []  # root-side veth names created here
+        self.bridge = None
+        self.t0 = time.monotonic()
+        for path in glob.glob(os.path.join(TMP, "*")):
+            if os.path.isfile(path):
+                os.unlink(path)
+
+    def log(self, msg):
+        print("[%6.2f s] %s" % (time.monotonic() - self.t0, msg), flush=True)
+
+    # -- processes --------------------------------------------------------------------------
+    def spawn(self, name, argv, env=None):
+        out = open(os.path.join(TMP, name + ".log"), "w")
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                             start_new_session=True)
+        out.close()
+        self.procs.append((name, p))
+        self.log("started %s (pid %d)" % (name, p.pid))
+        return p
+
+    def output(self, name):
+        with open(os.path.join(TMP, name + ".log"), errors="replace") as f:
+            return f.read()
+
+    def ddprund(self, netns=None, host="127.0.0.1"):
+        port_file = os.path.join(TMP, "ddprund.port")
+        argv = self.in_ns(netns, [os.path.join(BIN, "ddprund"), "--host", host, "--port", "0",
+                                  "--port-file", port_file])
+        self.spawn("ddprund", argv)
+        port = poll("ddprund's port file", lambda: os.path.exists(port_file) and
+                    open(port_file).read().strip(), 30)
+        return int(port)
+
+    def agent(self, name, flags, env_extra=None, netns=None):
+        env = dict(os.environ)
+        env.update({"MN_DIR": TMP, "MN_NODE": name, "PYTHON_EXEC": PY, "DDP_NO_SLURM": "1"})
+        env.update(env_extra or {})
+        argv = self.in_ns(netns, [os.path.join(BIN, "ddprun")] + flags +
+                          ["--shutdown-timeout", "5", WORKER])
+        return self.spawn(name, argv, env)
+
+    def in_ns(self, netns, argv):
+        return argv if netns is None else ["nsenter", "--net=/run/netns/" + netns] + argv
+
+    def wait_exit(self, p, name, timeout):
+        try:
+            return p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TestFailure("%s (pid %d) still running after %.0f s:\n%s" %
+                              (name, p.pid, timeout, self.output(name)[-3000:]))
+
+    def stop_all(self):
+        for name, p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for name, p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+            # Workers stay in their agent's process group even when it is gone.
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for rec in self.records():  # workers in process groups of their own
+            if alive(rec["pid"]) and WORKER.encode() in read_cmdline(rec["pid"]):
+                os.kill(rec["pid"], signal.SIGKILL)
+
+    # -- records written by multinode_worker.py ---------------------------------------------
+    def records(self, node=None, restart=None):
+        recs = []
+        for path in glob.glob(os.path.join(TMP, "rec.*.json")):
+            with open(path) as f:
+                rec = json.load(f)
+            rec["node"] = os.path.basename(path).split(".")[1]
+            if node is not None and rec["node"] != node:
+                continue
+            if restart is not None and int(rec["TORCHELASTIC_RESTART_COUNT"]) != restart:
+                continue
+            recs.append(rec)
+        return recs
+
+    def generation_with_world(self, world, nodes):
+        """The records of the first generation in which every node in nodes has workers with
+        WORLD_SIZE == world (all world of them), or None."""
+        by_gen = {}
+        for rec in self.records():
+            if int(rec["WORLD_SIZE"]) == world and rec["node"] in nodes:
+                by_gen.setdefault(int(rec["TORCHELASTIC_RESTART_COUNT"]), []).append(rec)
+        for gen in sorted(by_gen):
+            if len(by_gen[gen]) == world:
+                return by_gen[gen]
+        return None
+
+    # -- network namespaces (cluster_services.md §C) -----------------------------------------
+    def make_netns(self, names):
+        """A bridge and one namespace per name, each with its own IP; returns {name: ip}."""
+        tag = "%x" % (os.getpid() % 0xFFFF)
+        subnet = "10.217.%d" % (os.getpid() % 250 + 1)
+        self.bridge = "mnbr" + tag
+        run(["ip", "link", "add", self.bridge, "type", "bridge"])
+        run(["ip", "link", "set", self.bridge, "up"])
+        ips = {}
+        for i, name in enumerate(names):
+            ns, veth, ip = "mn%s%s" % (tag, name), "mnv%s%d" % (tag, i), "%s.%d" % (subnet, i + 1)
+            run(["ip", "netns", "add", ns])
+            self.netns.append(ns)
+            run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            self.veths.append(veth)
+            run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
+            run(["ip", "link", "set", veth, "master", self.bridge])
+            run(["ip", "link", "set", veth, "up"])
+            run(["ip", "-n", ns, "addr", "add", ip + "/24", "dev", "eth0"])
+            run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+            ips[name] = (ns, ip)
+        return ips
+
+    def delete_netns(self):
+        for ns in self.netns:
+            subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+        # A deleted namespace may linger (and keep its veth pair) while the kernel tears it down.
+        for veth in self.veths:
+            subprocess.run(["ip", "link", "del", veth], stderr=subprocess.DEVNULL)
+        if self.bridge:
+            subprocess.run(["ip", "link", "del", self.bridge], stderr=subprocess.DEVNULL)
+        if os.path.isdir("/run/netns") and not os.listdir("/run/netns"):
+            subprocess.run(["umount", "/run/netns"], stderr=subprocess.DEVNULL)
+            subprocess.run(["rmdir", "/run/netns"], stderr=subprocess.DEVNULL)
+
+
+def read_cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def run(argv):
+    subprocess.run(argv, check=True)
+
+
+def c10d(port, nnodes, nproc, run_id="mnjob", host="127.0.0.1", conf=RDZV_CONF, extra=()):
+    return ["--nnodes", str(nnodes), "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", "%s:%d" % (host, port), "--rdzv-id", run_id,
+            "--rdzv-conf", conf] + list(extra)

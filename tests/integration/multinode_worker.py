@@ -1,0 +1,76 @@
+"""A worker for the multi-node tests (tests/integration/multinode_harness.py), run by ddprun.
+
+It records what ddprun gave it in $MN_DIR/rec.<node>.<restart>.<rank>.json (torchrun's env contract,
+its pid and its agent's pid), then acts on env knobs the harness sets per agent:
+  MN_NODE           the agent's name in the test (part of the record name)
+  MN_FAIL_RANK      global rank that exits with MN_FAIL_CODE ...
+  MN_FAIL_UNTIL     ... while TORCHELASTIC_RESTART_COUNT < this (default: always)
+  MN_FAIL_CODE      exit code of the failing rank (default 7)
+  MN_GO_FILE        the others wait (up to 60 s; exit 3 on timeout) until this file holds their
+                    WORLD_SIZE, so the harness releases one generation and not an earlier one
+  MN_TORCH          run a gloo all_reduce of (rank + 1) and record the sum
+  MN_REACH          record whether a TCP connection to MASTER_ADDR:MASTER_PORT succeeds
+Only the standard library (and torch when MN_TORCH is set).
+"""
+import json
+import os
+import sys
+import time
+
+
+def released(go, world):
+    try:
+        with open(go) as f:
+            return f.read().strip() == world
+    except OSError:
+        return False
+
+
+def main():
+    env = os.environ
+    rank = int(env["RANK"])
+    restart = int(env.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    record = {k: v for k, v in env.items()
+              if k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                       "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR",
+                       "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+                       "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE")}
+    record["pid"] = os.getpid()
+    record["ppid"] = os.getppid()
+    if env.get("MN_REACH"):
+        import socket
+        try:
+            socket.create_connection((env["MASTER_ADDR"], int(env["MASTER_PORT"])), 5).close()
+            record["reach"] = True
+        except OSError:
+            record["reach"] = False
+    if env.get("MN_TORCH"):
+        import torch
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        t = torch.tensor([float(rank + 1)])
+        dist.all_reduce(t)
+        record["allreduce"] = t.item()
+        dist.barrier()
+        dist.destroy_process_group()
+    name = "%s/rec.%s.%d.%d.json" % (env["MN_DIR"], env["MN_NODE"], restart, rank)
+    with open(name + ".tmp", "w") as f:
+        json.dump(record, f)
+    os.rename(name + ".tmp", name)
+    fail_rank = int(env.get("MN_FAIL_RANK", "-1"))
+    fail_until = int(env.get("MN_FAIL_UNTIL", "1000000"))
+    if rank == fail_rank and restart < fail_until:
+        print("multinode_worker: rank %d fails at restart %d" % (rank, restart), file=sys.stderr)
+        sys.exit(int(env.get("MN_FAIL_CODE", "7")))
+    go = env.get("MN_GO_FILE")
+    if go:
+        deadline = time.monotonic() + 60
+        while not released(go, env["WORLD_SIZE"]):
+            if time.monotonic() > deadline:
+                sys.exit(3)
+            time.sleep(0.05)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
