@@ -68,6 +68,11 @@ def scenario_partition(h):
     check_ranks(new, {n: 1 for n in rest}, restart=int(new[0]["TORCHELASTIC_RESTART_COUNT"]))
     poll("the partitioned node's workers to stop", lambda: not any(alive(p) for p in victims), 30)
     h.log("partitioned node's workers stopped after %.2f s" % (time.monotonic() - t_cut))
+    rc = h.wait_exit(agents[victim], victim, 30)
+    h.log("partitioned agent exited %d after %.2f s" % (rc, time.monotonic() - t_cut))
+    check(rc != 0 and "lost the rendezvous store" in h.output(victim),
+          "the partitioned agent exited %d without 'lost the rendezvous store':\n%s" %
+          (rc, h.output(victim)[-2000:]))
     with open(go, "w") as f:
         f.write("2")
     for n in rest:

@@ -102,7 +102,8 @@ def scenario_agent_kill(h):
     port = h.ddprund()
     go = os.path.join(TMP, "go")
     env = {"MN_GO_FILE": go}
-    agents = {n: h.agent(n, c10d(port, "2:3", 1, run_id="kill"), env) for n in ("a", "b", "c")}
+    flags = c10d(port, "2:3", 1, run_id="kill", extra=["--max-restarts", "0"])  # not charged
+    agents = {n: h.agent(n, flags, env) for n in ("a", "b", "c")}
     gen0 = poll("3 workers with WORLD_SIZE=3", lambda: h.generation_with_world(3, "abc"), 40)
     victim = next(r for r in gen0 if r["GROUP_RANK"] != "0")["node"]
     victims = [r["pid"] for r in gen0 if r["node"] == victim]
