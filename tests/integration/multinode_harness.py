@@ -22,9 +22,11 @@ SRC = os.environ["DDP_SOURCE_DIR"]
 TMP = os.environ["DDP_TEST_TMP"]
 WORKER = os.path.join(SRC, "tests", "integration", "multinode_worker.py")
 PY = "/usr/bin/python3"
-# Short rendezvous timeouts so node loss and missing nodes show within seconds.
-RDZV_CONF = ("join_timeout=20,last_call_timeout=0.5,close_timeout=5,keep_alive_interval=0.25,"
-             "heartbeat_timeout=1.5,read_timeout=10")
+# Short rendezvous timeouts so node loss and missing nodes show within seconds, yet long enough
+# that a busy 2-core CI box does not lose a live agent's heartbeats.
+HEARTBEAT_TIMEOUT = 3.0
+RDZV_CONF = ("join_timeout=20,last_call_timeout=0.5,close_timeout=5,keep_alive_interval=0.5,"
+             "heartbeat_timeout=%g,read_timeout=10" % HEARTBEAT_TIMEOUT)
 
 
 class TestFailure(Exception):

@@ -12,8 +12,8 @@ import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import (RDZV_CONF, TMP, Harness, TestFailure, alive, c10d,  # noqa: E402
-                               check, poll)
+from multinode_harness import (HEARTBEAT_TIMEOUT, RDZV_CONF, TMP, Harness,  # noqa: E402
+                               TestFailure, alive, c10d, check, poll)
 
 
 def check_ranks(recs, nprocs, restart=0):
@@ -115,7 +115,8 @@ def scenario_agent_kill(h):
     new = poll("a 2-node generation of %s" % rest, lambda: h.generation_with_world(2, rest), 30)
     took = time.monotonic() - t_kill
     h.log("survivors restarted as WORLD_SIZE=2 after %.2f s" % took)
-    check(took < 4 * 1.5 + 5, "survivors took %.1f s (heartbeat_timeout 1.5 s)" % took)
+    check(took < 4 * HEARTBEAT_TIMEOUT + 5, "survivors took %.1f s (heartbeat_timeout %g s)" %
+          (took, HEARTBEAT_TIMEOUT))
     check_ranks(new, {n: 1 for n in rest}, restart=int(new[0]["TORCHELASTIC_RESTART_COUNT"]))
     poll("the killed agent's workers to exit", lambda: not any(alive(p) for p in victims), 15)
     with open(go, "w") as f:
