@@ -25,6 +25,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 now_ms() { date +%s%3N; }
 alive() { local s; s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; s=${s##*) }; [[ ${s:0:1} != Z ]]; }
 
+# count DIR GLOB: how many files in DIR match GLOB.
+count() { local f n=0; for f in "$1"/$2; do [[ -e "$f" ]] && n=$((n + 1)); done; echo "$n"; }
 PIDS=()
 cleanup() {
   local rc=$? pid
@@ -76,7 +78,7 @@ t0=$(now_ms)
 export DDP_TEST_MARK_DIR=$TMP/marks DDP_TEST_GO_FILE=$TMP/go DDP_TEST_GO_TIMEOUT=60
 agents etcd e2e 4
 deadline=$(( $(now_ms) + 60000 ))
-until [[ $(ls "$TMP/marks" | grep -c '^started\.') == 4 ]]; do
+until [[ $(count "$TMP/marks" 'started.*') == 4 ]]; do
   (( $(now_ms) < deadline )) || { tail -n 15 "$TMP"/*.err >&2; fail "4 workers did not start"; }
   sleep 0.05
 done

@@ -26,8 +26,8 @@ if [[ -n "${DDP_TEST_TRAP:-}" ]]; then
   trap 'echo "$$ $PPID" >"$DDP_TEST_MARK_DIR/signal.$RANK"; exit 0' "$DDP_TEST_TRAP"
 fi
 if [[ -n "${DDP_TEST_MARK_DIR:-}" ]]; then
-  echo "$$ $PPID" >"$DDP_TEST_MARK_DIR/started.$RANK.tmp"
-  mv "$DDP_TEST_MARK_DIR/started.$RANK.tmp" "$DDP_TEST_MARK_DIR/started.$RANK"
+  echo "$$ $PPID" >"$DDP_TEST_MARK_DIR/.started.$RANK"   # hidden until complete
+  mv "$DDP_TEST_MARK_DIR/.started.$RANK" "$DDP_TEST_MARK_DIR/started.$RANK"
 fi
 if [[ -n "${DDP_TEST_GO_FILE:-}" ]]; then
   deadline=$((SECONDS + ${DDP_TEST_GO_TIMEOUT:-60}))

@@ -63,6 +63,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# count DIR GLOB: how many files in DIR match GLOB.
+count() { local f n=0; for f in "$1"/$2; do [[ -e "$f" ]] && n=$((n + 1)); done; echo "$n"; }
 # wait_job JOBID SECONDS: polls until the job has left the queue (sbatch --wait is slow).
 wait_job() {
   local jid=$1 deadline=$(( $(now_ms) + $2 * 1000 ))
@@ -124,7 +126,8 @@ if [[ "$RDZV" == ddprund ]]; then
     (( $(now_ms) < deadline )) || fail "ddprund wrote no port file: $(cat "$W/ddprund.log")"
     sleep 0.02
   done
-  export RDZV_ENDPOINT=$SUBNET.254:$(cat "$W/ddprund.port")
+  RDZV_ENDPOINT=$SUBNET.254:$(cat "$W/ddprund.port")
+  export RDZV_ENDPOINT
   RDZV_ARGS=(--rdzv-endpoint="$RDZV_ENDPOINT")
 elif [[ "$RDZV" != hosted ]]; then
   fail "second argument: hosted or ddprund"
@@ -197,7 +200,7 @@ scancel)
   BGPIDS+=($!)
   srun1=$!
   deadline=$(( $(now_ms) + 60000 ))
-  until [[ $(ls "$W/marks" | grep -c '^started\.[0-9]*$') == 8 ]]; do
+  until [[ $(count "$W/marks" 'started.*') == 8 ]]; do
     (( $(now_ms) < deadline )) || { cat "$W/usr1.out"; fail "8 workers did not start"; }
     sleep 0.05
   done
@@ -207,8 +210,8 @@ scancel)
   pids=$(cat "$W"/marks/started.* | tr '\n' ' ')   # worker pid + its ddprun's pid, per worker
   scancel --signal=USR1 "$jid"
   deadline=$(( $(now_ms) + 30000 ))
-  until [[ $(ls "$W/marks" | grep -c '^signal\.[0-9]*$') == 8 ]]; do
-    (( $(now_ms) < deadline )) || { cat "$W/usr1.out"; fail "USR1 reached $(ls "$W/marks" | grep -c '^signal\.') of 8 workers"; }
+  until [[ $(count "$W/marks" 'signal.*') == 8 ]]; do
+    (( $(now_ms) < deadline )) || { cat "$W/usr1.out"; fail "USR1 reached $(count "$W/marks" 'signal.*') of 8 workers"; }
     sleep 0.05
   done
   wait_gone 30 $pids "$srun1"
@@ -223,7 +226,7 @@ scancel)
   BGPIDS+=($!)
   srun2=$!
   deadline=$(( $(now_ms) + 60000 ))
-  until [[ $(ls "$W/marks" | grep -c '^started\.[0-9]*$') == 8 ]]; do
+  until [[ $(count "$W/marks" 'started.*') == 8 ]]; do
     (( $(now_ms) < deadline )) || { cat "$W/term.out"; fail "8 workers did not start (2nd job)"; }
     sleep 0.05
   done
