@@ -195,7 +195,7 @@ scancel)
   mkdir -p "$W/marks"
   export DDP_TEST_MARK_DIR=$W/marks DDP_TEST_GO_FILE=$W/never DDP_TEST_GO_TIMEOUT=100
   # 1. scancel --signal=USR1 (what --signal=USR1@90 sends): ddprun forwards it to every worker.
-  DDP_TEST_TRAP=USR1 srun -N4 --ntasks-per-node=1 -J ddp-usr1 "$BIN/ddprun" "${RDZV_ARGS[@]}" --nproc-per-node=2 \
+  DDP_TEST_TRAP=USR1 srun -N4 --ntasks-per-node=1 -J "ddp-usr1-$$" "$BIN/ddprun" "${RDZV_ARGS[@]}" --nproc-per-node=2 \
     --signals-to-handle=SIGTERM,SIGINT,SIGUSR1 "$WORKER" >"$W/usr1.out" 2>&1 &
   BGPIDS+=($!)
   srun1=$!
@@ -204,8 +204,8 @@ scancel)
     (( $(now_ms) < deadline )) || { cat "$W/usr1.out"; fail "8 workers did not start"; }
     sleep 0.05
   done
-  jid=$(squeue -h -n ddp-usr1 -o %i | head -1)
-  [[ -n "$jid" ]] || fail "no job ddp-usr1 in the queue"
+  jid=$(squeue -h -n "ddp-usr1-$$" -o %i | head -1)
+  [[ -n "$jid" ]] || fail "no job ddp-usr1-$$ in the queue"
   JOBS+=("$jid")
   pids=$(cat "$W"/marks/started.* | tr '\n' ' ')   # worker pid + its ddprun's pid, per worker
   scancel --signal=USR1 "$jid"
@@ -221,7 +221,7 @@ scancel)
   # 2. plain scancel (SIGTERM, then SIGKILL after KillWait) of a job whose workers ignore nothing.
   rm -f "$W"/marks/*
   unset DDP_TEST_TRAP
-  srun -N4 --ntasks-per-node=1 -J ddp-term "$BIN/ddprun" "${RDZV_ARGS[@]}" --nproc-per-node=2 "$WORKER" \
+  srun -N4 --ntasks-per-node=1 -J "ddp-term-$$" "$BIN/ddprun" "${RDZV_ARGS[@]}" --nproc-per-node=2 "$WORKER" \
     >"$W/term.out" 2>&1 &
   BGPIDS+=($!)
   srun2=$!
@@ -230,7 +230,8 @@ scancel)
     (( $(now_ms) < deadline )) || { cat "$W/term.out"; fail "8 workers did not start (2nd job)"; }
     sleep 0.05
   done
-  jid=$(squeue -h -n ddp-term -o %i | head -1)
+  jid=$(squeue -h -n "ddp-term-$$" -o %i | head -1)
+  [[ -n "$jid" ]] || fail "no job ddp-term-$$ in the queue"
   JOBS+=("$jid")
   pids=$(cat "$W"/marks/started.* | tr '\n' ' ')
   t1=$(now_ms)
