@@ -45,7 +45,9 @@ float* CpuMlp::forward(const float* x, int batch) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, acts_[l].data(), in,
                 w, in, 1.0f, y.data(), out);
     if (l + 1 < layers()) {
-      for (auto& v : y) v = v > 0.0f ? v : 0.0f;
+      float* v = y.data();
+      const std::size_t count = y.size();
+      for (std::size_t i = 0; i < count; ++i) v[i] = v[i] > 0.0f ? v[i] : 0.0f;
     }
   }
   return acts_.back().data();
@@ -98,10 +100,10 @@ float CpuMlp::trainBatch(const float* x, const int32_t* y, int batch, float grad
     deltaPrev_.resize(std::size_t(batch) * in);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, delta_.data(), out,
                 w, in, 0.0f, deltaPrev_.data(), in);
-    const auto& a = acts_[l];
-    for (std::size_t i = 0; i < deltaPrev_.size(); ++i) {
-      if (a[i] <= 0.0f) deltaPrev_[i] = 0.0f;
-    }
+    const float* a = acts_[l].data();
+    float* d = deltaPrev_.data();
+    const std::size_t count = deltaPrev_.size();
+    for (std::size_t i = 0; i < count; ++i) d[i] = a[i] > 0.0f ? d[i] : 0.0f;  // branch-free: vectorises
     std::swap(delta_, deltaPrev_);
   }
   return float(loss / batch);
@@ -127,36 +129,48 @@ std::shared_ptr<float> CpuMlp::allocBuffer(std::size_t count) {
 }
 
 double CpuMlp::gradSquaredNorm() {
-  double s = 0.0;
-  for (float g : grads_) s += double(g) * g;
-  return s;
+  return double(cblas_sdot(int(grads_.size()), grads_.data(), 1, grads_.data(), 1));
 }
 
 void CpuMlp::scaleGrads(float factor) {
   for (auto& g : grads_) g *= factor;
 }
 
-void CpuMlp::sgdUpdate(const SgdHyper& h, float* buf) {
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    float g = grads_[i] + h.weightDecay * params_[i];
-    if (h.momentum != 0.0f) {
-      buf[i] = h.momentum * buf[i] + g;
-      g = h.nesterov ? g + h.momentum * buf[i] : buf[i];
+void CpuMlp::sgdUpdate(const SgdHyper& h, float* momentumBuf) {
+  // __restrict and branch-free loop bodies let the compiler vectorise these.
+  float* __restrict p = params_.data();
+  const float* __restrict gr = grads_.data();
+  float* __restrict buf = momentumBuf;
+  const std::size_t n = params_.size();
+  const float lr = h.lr, mu = h.momentum, wd = h.weightDecay;
+  if (mu == 0.0f) {
+    for (std::size_t i = 0; i < n; ++i) p[i] -= lr * (gr[i] + wd * p[i]);
+  } else if (h.nesterov) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const float g = gr[i] + wd * p[i];
+      buf[i] = mu * buf[i] + g;
+      p[i] -= lr * (g + mu * buf[i]);
     }
-    params_[i] -= h.lr * g;
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      buf[i] = mu * buf[i] + gr[i] + wd * p[i];
+      p[i] -= lr * buf[i];
+    }
   }
 }
 
-void CpuMlp::adamwUpdate(const AdamWHyper& h, float* m, float* v) {
+void CpuMlp::adamwUpdate(const AdamWHyper& h, float* __restrict m, float* __restrict v) {
   const float bc1 = 1.0f - std::pow(h.beta1, float(h.step));
   const float bc2 = 1.0f - std::pow(h.beta2, float(h.step));
-  const float stepSize = h.lr / bc1, sqrtBc2 = std::sqrt(bc2);
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    float g = grads_[i];
-    params_[i] *= 1.0f - h.lr * h.weightDecay;
+  const float stepSize = h.lr / bc1, sqrtBc2 = std::sqrt(bc2), decay = 1.0f - h.lr * h.weightDecay;
+  float* __restrict p = params_.data();
+  const float* __restrict gr = grads_.data();
+  const std::size_t n = params_.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const float g = gr[i];
     m[i] = h.beta1 * m[i] + (1.0f - h.beta1) * g;
     v[i] = h.beta2 * v[i] + (1.0f - h.beta2) * g * g;
-    params_[i] -= stepSize * m[i] / (std::sqrt(v[i]) / sqrtBc2 + h.eps);
+    p[i] = p[i] * decay - stepSize * m[i] / (std::sqrt(v[i]) / sqrtBc2 + h.eps);
   }
 }
 
