@@ -4,12 +4,12 @@
 # failure-detection latency vs the configured heartbeat timeout. Prints a markdown table.
 #
 # usage: scripts/bench/rendezvous_scale.sh [build-dir]     (default: build)
-# env:   NODES="16 128 1024"  TORCH_NODES="16 64"  REPEAT=3  TORCH_DETECT=1 (adds ~45 s)
+# env:   NODES="16 64 128 1024"  TORCH_NODES="16 64 128"  REPEAT=3  TORCH_DETECT=1 (adds ~45 s)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${1:-$ROOT/build}"
-NODES="${NODES:-16 128 1024}"
-TORCH_NODES="${TORCH_NODES:-16 64}"
+NODES="${NODES:-16 64 128 1024}"
+TORCH_NODES="${TORCH_NODES:-16 64 128}"
 REPEAT="${REPEAT:-3}"
 TORCH_DETECT="${TORCH_DETECT:-1}"
 PY=/usr/bin/python3
