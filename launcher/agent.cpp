@@ -97,7 +97,8 @@ Agent::Agent(const LaunchConfig& config)
       supervisor_(groupSettings(config, host_), config.signalsToHandle) {
   NodeDescriptor self;
   self.host = host_;
-  self.addr = config.standalone ? "127.0.0.1" : (config.localAddr.empty() ? host_ : config.localAddr);
+  self.addr =
+      config.standalone ? "127.0.0.1" : (config.localAddr.empty() ? host_ : config.localAddr);
   self.pid = static_cast<int>(::getpid());
   self.localWorldSize = config.nprocPerNode;
   self.requestedRank = config.nodeRank.value_or(-1);
@@ -128,7 +129,14 @@ int Agent::run() {
   int code = 0;
   while (again) {
     again = false;
-    const RendezvousResult round = blocking([this] { return rdzv_->next(); });
+    RendezvousResult round;
+    try {
+      round = blocking([this] { return rdzv_->next(); });
+    } catch (const JobEndedError& e) {
+      // The job failed elsewhere while this node was (re)joining: same summary as everywhere.
+      log_->warn("{}", e.what());
+      return jobFailed({}, RendezvousResult{});
+    }
     code = runGeneration(round, again);
   }
   return code;

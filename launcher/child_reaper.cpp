@@ -3,11 +3,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <utility>
 #include <vector>
-
-#include <boost/asio/post.hpp>
 
 namespace ddp {
 

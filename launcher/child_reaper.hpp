@@ -9,11 +9,10 @@
 
 #include <sys/types.h>
 
-#include <functional>
-#include <map>
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <functional>
+#include <map>
 
 namespace ddp {
 

@@ -6,9 +6,8 @@
 #include <ctime>
 #include <fstream>
 #include <iterator>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "rendezvous/error.hpp"
 
@@ -27,10 +26,18 @@ std::string stringOf(const json& value) {
 }
 
 json workerToJson(const WorkerFailure& f) {
-  return json{{"global_rank", f.globalRank}, {"local_rank", f.localRank},  {"host", f.host},
-              {"pid", f.pid},                {"exit_code", f.exitCode},    {"signal", f.signal},
-              {"monotonic_ms", f.monotonicMs}, {"unix_ms", f.unixMs},     {"error_file", f.errorFile},
-              {"message", f.message},        {"traceback", f.traceback},   {"stderr_tail", f.stderrTail},
+  return json{{"global_rank", f.globalRank},
+              {"local_rank", f.localRank},
+              {"host", f.host},
+              {"pid", f.pid},
+              {"exit_code", f.exitCode},
+              {"signal", f.signal},
+              {"monotonic_ms", f.monotonicMs},
+              {"unix_ms", f.unixMs},
+              {"error_file", f.errorFile},
+              {"message", f.message},
+              {"traceback", f.traceback},
+              {"stderr_tail", f.stderrTail},
               {"stopped_by_agent", f.stoppedByAgent}};
 }
 
@@ -79,15 +86,18 @@ void appendField(std::ostringstream& out, const std::string& name, const std::st
 
 void appendFailure(std::ostringstream& out, std::size_t index, const WorkerFailure& f) {
   out << "[" << index << "]:\n";
-  appendField(out, "time", formatTime(f.unixMs) + " (+" + std::to_string(f.monotonicMs) +
-                               " ms after the workers started)");
+  appendField(out, "time",
+              formatTime(f.unixMs) + " (+" + std::to_string(f.monotonicMs) +
+                  " ms after the workers started)");
   appendField(out, "host", f.host);
-  appendField(out, "rank", std::to_string(f.globalRank) + " (local_rank: " +
-                               std::to_string(f.localRank) + ")");
-  const std::string code = f.signal != 0 ? std::to_string(-f.signal) + " (" + signalName(f.signal) + ")"
-                                         : std::to_string(f.exitCode);
-  appendField(out, "exitcode", code + " (pid: " + std::to_string(f.pid) + ")" +
-                                   (f.stoppedByAgent ? " stopped by ddprun after the failure" : ""));
+  appendField(out, "rank",
+              std::to_string(f.globalRank) + " (local_rank: " + std::to_string(f.localRank) + ")");
+  const std::string code = f.signal != 0
+                               ? std::to_string(-f.signal) + " (" + signalName(f.signal) + ")"
+                               : std::to_string(f.exitCode);
+  appendField(out, "exitcode",
+              code + " (pid: " + std::to_string(f.pid) + ")" +
+                  (f.stoppedByAgent ? " stopped by ddprun after the failure" : ""));
   appendField(out, "error_file", f.message.empty() ? "<N/A>" : f.errorFile);
   std::string trace = f.traceback.empty() ? f.message : f.message + "\n" + f.traceback;
   if (trace.empty()) {
@@ -141,8 +151,11 @@ std::optional<ErrorFileContents> readErrorFile(const std::string& path) {
 std::string toJson(const FailureRecord& record) {
   json workers = json::array();
   for (const auto& f : record.failures) workers.push_back(workerToJson(f));
-  return json{{"version", kRecordVersion}, {"generation", record.generation},
-              {"node_rank", record.nodeRank}, {"host", record.host}, {"failures", workers}}
+  return json{{"version", kRecordVersion},
+              {"generation", record.generation},
+              {"node_rank", record.nodeRank},
+              {"host", record.host},
+              {"failures", workers}}
       .dump();
 }
 
@@ -150,8 +163,8 @@ FailureRecord failureRecordFromJson(const std::string& text) {
   try {
     const json doc = json::parse(text);
     if (doc.at("version").get<int>() != kRecordVersion) {
-      throw ProtocolError("failure record has version " + doc.at("version").dump() +
-                          ", expected " + std::to_string(kRecordVersion));
+      throw ProtocolError("failure record has version " + doc.at("version").dump() + ", expected " +
+                          std::to_string(kRecordVersion));
     }
     FailureRecord record;
     record.generation = doc.at("generation").get<int64_t>();
@@ -197,7 +210,8 @@ std::string formatSummary(const FailureSummary& summary, const std::string& entr
   std::ostringstream out;
   out << heavy << "\n" << entrypoint << " FAILED\n" << light << "\nFailures:\n";
   if (summary.others.empty()) out << "  <NO_OTHER_FAILURES>\n";
-  for (std::size_t i = 0; i < summary.others.size(); ++i) appendFailure(out, i + 1, summary.others[i]);
+  for (std::size_t i = 0; i < summary.others.size(); ++i)
+    appendFailure(out, i + 1, summary.others[i]);
   out << light << "\nRoot Cause (first observed failure):\n";
   if (!summary.empty) appendFailure(out, 0, summary.rootCause);
   out << heavy << "\n";

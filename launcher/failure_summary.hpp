@@ -22,13 +22,13 @@ struct WorkerFailure {
   int localRank = 0;
   std::string host;
   int pid = 0;
-  int exitCode = 0;           // the exit status when it exited, else 0
-  int signal = 0;             // the terminating signal, 0 when it exited
-  int64_t monotonicMs = 0;    // agent's steady clock, ms since the generation's workers started
-  int64_t unixMs = 0;         // wall clock at the agent's observation, for display
-  std::string errorFile;      // TORCHELASTIC_ERROR_FILE ("" = none)
-  std::string message;        // from the error file ("" = not written)
-  std::string traceback;      // from the error file ("" = none)
+  int exitCode = 0;         // the exit status when it exited, else 0
+  int signal = 0;           // the terminating signal, 0 when it exited
+  int64_t monotonicMs = 0;  // agent's steady clock, ms since the generation's workers started
+  int64_t unixMs = 0;       // wall clock at the agent's observation, for display
+  std::string errorFile;    // TORCHELASTIC_ERROR_FILE ("" = none)
+  std::string message;      // from the error file ("" = not written)
+  std::string traceback;    // from the error file ("" = none)
   std::vector<std::string> stderrTail;  // the worker's last stderr lines
   bool stoppedByAgent = false;          // ddprun stopped it after another failure
 };

@@ -16,7 +16,8 @@ namespace {
 constexpr std::size_t kMaxLine = 64 * 1024;
 
 void replaceAll(std::string& text, const std::string& from, const std::string& to) {
-  for (auto pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size())) {
+  for (auto pos = text.find(from); pos != std::string::npos;
+       pos = text.find(from, pos + to.size())) {
     text.replace(pos, from.size(), to);
   }
 }

@@ -10,12 +10,11 @@
 // Thread safety: use from the io_context's thread only.
 #pragma once
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <cstddef>
 #include <deque>
 #include <string>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 
 namespace ddp {
 

@@ -73,7 +73,8 @@ std::pair<std::string, uint16_t> splitEndpoint(const std::string& endpoint, uint
     const auto close = endpoint.find(']');
     if (close == std::string::npos) throw ConfigError("bad endpoint '" + endpoint + "'");
     host = endpoint.substr(1, close - 1);
-    if (close + 1 < endpoint.size() && endpoint[close + 1] == ':') port = endpoint.substr(close + 2);
+    if (close + 1 < endpoint.size() && endpoint[close + 1] == ':')
+      port = endpoint.substr(close + 2);
   } else if (std::count(endpoint.begin(), endpoint.end(), ':') == 1) {
     host = endpoint.substr(0, endpoint.find(':'));
     port = endpoint.substr(endpoint.find(':') + 1);

@@ -3,9 +3,9 @@
 //   --standalone, or the static backend on one node: an in-process InMemoryStore (nothing
 //     listens, nothing to collide with).
 //   c10d (and static across nodes): a TcpStoreClient to --rdzv-endpoint (static:
-//     --master-addr:--master-port; the parsed rdzvHost/rdzvPort when set). When the endpoint names this host and nothing listens there
-//     yet, this agent hosts a StoreServerThread on that port, as torchrun does; rdzv-conf
-//     is_host=true|false forces either choice.
+//     --master-addr:--master-port; the parsed rdzvHost/rdzvPort when set). When the endpoint names
+//     this host and nothing listens there yet, this agent hosts a StoreServerThread on that port,
+//     as torchrun does; rdzv-conf is_host=true|false forces either choice.
 //
 // Thread safety: a plain holder; the store it owns says its own rule.
 #pragma once
@@ -24,7 +24,7 @@ namespace ddp {
 struct RendezvousStoreHandle {
   std::unique_ptr<StoreServerThread> server;  // set when this agent hosts the store
   std::unique_ptr<Store> store;
-  std::string description;                    // "in-process", "host:port (hosted here)", ...
+  std::string description;  // "in-process", "host:port (hosted here)", ...
 };
 
 // Opens (and maybe hosts) the rendezvous store. Throws ConfigError for a bad endpoint or an

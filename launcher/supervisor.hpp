@@ -12,6 +12,10 @@
 // except postRendezvousEvent(), which any thread may call.
 #pragma once
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -21,11 +25,6 @@
 #include <thread>
 #include <type_traits>
 #include <vector>
-
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/signal_set.hpp>
 
 #include "launcher/child_reaper.hpp"
 #include "launcher/worker_group.hpp"

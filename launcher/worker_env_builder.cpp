@@ -39,7 +39,8 @@ void setVirtualLocalRank(EnvMap& env, const EnvMap& parent, int localRank) {
     return;
   }
   const auto devices = splitCommas(it->second);
-  if (localRank < static_cast<int>(devices.size())) env["CUDA_VISIBLE_DEVICES"] = devices[localRank];
+  if (localRank < static_cast<int>(devices.size()))
+    env["CUDA_VISIBLE_DEVICES"] = devices[localRank];
 }
 
 }  // namespace
@@ -58,15 +59,13 @@ EnvMap currentEnvironment() {
 std::string substituteLocalRank(const std::string& arg, int localRank) {
   static const std::string kMacro = "${local_rank}";
   std::string out = arg;
-  for (auto pos = out.find(kMacro); pos != std::string::npos;
-       pos = out.find(kMacro, pos + 1)) {
+  for (auto pos = out.find(kMacro); pos != std::string::npos; pos = out.find(kMacro, pos + 1)) {
     out.replace(pos, kMacro.size(), std::to_string(localRank));
   }
   return out;
 }
 
-WorkerEnvBuilder::WorkerEnvBuilder(const LaunchConfig& config, std::string runId,
-                                   EnvMap parentEnv)
+WorkerEnvBuilder::WorkerEnvBuilder(const LaunchConfig& config, std::string runId, EnvMap parentEnv)
     : config_(config), runId_(std::move(runId)), parentEnv_(std::move(parentEnv)) {}
 
 bool WorkerEnvBuilder::ompThreadsDefaulted() const {

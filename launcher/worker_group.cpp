@@ -99,11 +99,11 @@ void WorkerGroup::spawnOne(WorkerSpec spec) {
   Worker& w = *worker;
   workers_.push_back(std::move(worker));  // from here start() kills and reaps it on an error
   w.out = std::make_unique<OutputPump>(
-      io_, proc.stdoutFd, route(StdStreams::kStdout, logs_.stdoutPath(generation_, lr),
-                                settings_.consoleOut, 0));
-  w.err = std::make_unique<OutputPump>(
-      io_, proc.stderrFd, route(StdStreams::kStderr, logs_.stderrPath(generation_, lr),
-                                settings_.consoleErr, settings_.stderrTailLines));
+      io_, proc.stdoutFd,
+      route(StdStreams::kStdout, logs_.stdoutPath(generation_, lr), settings_.consoleOut, 0));
+  w.err = std::make_unique<OutputPump>(io_, proc.stderrFd,
+                                       route(StdStreams::kStderr, logs_.stderrPath(generation_, lr),
+                                             settings_.consoleErr, settings_.stderrTailLines));
   reaper_.watch(proc.pid, [this, &w](pid_t, int status) { onReaped(w, status); });
   w.out->start();
   w.err->start();

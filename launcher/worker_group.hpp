@@ -14,15 +14,14 @@
 
 #include <sys/types.h>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "launcher/child_reaper.hpp"
 #include "launcher/failure_summary.hpp"

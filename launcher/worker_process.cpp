@@ -80,8 +80,8 @@ std::string resolveProgram(const std::string& program, const std::string& path) 
 SpawnedProcess spawnWorker(const std::vector<std::string>& argv, const EnvMap& env) {
   if (argv.empty()) throw SpawnError("no worker command given");
   auto pathIt = env.find("PATH");
-  const std::string program =
-      resolveProgram(argv[0], pathIt == env.end() ? "/usr/local/bin:/usr/bin:/bin" : pathIt->second);
+  const std::string program = resolveProgram(
+      argv[0], pathIt == env.end() ? "/usr/local/bin:/usr/bin:/bin" : pathIt->second);
   if (program.empty()) throw SpawnError("cannot run '" + argv[0] + "': not found on PATH");
 
   // Everything the child needs is built before fork: the child may not allocate.

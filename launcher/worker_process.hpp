@@ -30,8 +30,8 @@ class SpawnError : public ConfigError {
 };
 
 struct SpawnedProcess {
-  pid_t pid = -1;      // also its process-group id
-  int stdoutFd = -1;   // read ends (close-on-exec), owned by the caller
+  pid_t pid = -1;     // also its process-group id
+  int stdoutFd = -1;  // read ends (close-on-exec), owned by the caller
   int stderrFd = -1;
 };
 

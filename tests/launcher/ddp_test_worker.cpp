@@ -8,7 +8,8 @@
 //   --exit CODE           fail by exiting with CODE
 //   --raise SIG           fail by raising signal SIG
 //   --error-message TEXT  before failing, write torch's @record error file with TEXT
-//   --wait                (ranks not failing) block until a signal arrives; record it in PATH.<RANK> of --signal-file
+//   --wait                (ranks not failing) block until a signal arrives; record it in
+//   PATH.<RANK> of --signal-file
 //                         and exit 128+signal
 //   --signal-file PATH    where --wait records the signal name
 //   --ignore-term         with --wait: ignore SIGTERM (tests the SIGKILL after the grace)
@@ -52,19 +53,32 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--env-file") envFile = next();
-    else if (a == "--ready-file") readyFile = next();
-    else if (a == "--signal-file") signalFile = next();
-    else if (a == "--error-message") errorMessage = next();
-    else if (a == "--print") print = std::stoi(next());
-    else if (a == "--fail-rank") failRank = std::stoi(next());
-    else if (a == "--fail-until-attempt") failUntil = std::stoi(next());
-    else if (a == "--exit") exitCode = std::stoi(next());
-    else if (a == "--raise") raiseSig = std::stoi(next());
-    else if (a == "--sleep-ms") sleepMs = std::stoi(next());
-    else if (a == "--wait") wait = true;
-    else if (a == "--ignore-term") ignoreTerm = true;
-    else if (a == "--ignore-int") ignoreInt = true;
+    if (a == "--env-file")
+      envFile = next();
+    else if (a == "--ready-file")
+      readyFile = next();
+    else if (a == "--signal-file")
+      signalFile = next();
+    else if (a == "--error-message")
+      errorMessage = next();
+    else if (a == "--print")
+      print = std::stoi(next());
+    else if (a == "--fail-rank")
+      failRank = std::stoi(next());
+    else if (a == "--fail-until-attempt")
+      failUntil = std::stoi(next());
+    else if (a == "--exit")
+      exitCode = std::stoi(next());
+    else if (a == "--raise")
+      raiseSig = std::stoi(next());
+    else if (a == "--sleep-ms")
+      sleepMs = std::stoi(next());
+    else if (a == "--wait")
+      wait = true;
+    else if (a == "--ignore-term")
+      ignoreTerm = true;
+    else if (a == "--ignore-int")
+      ignoreInt = true;
   }
   const int rank = envInt("RANK", 0), localRank = envInt("LOCAL_RANK", 0);
   const int attempt = envInt("TORCHELASTIC_RESTART_COUNT", 0);
@@ -82,22 +96,25 @@ int main(int argc, char** argv) {
     if (ignoreTerm) ::signal(SIGTERM, SIG_IGN);
     if (ignoreInt) ::signal(SIGINT, SIG_IGN);
   }
-  if (!readyFile.empty()) writeFile(readyFile + "." + std::to_string(rank), std::to_string(getpid()));
+  if (!readyFile.empty())
+    writeFile(readyFile + "." + std::to_string(rank), std::to_string(getpid()));
   const bool failing = (exitCode != 0 || raiseSig != 0) && (failRank < 0 || failRank == rank) &&
                        (failUntil < 0 || attempt < failUntil);
   if (wait && !failing) {
     while (gSignal == 0) ::pause();
     if (!signalFile.empty()) {
-      writeFile(signalFile + "." + std::to_string(rank), std::string("SIG") + sigabbrev_np(gSignal));
+      writeFile(signalFile + "." + std::to_string(rank),
+                std::string("SIG") + sigabbrev_np(gSignal));
     }
     return 128 + gSignal;
   }
   if (failing) {
     const char* errorFile = std::getenv("TORCHELASTIC_ERROR_FILE");
     if (!errorMessage.empty() && errorFile != nullptr && *errorFile != '\0') {
-      writeFile(errorFile, "{\"message\": {\"message\": \"RuntimeError: " + errorMessage +
-                               "\", \"extraInfo\": {\"py_callstack\": \"Traceback: line 1\\nline 2\", "
-                               "\"timestamp\": \"1700000000\"}}}");
+      writeFile(errorFile,
+                "{\"message\": {\"message\": \"RuntimeError: " + errorMessage +
+                    "\", \"extraInfo\": {\"py_callstack\": \"Traceback: line 1\\nline 2\", "
+                    "\"timestamp\": \"1700000000\"}}}");
     }
     std::cerr << "rank " << rank << " failing at attempt " << attempt << std::endl;
     if (raiseSig != 0) ::raise(raiseSig);

@@ -1,14 +1,13 @@
 // ddprun end to end on one node: the env contract, restarts, the failure summary and exit codes,
 // signals to workers and to ddprun, SIGKILL of ddprun, logs, Python entry points.
-#include <catch2/catch.hpp>
-
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -28,8 +27,7 @@ using namespace std::chrono_literals;
 class Ddprun {
  public:
   Ddprun(const std::string& dir, std::vector<std::string> args,
-         const std::map<std::string, std::string>& env = {},
-         const std::string& program = "ddprun")
+         const std::map<std::string, std::string>& env = {}, const std::string& program = "ddprun")
       : out_(dir + "/" + program + ".out"), err_(dir + "/" + program + ".err") {
     args.insert(args.begin(), test::binDir() + "/" + program);
     pid_ = ::fork();
@@ -99,8 +97,9 @@ std::vector<pid_t> readPids(const std::string& base, int n) {
 
 TEST_CASE("every worker gets torchrun's env contract", "[ddprun]") {
   const auto dir = test::scratchDir("env");
-  Ddprun run(dir, {"--standalone", "--nproc-per-node=4", "--max-restarts=2", "--rdzv-id=job42",
-                   "--log-dir=" + dir + "/logs", test::workerBin(), "--env-file", dir + "/env"},
+  Ddprun run(dir,
+             {"--standalone", "--nproc-per-node=4", "--max-restarts=2", "--rdzv-id=job42",
+              "--log-dir=" + dir + "/logs", test::workerBin(), "--env-file", dir + "/env"},
              {{"DDP_INHERITED_PROBE", "kept"}});
   REQUIRE(run.wait() == 0);
   std::set<std::string> ports;
@@ -145,9 +144,9 @@ TEST_CASE("a failure is restarted with the next generation, then succeeds", "[dd
 
 TEST_CASE("spent restarts print the summary and exit with the root cause's code", "[ddprun]") {
   const auto dir = test::scratchDir("exhausted");
-  Ddprun run(dir, {"--standalone", "--nproc-per-node=3", "--max-restarts=1", test::workerBin(),
-                   "--fail-rank", "2", "--exit", "7", "--error-message", "out of cheese",
-                   "--wait"});
+  Ddprun run(dir,
+             {"--standalone", "--nproc-per-node=3", "--max-restarts=1", test::workerBin(),
+              "--fail-rank", "2", "--exit", "7", "--error-message", "out of cheese", "--wait"});
   REQUIRE(run.wait() == 7);
   const auto err = run.err();
   INFO(err);
@@ -215,10 +214,10 @@ TEST_CASE("SIGKILL of ddprun takes every worker with it", "[ddprun]") {
 
 TEST_CASE("log files, tee, prefixes and the local-ranks filter", "[ddprun]") {
   const auto dir = test::scratchDir("logs");
-  Ddprun run(dir, {"--standalone", "--nproc-per-node=2", "--rdzv-id=logjob",
-                   "--log-dir=" + dir + "/logs", "--redirects=3", "--tee=1",
-                   "--local-ranks-filter=1", "--log-prefix={host}/{rank}> ", test::workerBin(),
-                   "--print", "3"});
+  Ddprun run(
+      dir, {"--standalone", "--nproc-per-node=2", "--rdzv-id=logjob", "--log-dir=" + dir + "/logs",
+            "--redirects=3", "--tee=1", "--local-ranks-filter=1", "--log-prefix={host}/{rank}> ",
+            test::workerBin(), "--print", "3"});
   REQUIRE(run.wait() == 0);
   char host[256] = {0};
   ::gethostname(host, sizeof(host) - 1);

@@ -1,10 +1,10 @@
 // Failure records (JSON round trip), torch error files (both forms), root cause, the table.
-#include <catch2/catch.hpp>
+#include "launcher/failure_summary.hpp"
 
+#include <catch2/catch.hpp>
 #include <csignal>
 #include <fstream>
 
-#include "launcher/failure_summary.hpp"
 #include "launcher_test_util.hpp"
 #include "rendezvous/error.hpp"
 
@@ -57,7 +57,8 @@ TEST_CASE("torch @record error files are read in both forms", "[summary]") {
   CHECK(nested->message == "ValueError: bad");
   CHECK(nested->traceback == "Traceback...\n  line 3");
   CHECK(nested->errorCode == 9);
-  const auto flat = readErrorFile(writeTemp("flat.json", R"({"message": "plain text", "timestamp": 5})"));
+  const auto flat =
+      readErrorFile(writeTemp("flat.json", R"({"message": "plain text", "timestamp": 5})"));
   REQUIRE(flat);
   CHECK(flat->message == "plain text");
   CHECK(flat->traceback.empty());

@@ -1,17 +1,17 @@
 // The Supervisor and WorkerGroup with real worker processes (ddp_test_worker): success, failure
 // and teardown of the rest, signals to workers and to the agent, the shutdown grace, log routing.
-#include <catch2/catch.hpp>
+#include "launcher/supervisor.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
 
 #include "launcher/log_layout.hpp"
-#include "launcher/supervisor.hpp"
 #include "launcher/worker_process.hpp"
 #include "launcher_test_util.hpp"
 
@@ -21,7 +21,8 @@ namespace {
 using namespace std::chrono_literals;
 
 struct Fixture {
-  explicit Fixture(const std::string& name, int n) : dir(test::scratchDir(name)), logs(dir + "/logs", "run", true) {
+  explicit Fixture(const std::string& name, int n)
+      : dir(test::scratchDir(name)), logs(dir + "/logs", "run", true) {
     config.nprocPerNode = n;
     consolePath = dir + "/console.txt";
     console = ::open(consolePath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -69,8 +70,7 @@ std::thread signalWhenReady(const std::vector<std::string>& files, int signal) {
 
 }  // namespace
 
-TEST_CASE("all workers exiting 0 is success, with whole prefixed console lines",
-          "[supervisor]") {
+TEST_CASE("all workers exiting 0 is success, with whole prefixed console lines", "[supervisor]") {
   Fixture fx("success", 3);
   Supervisor sup(fx.settings, {});
   auto outcome = sup.runGeneration(fx.specs({"--print", "50"}), fx.logs, 0);
@@ -80,9 +80,9 @@ TEST_CASE("all workers exiting 0 is success, with whole prefixed console lines",
   CHECK(lines.size() == 3 * 50 * 2);
   for (const auto& line : lines) {
     INFO(line);
-    const bool wellFormed = (line.rfind("[default", 0) == 0) &&
-                            (line.find("]:out ") != std::string::npos ||
-                             line.find("]:err ") != std::string::npos);
+    const bool wellFormed =
+        (line.rfind("[default", 0) == 0) &&
+        (line.find("]:out ") != std::string::npos || line.find("]:err ") != std::string::npos);
     CHECK(wellFormed);
   }
   CHECK(std::count(lines.begin(), lines.end(), "[default2]:out 2 line 49") == 1);
@@ -92,10 +92,9 @@ TEST_CASE("one failure stops the rest and is the root cause", "[supervisor]") {
   Fixture fx("failure", 3);
   Supervisor sup(fx.settings, {});
   const std::string sig = fx.dir + "/sig";
-  auto outcome = sup.runGeneration(
-      fx.specs({"--fail-rank", "1", "--exit", "3", "--error-message", "boom", "--wait",
-                "--signal-file", sig}),
-      fx.logs, 0);
+  auto outcome = sup.runGeneration(fx.specs({"--fail-rank", "1", "--exit", "3", "--error-message",
+                                             "boom", "--wait", "--signal-file", sig}),
+                                   fx.logs, 0);
   REQUIRE(outcome.kind == OutcomeKind::kFailed);
   REQUIRE(outcome.failures.size() == 3);
   const auto& root = outcome.failures.front();
@@ -157,8 +156,8 @@ TEST_CASE("workers ignoring SIGTERM are killed after the grace", "[supervisor]")
   const std::string ready = fx.dir + "/ready";
   auto sender = signalWhenReady(fx.perRank(ready), SIGTERM);
   const auto start = std::chrono::steady_clock::now();
-  auto outcome = sup.runGeneration(fx.specs({"--wait", "--ignore-term", "--ready-file", ready}),
-                                   fx.logs, 0);
+  auto outcome =
+      sup.runGeneration(fx.specs({"--wait", "--ignore-term", "--ready-file", ready}), fx.logs, 0);
   sender.join();
   CHECK(outcome.kind == OutcomeKind::kSignalled);
   REQUIRE(outcome.failures.size() == 2);
@@ -168,10 +167,10 @@ TEST_CASE("workers ignoring SIGTERM are killed after the grace", "[supervisor]")
 
 TEST_CASE("redirects, tee and the local-ranks filter route each stream", "[supervisor]") {
   Fixture fx("routing", 3);
-  fx.settings.redirects.all = StdStreams::kBoth;            // files only ...
-  fx.settings.tee.perRank[0] = StdStreams::kStdout;         // ... but rank 0 tees stdout
-  fx.settings.tee.perRank[1] = StdStreams::kBoth;           // and rank 1 both,
-  fx.settings.localRanksFilter = {0, 2};                    // which the filter then hides
+  fx.settings.redirects.all = StdStreams::kBoth;     // files only ...
+  fx.settings.tee.perRank[0] = StdStreams::kStdout;  // ... but rank 0 tees stdout
+  fx.settings.tee.perRank[1] = StdStreams::kBoth;    // and rank 1 both,
+  fx.settings.localRanksFilter = {0, 2};             // which the filter then hides
   fx.settings.prefixTemplate = "<{host}|{rank}|{local_rank}|{role}> ";
   Supervisor sup(fx.settings, {});
   auto outcome = sup.runGeneration(fx.specs({"--print", "2"}), fx.logs, 0);
@@ -181,8 +180,10 @@ TEST_CASE("redirects, tee and the local-ranks filter route each stream", "[super
                                             "<testhost|0|0|default> out 0 line 1"});
   for (int r = 0; r < 3; ++r) {
     const std::string n = std::to_string(r);
-    CHECK(test::readFile(fx.logs.stdoutPath(0, r)) == "out " + n + " line 0\nout " + n + " line 1\n");
-    CHECK(test::readFile(fx.logs.stderrPath(0, r)) == "err " + n + " line 0\nerr " + n + " line 1\n");
+    CHECK(test::readFile(fx.logs.stdoutPath(0, r)) ==
+          "out " + n + " line 0\nout " + n + " line 1\n");
+    CHECK(test::readFile(fx.logs.stderrPath(0, r)) ==
+          "err " + n + " line 0\nerr " + n + " line 1\n");
   }
 }
 

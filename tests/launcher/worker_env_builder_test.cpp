@@ -1,7 +1,7 @@
 // The worker env contract (torchrun's, reference §2) and ${local_rank} substitution.
-#include <catch2/catch.hpp>
-
 #include "launcher/worker_env_builder.hpp"
+
+#include <catch2/catch.hpp>
 
 namespace ddp {
 namespace {
@@ -28,15 +28,27 @@ TEST_CASE("every torchrun variable is set for each local rank", "[env]") {
   config.command = {"python3", "-u", "train.py", "--out=ckpt_${local_rank}"};
   WorkerEnvBuilder builder(config, "job7", {{"PATH", "/bin"}, {"HOME", "/root"}});
   const auto spec = builder.build(3, twoNodeRound(), {"10.0.0.1", 41234}, "/logs/e.json");
-  const EnvMap expected = {
-      {"PATH", "/bin"}, {"HOME", "/root"}, {"LOCAL_RANK", "3"}, {"RANK", "7"},
-      {"GROUP_RANK", "1"}, {"ROLE_RANK", "7"}, {"ROLE_NAME", "trainer"},
-      {"LOCAL_WORLD_SIZE", "4"}, {"WORLD_SIZE", "8"}, {"GROUP_WORLD_SIZE", "2"},
-      {"ROLE_WORLD_SIZE", "8"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "41234"},
-      {"TORCHELASTIC_RESTART_COUNT", "2"}, {"TORCHELASTIC_MAX_RESTARTS", "3"},
-      {"TORCHELASTIC_RUN_ID", "job7"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-      {"TORCHELASTIC_ERROR_FILE", "/logs/e.json"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
-      {"NCCL_ASYNC_ERROR_HANDLING", "1"}, {"OMP_NUM_THREADS", "1"}};
+  const EnvMap expected = {{"PATH", "/bin"},
+                           {"HOME", "/root"},
+                           {"LOCAL_RANK", "3"},
+                           {"RANK", "7"},
+                           {"GROUP_RANK", "1"},
+                           {"ROLE_RANK", "7"},
+                           {"ROLE_NAME", "trainer"},
+                           {"LOCAL_WORLD_SIZE", "4"},
+                           {"WORLD_SIZE", "8"},
+                           {"GROUP_WORLD_SIZE", "2"},
+                           {"ROLE_WORLD_SIZE", "8"},
+                           {"MASTER_ADDR", "10.0.0.1"},
+                           {"MASTER_PORT", "41234"},
+                           {"TORCHELASTIC_RESTART_COUNT", "2"},
+                           {"TORCHELASTIC_MAX_RESTARTS", "3"},
+                           {"TORCHELASTIC_RUN_ID", "job7"},
+                           {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                           {"TORCHELASTIC_ERROR_FILE", "/logs/e.json"},
+                           {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+                           {"NCCL_ASYNC_ERROR_HANDLING", "1"},
+                           {"OMP_NUM_THREADS", "1"}};
   CHECK(spec.env == expected);
   CHECK(spec.globalRank == 7);
   CHECK(spec.argv == std::vector<std::string>{"python3", "-u", "train.py", "--out=ckpt_3"});
@@ -47,8 +59,8 @@ TEST_CASE("the agent's own values win where torchrun keeps them", "[env]") {
   LaunchConfig config;
   config.nprocPerNode = 2;
   config.command = {"w"};
-  WorkerEnvBuilder builder(config, "r", {{"OMP_NUM_THREADS", "8"}, {"NCCL_ASYNC_ERROR_HANDLING", "0"},
-                                         {"RANK", "99"}});
+  WorkerEnvBuilder builder(
+      config, "r", {{"OMP_NUM_THREADS", "8"}, {"NCCL_ASYNC_ERROR_HANDLING", "0"}, {"RANK", "99"}});
   const auto env = builder.build(0, twoNodeRound(), {"h", 1}, "").env;
   CHECK(env.at("OMP_NUM_THREADS") == "8");
   CHECK(env.at("NCCL_ASYNC_ERROR_HANDLING") == "0");
