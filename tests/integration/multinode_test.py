@@ -67,7 +67,9 @@ def scenario_crash_restart(h):
         rc = h.wait_exit(p, n, 45)
         check(rc == 0, "agent %s exited %d:\n%s" % (n, rc, h.output(n)[-3000:]))
     check_ranks(h.records(restart=1), {"a": 2, "b": 2}, restart=1)
-    check(len(h.records(restart=0)) == 4, "generation 0 did not start 4 workers")
+    # (other workers of generation 0 may be stopped before they record anything)
+    check([r["RANK"] for r in h.records(restart=0) if r["RANK"] == "3"] == ["3"],
+          "rank 3 did not run in generation 0")
     check(not h.records(restart=2), "a generation 2 ran after a single failure")
     for r in h.records():
         check(r["TORCHELASTIC_MAX_RESTARTS"] == "2", "TORCHELASTIC_MAX_RESTARTS")
@@ -83,8 +85,9 @@ def scenario_crash_budget(h):
     check(set(codes.values()) == {9}, "agents' exit codes %s, want 9 everywhere" % codes)
     gens = sorted({int(r["TORCHELASTIC_RESTART_COUNT"]) for r in h.records()})
     check(gens == [0, 1], "generations %s, want [0, 1] (budget 1, job-wide)" % gens)
-    for g in gens:
-        check(len(h.records(restart=g)) == 4, "generation %d: %d workers" % (g, len(h.records(restart=g))))
+    for g in gens:  # the others may be stopped before they record anything
+        check([r["RANK"] for r in h.records(restart=g) if r["RANK"] == "1"] == ["1"],
+              "rank 1 did not run (once) in generation %d" % g)
     causes = {}
     for n in agents:
         out = h.output(n)
