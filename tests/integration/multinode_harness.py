@@ -9,6 +9,8 @@ scenarios (root only, exit 77 otherwise) build a bridge and one namespace per ho
 a subnet derived from this pid, and delete them on every exit path. Synchronisation is by polling
 files and pids against deadlines; every process started here is stopped by pid and reaped.
 """
+import contextlib
+import fcntl
 import glob
 import json
 import os
@@ -166,6 +168,10 @@ class Harness:
         tag = "%x" % (os.getpid() % 0xFFFF)
         subnet = "10.217.%d" % (os.getpid() % 250 + 1)
         self.bridge = "mnbr" + tag
+        with netns_lock():
+            return self._make_netns(names, tag, subnet)
+
+    def _make_netns(self, names, tag, subnet):
         run(["ip", "link", "add", self.bridge, "type", "bridge"])
         run(["ip", "link", "set", self.bridge, "up"])
         ips = {}
@@ -184,6 +190,14 @@ class Harness:
         return ips
 
     def delete_netns(self):
+        if not self.netns and not self.bridge:
+            return
+        with netns_lock():
+            self._delete_netns()
+
+    def _delete_netns(self):
+        # /run/netns stays mounted: unmounting it while another test adds a namespace hides that
+        # namespace's mount under the next bind mount of /run/netns (seen with ctest -j4).
         for ns in self.netns:
             subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
         # A deleted namespace may linger (and keep its veth pair) while the kernel tears it down.
@@ -191,9 +205,18 @@ class Harness:
             subprocess.run(["ip", "link", "del", veth], stderr=subprocess.DEVNULL)
         if self.bridge:
             subprocess.run(["ip", "link", "del", self.bridge], stderr=subprocess.DEVNULL)
-        if os.path.isdir("/run/netns") and not os.listdir("/run/netns"):
-            subprocess.run(["umount", "/run/netns"], stderr=subprocess.DEVNULL)
-            subprocess.run(["rmdir", "/run/netns"], stderr=subprocess.DEVNULL)
+
+
+@contextlib.contextmanager
+def netns_lock():
+    """Serialises namespace set-up and tear-down between tests running in parallel: concurrent
+    `ip netns add` calls may each bind-mount /run/netns onto itself."""
+    with open("/tmp/ddp-multinode-netns.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def read_cmdline(pid):

@@ -16,6 +16,9 @@ from multinode_harness import (HEARTBEAT_TIMEOUT, RDZV_CONF, TMP, Harness,  # no
                                TestFailure, alive, c10d, check, poll)
 
 
+SCENARIO_BUDGET_S = 75  # below every TIMEOUT in CMakeLists.txt (90 s and more)
+
+
 def check_ranks(recs, nprocs, restart=0):
     """Every global rank exactly once, contiguous per node in GROUP_RANK order, WORLD_SIZE the
     sum of nprocs, the same restart count everywhere. nprocs: {node: nproc}."""
@@ -232,6 +235,15 @@ def main(argv, scenarios):
         print("usage: %s %s" % (argv[0], "|".join(scenarios)), file=sys.stderr)
         return 2
     h = Harness()
+
+    def interrupted(sig, _frame):
+        raise TestFailure("%s: the scenario is stopped (its budget is %d s; CTest allows more)" %
+                          (signal.Signals(sig).name, SCENARIO_BUDGET_S))
+
+    # Fail (and clean up) on our own well before CTest's TIMEOUT would SIGKILL us uncleaned.
+    for sig in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, interrupted)
+    signal.alarm(SCENARIO_BUDGET_S)
     try:
         scenarios[argv[1]](h)
         h.log("PASS %s" % argv[1])
@@ -242,6 +254,9 @@ def main(argv, scenarios):
             print("---- %s.log (tail) ----\n%s" % (name, h.output(name)[-2500:]))
         return 1
     finally:
+        signal.alarm(0)
+        for sig in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # nothing interrupts the clean-up
         h.stop_all()
         h.delete_netns()
 
