@@ -71,6 +71,7 @@ class Agent {
   int onSucceeded(bool& again);
   int onFailed(const RendezvousResult& round, const GenerationOutcome& outcome, bool& again);
   int jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult& round);
+  void leaveJob();
   template <class F>
   auto blocking(F fn);
 
@@ -142,6 +143,13 @@ int Agent::run() {
   return code;
 }
 
+// Leaves the rendezvous at the end of the job. The agent hosting the rendezvous store keeps it up
+// until every other node made its last call, so nobody is cut off mid-call.
+void Agent::leaveJob() {
+  rdzv_->leave();
+  if (rdzvStore_.server) rdzv_->awaitOthersLeft(config_.rdzv.closeTimeout);
+}
+
 WorkerStoreAddress Agent::prepareWorkerStore(const RendezvousResult& round) {
   workerStore_.reset();  // the previous generation's store goes, keys and all
   if (round.nodeRank != 0) {
@@ -159,7 +167,15 @@ WorkerStoreAddress Agent::prepareWorkerStore(const RendezvousResult& round) {
 }
 
 int Agent::runGeneration(const RendezvousResult& round, bool& again) {
-  const WorkerStoreAddress store = prepareWorkerStore(round);
+  WorkerStoreAddress store;
+  try {
+    store = prepareWorkerStore(round);
+  } catch (const RoundEndedError& e) {
+    // The round ended (a peer lost, a scale-up) before node rank 0 published its worker store.
+    log_->info("{}; joining the next round", e.what());
+    again = true;
+    return 0;
+  }
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < config_.nprocPerNode; ++lr) {
     specs.push_back(envBuilder_.build(lr, round, store, logs_.errorFilePath(round.generation, lr)));
@@ -194,7 +210,7 @@ int Agent::onSucceeded(bool& again) {
   const ExitOutcome exit = blocking([this, timeout] { return rdzv_->exitBarrier(timeout); });
   switch (exit) {
     case ExitOutcome::kAllSucceeded:
-      rdzv_->leave();
+      leaveJob();
       return 0;
     case ExitOutcome::kRestartRequested:
       again = true;
@@ -227,7 +243,7 @@ int Agent::jobFailed(const std::vector<WorkerFailure>& local, const RendezvousRe
   if (records.empty() && !local.empty()) {
     records.push_back(FailureRecord{round.generation, round.nodeRank, host_, local});
   }
-  rdzv_->leave();
+  leaveJob();
   const FailureSummary summary = summarize(records);
   if (summary.empty) {
     log_->error("the job failed on another node without a failure record");

@@ -68,6 +68,7 @@ class StoreRendezvous final : public Rendezvous {
   std::vector<std::string> failureRecords() override;
   ExitOutcome exitBarrier(std::chrono::milliseconds timeout) override;
   void leave() override;
+  bool awaitOthersLeft(std::chrono::milliseconds timeout) override;
 
  private:
   struct Current {
@@ -95,6 +96,8 @@ class StoreRendezvous final : public Rendezvous {
   // The agent's thread only.
   std::optional<Current> current_;
   int prevRank_ = -1;
+  // The generation this agent last left, if it left at all.
+  std::optional<int64_t> leftGeneration_;
 };
 
 RendezvousResult StoreRendezvous::next() {
@@ -255,15 +258,36 @@ void StoreRendezvous::leave() {
   if (!current_) return;
   const int64_t g = current_->generation;
   const int rank = current_->result.nodeRank;
+  const int nodes = current_->result.nodeCount;
   current_.reset();
   try {
-    // Once every node passed the exit barrier, leaving is the normal end: nobody re-rendezvous.
-    if (store_.check({keys_.exitDone(g)})) return;
-    endRound(g, RendezvousEventKind::kPeerLost,
-             self() + " (node rank " + std::to_string(rank) + ") left the job");
+    // Once every node passed the exit barrier, or the job failed, leaving is the normal end:
+    // nobody re-rendezvous. Otherwise the others must re-form without this node.
+    const bool jobOver = store_.check({keys_.exitDone(g)}) || store_.check({keys_.ended()});
+    if (!jobOver) {
+      endRound(g, RendezvousEventKind::kPeerLost,
+               self() + " (node rank " + std::to_string(rank) + ") left the job");
+    }
+    // The last store call of this agent: the agent hosting the store waits for all of them.
+    if (store_.add(keys_.left(g), 1) >= nodes) store_.set(keys_.allLeft(g), "1");
+    leftGeneration_ = g;
   } catch (const std::exception& e) {
     log_->warn("rendezvous '{}': leaving generation {} failed: {}", settings_.runId, g, e.what());
   }
+}
+
+bool StoreRendezvous::awaitOthersLeft(std::chrono::milliseconds timeout) {
+  if (!leftGeneration_) return true;
+  try {
+    const auto deadline = Clock::now() + timeout;
+    if (detail::waitForAny(store_, {keys_.allLeft(*leftGeneration_)}, deadline, slice_)) return true;
+    log_->warn("rendezvous '{}': not every node left generation {} within {}; closing the store "
+               "anyway", settings_.runId, *leftGeneration_, ms(timeout));
+  } catch (const std::exception& e) {
+    log_->warn("rendezvous '{}': waiting for the other nodes to leave failed: {}",
+               settings_.runId, e.what());
+  }
+  return false;
 }
 
 }  // namespace

@@ -160,6 +160,11 @@ class Rendezvous {
   // Leaves the job without closing it for the others (their next heartbeat check sees it gone
   // at once, without waiting for the heartbeat timeout). Idempotent, best effort.
   virtual void leave() = 0;
+
+  // For the agent hosting the rendezvous store, after leave(): blocks until every node of its
+  // last round has left too (their final store call), or `timeout` passes, so that stopping the
+  // store cuts nobody off mid-call. Returns true when all left. Never throws.
+  virtual bool awaitOthersLeft(std::chrono::milliseconds timeout) = 0;
 };
 
 // The rendezvous over any Store (ddprund, the embedded server, etcd). `store` must outlive it.

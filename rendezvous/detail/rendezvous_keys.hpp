@@ -17,6 +17,9 @@
 //   r/<g>/failcount       failure reports in round g (add); only the first spends a restart
 //   r/<g>/exit, r/<g>/done   exit barrier counter and the key its last arrival sets
 //   r/<g>/worker_store    "<addr>:<port>" of the worker store node rank 0 hosts in generation g
+//   r/<g>/left, r/<g>/left_all   agents that left the job after round g (their last store call),
+//                         and the key the last of them sets: the agent hosting the store waits
+//                         for it before closing the store
 //
 // Thread safety: immutable after construction; the free functions are pure.
 #pragma once
@@ -55,6 +58,8 @@ class RendezvousKeys {
   std::string exitCount(int64_t g) const { return r(g) + "exit"; }
   std::string exitDone(int64_t g) const { return r(g) + "done"; }
   std::string workerStore(int64_t g) const { return r(g) + "worker_store"; }
+  std::string left(int64_t g) const { return r(g) + "left"; }
+  std::string allLeft(int64_t g) const { return r(g) + "left_all"; }
 
   const std::string& root() const { return root_; }
 
