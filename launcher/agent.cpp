@@ -81,6 +81,8 @@ class Agent {
   std::shared_ptr<spdlog::logger> log_;
   LogLayout logs_;
   RendezvousStoreHandle rdzvStore_;
+  // MASTER_ADDR when this node has node rank 0 (see advertisedAddress()).
+  std::string advertisedAddr_;
   std::unique_ptr<Rendezvous> rdzv_;
   std::unique_ptr<StoreServerThread> workerStore_;
   WorkerEnvBuilder envBuilder_;
@@ -94,12 +96,12 @@ Agent::Agent(const LaunchConfig& config)
       log_(logger("agent")),
       logs_(config.logDir, runId_, usesFiles(config.redirects) || usesFiles(config.tee)),
       rdzvStore_(openRendezvousStore(config)),
+      advertisedAddr_(advertisedAddress(config, rdzvStore_, host_)),
       envBuilder_(config, runId_, currentEnvironment()),
       supervisor_(groupSettings(config, host_), config.signalsToHandle) {
   NodeDescriptor self;
   self.host = host_;
-  self.addr =
-      config.standalone ? "127.0.0.1" : (config.localAddr.empty() ? host_ : config.localAddr);
+  self.addr = advertisedAddr_;
   self.pid = static_cast<int>(::getpid());
   self.localWorldSize = config.nprocPerNode;
   self.requestedRank = config.nodeRank.value_or(-1);
@@ -160,10 +162,8 @@ WorkerStoreAddress Agent::prepareWorkerStore(const RendezvousResult& round) {
   options.host = config_.standalone ? "127.0.0.1" : "::";
   options.name = "worker store gen " + std::to_string(round.generation);
   workerStore_ = std::make_unique<StoreServerThread>(options);
-  const std::string addr =
-      config_.standalone ? "127.0.0.1" : (config_.localAddr.empty() ? host_ : config_.localAddr);
-  rdzv_->publishWorkerStore(addr, workerStore_->port());
-  return {addr, workerStore_->port()};
+  rdzv_->publishWorkerStore(advertisedAddr_, workerStore_->port());
+  return {advertisedAddr_, workerStore_->port()};
 }
 
 int Agent::runGeneration(const RendezvousResult& round, bool& again) {

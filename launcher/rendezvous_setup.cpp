@@ -12,6 +12,7 @@
 
 #include "rendezvous/etcd_store.hpp"
 #include "rendezvous/in_memory_store.hpp"
+#include "rendezvous/local_address.hpp"
 #include "rendezvous/logging.hpp"
 #include "rendezvous/tcp_store_client.hpp"
 
@@ -120,6 +121,8 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
     options.timeout = config.rdzv.readTimeout;
     auto store = std::make_unique<EtcdStore>(options);
     handle.description = "etcd " + store->endpoint();
+    std::tie(handle.endpointHost, handle.endpointPort) =
+        splitEndpoint(config.rdzvEndpoint.substr(0, config.rdzvEndpoint.find(',')), 2379);
     handle.store = std::move(store);
     return handle;
   }
@@ -141,7 +144,22 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
   options.timeout = config.rdzv.readTimeout;
   handle.store = std::make_unique<TcpStoreClient>(options);
   handle.description = host + ":" + std::to_string(port) + (handle.server ? " (hosted here)" : "");
+  handle.endpointHost = host;
+  handle.endpointPort = port;
   return handle;
+}
+
+std::string advertisedAddress(const LaunchConfig& config, const RendezvousStoreHandle& handle,
+                              const std::string& hostName) {
+  if (!config.localAddr.empty()) return config.localAddr;
+  if (handle.endpointHost.empty()) return "127.0.0.1";
+  try {
+    return localAddressTowards(handle.endpointHost, handle.endpointPort);
+  } catch (const ConfigError& e) {
+    logger("agent")->warn("no route to the rendezvous endpoint {} ({}); advertising host name {}",
+                          handle.endpointHost, e.what(), hostName);
+    return hostName;
+  }
 }
 
 std::chrono::milliseconds rdzvConfSeconds(const LaunchConfig& config, const std::string& key,

@@ -25,11 +25,22 @@ struct RendezvousStoreHandle {
   std::unique_ptr<StoreServerThread> server;  // set when this agent hosts the store
   std::unique_ptr<Store> store;
   std::string description;  // "in-process", "host:port (hosted here)", ...
+  // The endpoint the other nodes use too (empty for an in-process store): the agent advertises
+  // the local address that routes there.
+  std::string endpointHost;
+  uint16_t endpointPort = 0;
 };
 
 // Opens (and maybe hosts) the rendezvous store. Throws ConfigError for a bad endpoint or an
 // unsupported backend, NetworkError / TimeoutError when the store cannot be reached.
 RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config);
+
+// The address other nodes reach this node at (MASTER_ADDR when it has node rank 0):
+// --local-addr, else 127.0.0.1 for an in-process store, else the local address of the interface
+// that routes to the rendezvous endpoint — never a host name that may not resolve elsewhere.
+// Falls back to `hostName` (with a warning) only when no route can be found.
+std::string advertisedAddress(const LaunchConfig& config, const RendezvousStoreHandle& handle,
+                              const std::string& hostName);
 
 // RendezvousSettings from the flags and the typed --rdzv-conf values. Does not throw.
 RendezvousSettings rendezvousSettingsFrom(const LaunchConfig& config, const std::string& runId);

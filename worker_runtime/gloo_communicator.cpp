@@ -12,7 +12,7 @@
 #include "rendezvous/error.hpp"
 #include "rendezvous/logging.hpp"
 #include "worker_runtime/detail/gloo_store_adapter.hpp"
-#include "worker_runtime/detail/local_address.hpp"
+#include "rendezvous/local_address.hpp"
 #include "worker_runtime/detail/reductions.hpp"
 #include "worker_runtime/detail/ring_reduce_scatter.hpp"
 #include "worker_runtime/worker_env.hpp"
@@ -52,7 +52,7 @@ GlooCommunicator::GlooCommunicator(const WorkerEnv& env, Store& store, const Com
     : rank_(env.rank), size_(env.worldSize), timeout_(options.timeout) {
   if (timeout_.count() <= 0) throw ConfigError("communicator timeout must be positive");
   bindAddress_ = options.bindAddress.empty()
-                     ? detail::localAddressTowards(env.masterAddr, env.masterPort)
+                     ? localAddressTowards(env.masterAddr, env.masterPort)
                      : options.bindAddress;
   auto start = std::chrono::steady_clock::now();
   try {

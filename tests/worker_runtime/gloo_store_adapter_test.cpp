@@ -7,7 +7,7 @@
 #include "rendezvous/error.hpp"
 #include "rendezvous/in_memory_store.hpp"
 #include "worker_runtime/detail/gloo_store_adapter.hpp"
-#include "worker_runtime/detail/local_address.hpp"
+#include "rendezvous/local_address.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -47,5 +47,5 @@ TEST_CASE("waits time out with the adapter's or the given budget", "[gloo_store_
 }
 
 TEST_CASE("the route to a loopback peer is the loopback address", "[local_address]") {
-  CHECK(ddp::detail::localAddressTowards("127.0.0.1", 29500) == "127.0.0.1");
+  CHECK(ddp::localAddressTowards("127.0.0.1", 29500) == "127.0.0.1");
 }

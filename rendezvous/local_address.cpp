@@ -1,11 +1,11 @@
-#include "worker_runtime/detail/local_address.hpp"
+#include "rendezvous/local_address.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/udp.hpp>
 
 #include "rendezvous/error.hpp"
 
-namespace ddp::detail {
+namespace ddp {
 
 std::string localAddressTowards(const std::string& host, uint16_t port) {
   namespace ip = boost::asio::ip;
@@ -14,7 +14,7 @@ std::string localAddressTowards(const std::string& host, uint16_t port) {
   boost::system::error_code ec;
   auto results = resolver.resolve(host, std::to_string(port), ec);
   if (ec || results.empty()) {
-    throw ConfigError("cannot resolve MASTER_ADDR '" + host + "': " + ec.message());
+    throw ConfigError("cannot resolve '" + host + "': " + ec.message());
   }
   std::string lastError;
   for (const auto& entry : results) {
@@ -30,4 +30,4 @@ std::string localAddressTowards(const std::string& host, uint16_t port) {
   throw ConfigError("no route from this host to MASTER_ADDR '" + host + "' (" + lastError + ")");
 }
 
-}  // namespace ddp::detail
+}  // namespace ddp
