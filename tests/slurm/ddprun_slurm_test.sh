@@ -99,8 +99,9 @@ check_workers() {
   [[ "$ranks" == "$want" ]] || fail "ranks '$ranks', want '$want'"
   grep -v " world=$count " <<<"$lines" && fail "a worker has WORLD_SIZE != $count"
   grep -v " groups=$((count / nproc)) " <<<"$lines" && fail "a worker has GROUP_WORLD_SIZE != $((count / nproc))"
-  grep -vE " master=n1:[0-9]+ master_ip=$SUBNET\.1 reach=1 " <<<"$lines" &&
-    fail "a worker's MASTER_ADDR is not n1 ($SUBNET.1) or not reachable from its node"
+  # MASTER_ADDR is node rank 0's address on the route to the rendezvous endpoint (n1's IP).
+  grep -vE " master=$SUBNET\.1:[0-9]+ master_ip=$SUBNET\.1 reach=1 " <<<"$lines" &&
+    fail "a worker's MASTER_ADDR is not n1's address $SUBNET.1 or not reachable from its node"
   while read -r line; do
     local rank group host
     rank=$(grep -oE ' rank=[0-9]+' <<<"$line" | cut -d= -f2)
