@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# GPU check: build + pack on a development machine, run on the GPU machine (DESIGN.md "GPU").
+#
+#   scripts/gpu_check.sh pack [DIR]   development machine (CUDA 13 + NCCL in /usr/local/cuda, no GPU
+#                                     needed): configures and builds a CUDA release build in
+#                                     $BUILD_DIR (default build-gpu; sm_90), then packs DIR (default
+#                                     bundle/, git-ignored): bin/ (stripped ddprun, ddprund, train),
+#                                     tests/ (GPU test binaries), lib/ (the non-system shared
+#                                     libraries they need; never libcuda/libcudart/libcublas*/
+#                                     libnccl), gpu_torch_ddp.py, gpu_check.sh and run.sh.
+#                                     Fails if DIR is 64 MiB or more.
+#   scripts/gpu_check.sh run [DIR]    GPU machine: LD_LIBRARY_PATH = DIR/lib + the directories of
+#                                     libnccl.so.2 / libcublas.so.* / libcudart.so.* found in
+#                                     python3's site-packages (PyTorch's nvidia-* wheels); checks
+#                                     nvidia-smi; runs the GPU tests (exit 77 = skipped), a
+#                                     world-size-1 NCCL training run, `ddprun --nproc-per-node=gpu
+#                                     train`, a bf16-vs-fp32 loss comparison and samples/s of
+#                                     `ddprun train` vs PyTorch DDP (nccl) on the same MLP, batch and
+#                                     steps. Prints a markdown table, also written to
+#                                     $OUT/gpu_check.md (plus $OUT/gpu_check_logs.tar.gz) when $OUT
+#                                     is set. Every step runs under `timeout`; the whole run is
+#                                     kept under $BUDGET_S (default 330) seconds. Exit 0 = all
+#                                     passed, 1 = a check failed, 3 = no GPU / not packed.
+#
+# With the device tool (one call; the bundle is git-ignored, so it must be carried):
+#   1. here:   scripts/gpu_check.sh pack
+#   2. device: run(command="bash scripts/gpu_check.sh run bundle", carry=["bundle"], timeout_s=480)
+#      The table comes back in output_tail and as gpu_check.md under files_at.
+#
+# env (run): STEPS=500 BATCH=1024 HIDDEN=1024,1024 FEATURES=256 CLASSES=10 SAMPLES=262144
+#            BUDGET_S=330
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MODE="${1:-}"
+MAX_BUNDLE=$((64 * 1024 * 1024))
+die() { echo "gpu_check: $1" >&2; exit "${2:-1}"; }
+
+# ---------------------------------------------------------------- pack ---------------------------
+# Libraries the GPU machine provides itself (glibc, the C++ runtime, the driver, PyTorch's CUDA).
+SYSTEM_LIBS='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libutil\.so|libresolv\.so|libstdc\+\+\.so|libgcc_s\.so|libcuda\.so|libcudart\.so|libcublas\.so|libcublasLt\.so|libnccl\.so|libnvidia-)'
+
+copy_libs() {  # binary... -> DIR/lib
+  local lib path
+  ldd "$@" 2>/dev/null | awk '/=> \// {print $1, $3}' | sort -u | while read -r lib path; do
+    [[ "$lib" =~ $SYSTEM_LIBS ]] && continue
+    [[ -e "$DIR/lib/$lib" ]] || cp -L "$path" "$DIR/lib/$lib"
+  done
+}
+
+pack() {
+  set -e
+  DIR="$(realpath -m "${1:-$ROOT/bundle}")"
+  local build="${BUILD_DIR:-$ROOT/build-gpu}" jobs="${JOBS:-2}" t
+  cmake -S "$ROOT" -B "$build" -DDDP_WITH_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES=90 > "$build.configure.log" 2>&1 \
+    || die "configure failed (DDP_WITH_CUDA=ON needs nvcc + NCCL in /usr/local/cuda); see $build.configure.log"
+  cmake --build "$build" -j"$jobs" --target ddprun ddprund train \
+    || die "build of ddprun/ddprund/train failed in $build"
+  for t in gpu_nccl_communicator_test trainer_cuda_model_test; do  # whichever exist
+    cmake --build "$build" -j"$jobs" --target "$t" > /dev/null 2>&1 || echo "gpu_check: no target $t (skipped)"
+  done
+  rm -rf "$DIR" && mkdir -p "$DIR/bin" "$DIR/tests" "$DIR/lib"
+  for t in ddprun ddprund train; do strip --strip-unneeded -o "$DIR/bin/$t" "$build/bin/$t"; done
+  for t in "$build"/tests-bin/gpu_* "$build"/tests-bin/trainer_cuda_model_test; do
+    [[ -x "$t" ]] && strip --strip-unneeded -o "$DIR/tests/$(basename "$t")" "$t"
+  done
+  copy_libs "$DIR"/bin/* "$DIR"/tests/*
+  cp "$ROOT/scripts/gpu_torch_ddp.py" "$ROOT/scripts/gpu_check.sh" "$DIR/"
+  printf '#!/usr/bin/env bash\nexec bash "$(dirname "$0")/gpu_check.sh" run "$(dirname "$0")"\n' \
+    > "$DIR/run.sh"
+  chmod +x "$DIR/run.sh" "$DIR/gpu_check.sh"
+  (cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null) > "$DIR/COMMIT" || true
+  local size
+  size=$(du -sb "$DIR" | cut -f1)
+  echo "gpu_check: packed $DIR: $(find "$DIR" -type f | wc -l) files, $((size / 1024)) KiB"
+  ls -l "$DIR/bin" "$DIR/tests" "$DIR/lib" | awk 'NF > 5 {print "  " $5 "\t" $NF}'
+  ((size < MAX_BUNDLE)) || die "bundle is $size bytes, over the 64 MiB the device tool carries"
+  echo "gpu_check: OK ($size bytes < $MAX_BUNDLE). Next: device run, command" \
+    "'bash scripts/gpu_check.sh run bundle', carry [\"bundle\"], timeout_s 480"
+}
+
+# ---------------------------------------------------------------- run ----------------------------
+declare -a ROWS=()
+FAILED=0
+row() { ROWS+=("| $1 | $2 | $3 |"); [[ "$2" == FAIL* ]] && FAILED=1; echo "gpu_check: $1: $2 $3"; }
+left() { echo $((DEADLINE - SECONDS)); }
+budget() {  # wanted seconds -> the seconds left for a step (0 = none left)
+  local l; l=$(left); ((l < 15)) && { echo 0; return; }
+  ((l < $1)) && echo "$l" || echo "$1"
+}
+
+cuda_lib_dirs() {  # the site-packages directories holding NCCL / cuBLAS / cudart
+  local roots
+  roots=$(python3 - <<'PY' 2>/dev/null
+import os, site
+paths = set(site.getsitepackages() + [site.getusersitepackages()])
+try:
+    import nvidia
+    paths.update(os.path.dirname(p) for p in nvidia.__path__)
+except Exception:
+    pass
+try:
+    import torch
+    paths.add(os.path.dirname(os.path.dirname(torch.__file__)))
+except Exception:
+    pass
+print("\n".join(p for p in paths if os.path.isdir(p)))
+PY
+)
+  [[ -n "$roots" ]] || return 0
+  # shellcheck disable=SC2086
+  find $roots -maxdepth 6 \( -name 'libnccl.so.2' -o -name 'libcublas.so.*' \
+    -o -name 'libcublasLt.so.*' -o -name 'libcudart.so.*' \) -printf '%h\n' 2>/dev/null | sort -u
+}
+
+metrics_summary() {  # metrics.jsonl batch -> "loss samples_per_s" (samples/s over all ranks)
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+a, b = lines[0], lines[-1]
+sps = (b["step"] - a["step"]) * int(sys.argv[2]) * b.get("world_size", 1) / (b["time"] - a["time"])
+print(f'{b["loss"]:.4f} {sps:.0f}')
+PY
+}
+
+train_run() {  # name nproc config extra-args... -> row; sets LAST="loss sps"
+  local name=$1 nproc=$2 cfg=$3 t; shift 3
+  LAST=""
+  t=$(budget 90); ((t > 0)) || { row "$name" "SKIPPED" "time budget spent"; return; }
+  rm -f "$WORK/$name.jsonl"
+  timeout -k 5 "$t" "$B/bin/ddprun" --standalone --nproc-per-node="$nproc" "$B/bin/train" \
+    --config "$cfg" --metrics "$WORK/$name.jsonl" "$@" > "$WORK/$name.log" 2>&1
+  local rc=$?
+  if ((rc == 0)) && LAST=$(metrics_summary "$WORK/$name.jsonl" "$BATCH" 2>> "$WORK/$name.log"); then
+    row "$name" "PASS" "final loss ${LAST% *}, ${LAST#* } samples/s"
+  else
+    LAST=""
+    row "$name" "FAIL (rc $rc)" "$(tail -n 3 "$WORK/$name.log" | tr '\n|' ' /')"
+  fi
+}
+
+write_config() {  # file bf16(true|false)
+  cat > "$1" <<JSON
+{"data": "$WORK/data", "hidden": [$HIDDEN], "device": "cuda", "bf16": $2, "backend": "nccl",
+ "epochs": 1000, "max_steps": $STEPS, "batch_size": $BATCH, "optimizer": "sgd", "lr": 0.05,
+ "momentum": 0.9, "log_every": 20, "progress_seconds": 1e9, "checkpoint_every": 0}
+JSON
+}
+
+run_tests() {
+  local t rc s
+  for t in "$B"/tests/*; do
+    [[ -x "$t" ]] || continue
+    s=$(budget 90); ((s > 0)) || { row "$(basename "$t")" "SKIPPED" "time budget spent"; continue; }
+    timeout -k 5 "$s" "$t" > "$WORK/$(basename "$t").log" 2>&1; rc=$?
+    case $rc in
+      0) row "$(basename "$t")" "PASS" "$(tail -n 1 "$WORK/$(basename "$t").log" | tr '|' '/')" ;;
+      77) row "$(basename "$t")" "SKIPPED (77)" "no device visible" ;;
+      *) row "$(basename "$t")" "FAIL (rc $rc)" "$(tail -n 3 "$WORK/$(basename "$t").log" | tr '\n|' ' /')" ;;
+    esac
+  done
+}
+
+torch_run() {  # -> TORCH_FP32 / TORCH_BF16 = "loss sps"
+  local t; t=$(budget 150); TORCH_FP32="" TORCH_BF16=""
+  ((t > 0)) || { row "pytorch DDP" "SKIPPED" "time budget spent"; return; }
+  # PyTorch's own libraries, not the bundle's: run with the original LD_LIBRARY_PATH.
+  if LD_LIBRARY_PATH="$ORIG_LD" timeout -k 5 "$t" python3 -m torch.distributed.run --standalone \
+      --nproc_per_node=1 "$B/gpu_torch_ddp.py" --data "$WORK/data" --hidden "$HIDDEN" \
+      --batch-size "$BATCH" --steps "$STEPS" --modes fp32,bf16 > "$WORK/torch.log" 2>&1; then
+    TORCH_FP32=$(grep -o '{"mode": "fp32".*}' "$WORK/torch.log" | python3 -c 'import json,sys; d=json.loads(sys.stdin.readline()); print(f"{d[\"loss\"]:.4f} {d[\"samples_per_s\"]:.0f}")')
+    TORCH_BF16=$(grep -o '{"mode": "bf16".*}' "$WORK/torch.log" | python3 -c 'import json,sys; d=json.loads(sys.stdin.readline()); print(f"{d[\"loss\"]:.4f} {d[\"samples_per_s\"]:.0f}")')
+    row "pytorch DDP (torchrun, nccl, 1 GPU)" "PASS" "fp32 ${TORCH_FP32#* } samples/s, bf16 ${TORCH_BF16#* } samples/s"
+  else
+    row "pytorch DDP (torchrun, nccl, 1 GPU)" "FAIL" "$(tail -n 3 "$WORK/torch.log" | tr '\n|' ' /')"
+  fi
+}
+
+ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print(f'{float(a)/float(b):.2f}x')" "$1" "$2" 2>/dev/null || echo "n/a"; }
+
+report() {
+  local md="$WORK/gpu_check.md" ours32 ours16
+  ours32="${FP32#* }" ours16="${BF16#* }"
+  {
+    echo "## GPU check ($(date -u '+%Y-%m-%d %H:%M UTC'), commit $(cat "$B/COMMIT" 2>/dev/null || echo ?))"
+    echo
+    echo "$GPU_NAME; MLP ${FEATURES}-${HIDDEN//,/-}-${CLASSES}, batch $BATCH/rank, $STEPS steps, SGD momentum 0.9"
+    echo
+    echo "| check | result | detail |"
+    echo "|---|---|---|"
+    printf '%s\n' "${ROWS[@]}"
+    echo
+    echo "| 1 GPU, samples/s (timed after step 20) | ddprun train | PyTorch DDP | ratio |"
+    echo "|---|---|---|---|"
+    echo "| fp32 | ${ours32:-n/a} | ${TORCH_FP32#* } | $(ratio "${ours32:-0}" "${TORCH_FP32#* }") |"
+    echo "| bf16 autocast | ${ours16:-n/a} | ${TORCH_BF16#* } | $(ratio "${ours16:-0}" "${TORCH_BF16#* }") |"
+  } > "$md"
+  echo; cat "$md"
+  if [[ -n "${OUT:-}" ]]; then
+    cp "$md" "$OUT/gpu_check.md"
+    tar -C "$WORK" -czf "$OUT/gpu_check_logs.tar.gz" --exclude=data . 2>/dev/null || true
+  fi
+}
+
+run() {
+  local dir="${1:-$ROOT/bundle}"
+  B="$(realpath -m "$dir")"
+  [[ -x "$B/bin/train" && -x "$B/bin/ddprun" ]] \
+    || die "no bundle at $B (run 'scripts/gpu_check.sh pack' on a development machine first)" 3
+  command -v nvidia-smi > /dev/null \
+    || die "nvidia-smi not found: this is not a GPU machine (run this on the H200 device machine)" 3
+  GPU_NAME=$(timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1) \
+    || die "nvidia-smi failed: $GPU_NAME" 3
+  DEADLINE=$((SECONDS + ${BUDGET_S:-330}))
+  STEPS="${STEPS:-500}" BATCH="${BATCH:-1024}" HIDDEN="${HIDDEN:-1024,1024}"
+  FEATURES="${FEATURES:-256}" CLASSES="${CLASSES:-10}" SAMPLES="${SAMPLES:-262144}"
+  ORIG_LD="${LD_LIBRARY_PATH:-}"
+  local cuda_dirs; cuda_dirs=$(cuda_lib_dirs | paste -sd:)
+  [[ -n "$cuda_dirs" ]] || die "no libnccl.so.2/libcublas/libcudart in python3's site-packages" 3
+  export LD_LIBRARY_PATH="$B/lib:$cuda_dirs${ORIG_LD:+:$ORIG_LD}"
+  [[ -d /usr/local/nvidia/lib64 ]] && LD_LIBRARY_PATH+=":/usr/local/nvidia/lib64"
+  export DDP_LOG_LEVEL=warn
+  WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
+  echo "gpu_check: $GPU_NAME; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  local missing; missing=$(ldd "$B"/bin/* "$B"/tests/* 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t\n' ' ')
+  [[ -z "$missing" ]] && row "shared libraries" "PASS" "all resolved" \
+    || row "shared libraries" "FAIL" "missing: $missing"
+  run_tests
+  if timeout 120 "$B/bin/train" make-data --out "$WORK/data" --samples "$SAMPLES" \
+      --features "$FEATURES" --classes "$CLASSES" --shards 4 --seed 1 > "$WORK/make-data.log" 2>&1; then
+    write_config "$WORK/fp32.json" false; write_config "$WORK/bf16.json" true
+    train_run "train ws=1 nccl fp32" 1 "$WORK/fp32.json" --backend nccl; FP32=$LAST
+    train_run "train nproc=gpu" gpu "$WORK/fp32.json"
+    train_run "train ws=1 nccl bf16" 1 "$WORK/bf16.json" --backend nccl; BF16=$LAST
+    if [[ -n "$FP32" && -n "$BF16" ]]; then
+      row "bf16 vs fp32 final loss" "$(python3 -c "import sys; a,b=map(float,sys.argv[1:]); print('PASS' if abs(a-b) <= max(0.05, 0.15*abs(a)) else 'FAIL')" "${FP32% *}" "${BF16% *}")" \
+        "fp32 ${FP32% *}, bf16 ${BF16% *}, diff $(python3 -c "import sys; a,b=map(float,sys.argv[1:]); print(f'{b-a:+.4f}')" "${FP32% *}" "${BF16% *}")"
+    fi
+    torch_run
+  else
+    row "make-data" "FAIL" "$(tail -n 3 "$WORK/make-data.log" | tr '\n|' ' /')"
+  fi
+  report
+  exit "$FAILED"
+}
+
+case "$MODE" in
+  pack) shift; pack "$@" ;;
+  run) shift; run "$@" ;;
+  *) die "usage: $0 pack [DIR] | run [DIR]   (see the header of this script)" 2 ;;
+esac
