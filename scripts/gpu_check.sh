@@ -28,10 +28,11 @@
 #      The table comes back in output_tail and as gpu_check.md under files_at.
 #
 # env (run): STEPS=500 BATCH=1024 HIDDEN=1024,1024 FEATURES=256 CLASSES=10 SAMPLES=262144
-#            BUDGET_S=330
+#            BUDGET_S=330 PYTHON=python3 CUDA_LIB_DIRS=dir:dir (instead of searching python3's site-packages)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODE="${1:-}"
+PY="${PYTHON:-python3}"  # the Python that holds PyTorch 2.x (run)
 MAX_BUNDLE=$((64 * 1024 * 1024))
 die() { echo "gpu_check: $1" >&2; exit "${2:-1}"; }
 
@@ -81,6 +82,10 @@ pack() {
 
 # ---------------------------------------------------------------- run ----------------------------
 declare -a ROWS=()
+brief() {  # log file -> its first error line (else its last lines), squeezed, at most 240 chars
+  { grep -m1 -iE 'error|exception|fail' "$1" || tail -n 3 "$1"; } 2>/dev/null \
+    | tr '\n|' ' /' | tr -s ' \t' ' ' | cut -c1-240
+}
 FAILED=0
 row() { ROWS+=("| $1 | $2 | $3 |"); [[ "$2" == FAIL* ]] && FAILED=1; echo "gpu_check: $1: $2 $3"; }
 left() { echo $((DEADLINE - SECONDS)); }
@@ -91,7 +96,7 @@ budget() {  # wanted seconds -> the seconds left for a step (0 = none left)
 
 cuda_lib_dirs() {  # the site-packages directories holding NCCL / cuBLAS / cudart
   local roots
-  roots=$(python3 - <<'PY' 2>/dev/null
+  roots=$("$PY" - <<'PY' 2>/dev/null
 import os, site
 paths = set(site.getsitepackages() + [site.getusersitepackages()])
 try:
@@ -135,7 +140,7 @@ train_run() {  # name nproc config extra-args... -> row; sets LAST="loss sps"
     row "$name" "PASS" "final loss ${LAST% *}, ${LAST#* } samples/s"
   else
     LAST=""
-    row "$name" "FAIL (rc $rc)" "$(tail -n 3 "$WORK/$name.log" | tr '\n|' ' /')"
+    row "$name" "FAIL (rc $rc)" "$(brief "$WORK/$name.log")"
   fi
 }
 
@@ -154,25 +159,25 @@ run_tests() {
     s=$(budget 90); ((s > 0)) || { row "$(basename "$t")" "SKIPPED" "time budget spent"; continue; }
     timeout -k 5 "$s" "$t" > "$WORK/$(basename "$t").log" 2>&1; rc=$?
     case $rc in
-      0) row "$(basename "$t")" "PASS" "$(tail -n 1 "$WORK/$(basename "$t").log" | tr '|' '/')" ;;
+      0) row "$(basename "$t")" "PASS" "$(tail -n 1 "$WORK/$(basename "$t").log" | tr '|' '/' | cut -c1-200)" ;;
       77) row "$(basename "$t")" "SKIPPED (77)" "no device visible" ;;
-      *) row "$(basename "$t")" "FAIL (rc $rc)" "$(tail -n 3 "$WORK/$(basename "$t").log" | tr '\n|' ' /')" ;;
+      *) row "$(basename "$t")" "FAIL (rc $rc)" "$(brief "$WORK/$(basename "$t").log")" ;;
     esac
   done
 }
 
 torch_run() {  # -> TORCH_FP32 / TORCH_BF16 = "loss sps"
-  local t; t=$(budget 150); TORCH_FP32="" TORCH_BF16=""
+  local t; t=$(budget 150); TORCH_FP32="n/a n/a" TORCH_BF16="n/a n/a"
   ((t > 0)) || { row "pytorch DDP" "SKIPPED" "time budget spent"; return; }
   # PyTorch's own libraries, not the bundle's: run with the original LD_LIBRARY_PATH.
-  if LD_LIBRARY_PATH="$ORIG_LD" timeout -k 5 "$t" python3 -m torch.distributed.run --standalone \
+  if LD_LIBRARY_PATH="$ORIG_LD" timeout -k 5 "$t" "$PY" -m torch.distributed.run --standalone \
       --nproc_per_node=1 "$B/gpu_torch_ddp.py" --data "$WORK/data" --hidden "$HIDDEN" \
       --batch-size "$BATCH" --steps "$STEPS" --modes fp32,bf16 > "$WORK/torch.log" 2>&1; then
     TORCH_FP32=$(grep -o '{"mode": "fp32".*}' "$WORK/torch.log" | python3 -c 'import json,sys; d=json.loads(sys.stdin.readline()); print(f"{d[\"loss\"]:.4f} {d[\"samples_per_s\"]:.0f}")')
     TORCH_BF16=$(grep -o '{"mode": "bf16".*}' "$WORK/torch.log" | python3 -c 'import json,sys; d=json.loads(sys.stdin.readline()); print(f"{d[\"loss\"]:.4f} {d[\"samples_per_s\"]:.0f}")')
     row "pytorch DDP (torchrun, nccl, 1 GPU)" "PASS" "fp32 ${TORCH_FP32#* } samples/s, bf16 ${TORCH_BF16#* } samples/s"
   else
-    row "pytorch DDP (torchrun, nccl, 1 GPU)" "FAIL" "$(tail -n 3 "$WORK/torch.log" | tr '\n|' ' /')"
+    row "pytorch DDP (torchrun, nccl, 1 GPU)" "FAIL" "$(brief "$WORK/torch.log")"
   fi
 }
 
@@ -215,7 +220,7 @@ run() {
   STEPS="${STEPS:-500}" BATCH="${BATCH:-1024}" HIDDEN="${HIDDEN:-1024,1024}"
   FEATURES="${FEATURES:-256}" CLASSES="${CLASSES:-10}" SAMPLES="${SAMPLES:-262144}"
   ORIG_LD="${LD_LIBRARY_PATH:-}"
-  local cuda_dirs; cuda_dirs=$(cuda_lib_dirs | paste -sd:)
+  local cuda_dirs; cuda_dirs="${CUDA_LIB_DIRS:-$(cuda_lib_dirs | paste -sd:)}"
   [[ -n "$cuda_dirs" ]] || die "no libnccl.so.2/libcublas/libcudart in python3's site-packages" 3
   export LD_LIBRARY_PATH="$B/lib:$cuda_dirs${ORIG_LD:+:$ORIG_LD}"
   [[ -d /usr/local/nvidia/lib64 ]] && LD_LIBRARY_PATH+=":/usr/local/nvidia/lib64"
@@ -238,7 +243,7 @@ run() {
     fi
     torch_run
   else
-    row "make-data" "FAIL" "$(tail -n 3 "$WORK/make-data.log" | tr '\n|' ' /')"
+    row "make-data" "FAIL" "$(brief "$WORK/make-data.log")"
   fi
   report
   exit "$FAILED"
