@@ -51,6 +51,7 @@ copy_libs() {  # binary... -> DIR/lib
 pack() {
   set -e
   DIR="$(realpath -m "${1:-$ROOT/bundle}")"
+  [[ "$DIR" != / && "$DIR" != "$ROOT" && "$DIR" != "$HOME" ]] || die "refusing to pack into $DIR"
   local build="${BUILD_DIR:-$ROOT/build-gpu}" jobs="${JOBS:-2}" t
   cmake -S "$ROOT" -B "$build" -DDDP_WITH_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=90 > "$build.configure.log" 2>&1 \
@@ -76,6 +77,11 @@ pack() {
   echo "gpu_check: packed $DIR: $(find "$DIR" -type f | wc -l) files, $((size / 1024)) KiB"
   ls -l "$DIR/bin" "$DIR/tests" "$DIR/lib" | awk 'NF > 5 {print "  " $5 "\t" $NF}'
   ((size < MAX_BUNDLE)) || die "bundle is $size bytes, over the 64 MiB the device tool carries"
+  local tree  # the rest of the working tree travels with it
+  tree=$(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard 2>/dev/null \
+    | du -cb --files0-from=- 2>/dev/null | tail -n1 | cut -f1)
+  ((size + ${tree:-0} < MAX_BUNDLE)) \
+    || die "bundle ($size bytes) + working tree (${tree} bytes) exceed the 64 MiB a device call carries"
   echo "gpu_check: OK ($size bytes < $MAX_BUNDLE). Next: device run, command" \
     "'bash scripts/gpu_check.sh run bundle', carry [\"bundle\"], timeout_s 480"
 }
