@@ -7,7 +7,7 @@
 #                                     bundle/, git-ignored): bin/ (stripped ddprun, ddprund, train),
 #                                     tests/ (GPU test binaries), lib/ (the non-system shared
 #                                     libraries they need; never libcuda/libcudart/libcublas*/
-#                                     libnccl), gpu_torch_ddp.py, gpu_check.sh and run.sh.
+#                                     libnccl), gpu_torch_ddp.py + ddp_shards.py, gpu_check.sh and run.sh.
 #                                     Fails if DIR is 64 MiB or more.
 #   scripts/gpu_check.sh run [DIR]    GPU machine: LD_LIBRARY_PATH = DIR/lib + the directories of
 #                                     libnccl.so.2 / libcublas.so.* / libcudart.so.* found in
@@ -67,7 +67,7 @@ pack() {
     [[ -x "$t" ]] && strip --strip-unneeded -o "$DIR/tests/$(basename "$t")" "$t"
   done
   copy_libs "$DIR"/bin/* "$DIR"/tests/*
-  cp "$ROOT/scripts/gpu_torch_ddp.py" "$ROOT/scripts/gpu_check.sh" "$DIR/"
+  cp "$ROOT/scripts/gpu_torch_ddp.py" "$ROOT/scripts/ddp_shards.py" "$ROOT/scripts/gpu_check.sh" "$DIR/"
   printf '#!/usr/bin/env bash\nexec bash "$(dirname "$0")/gpu_check.sh" run "$(dirname "$0")"\n' \
     > "$DIR/run.sh"
   chmod +x "$DIR/run.sh" "$DIR/gpu_check.sh"

@@ -11,35 +11,21 @@ import json
 import os
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DistributedSampler
 
+from ddp_shards import load_shards, mlp  # beside this script (repo scripts/ or the bundle)
+
 
 def load(data_dir, device):
-    index = json.load(open(os.path.join(data_dir, "index.json")))
-    f = index["features"]
-    xs, ys = [], []
-    for shard in index["shards"]:
-        n = shard["samples"]
-        path = os.path.join(data_dir, shard["file"])
-        xs.append(np.memmap(path, dtype="<f4", mode="r", offset=32, shape=(n, f)))
-        ys.append(np.memmap(path, dtype="<i4", mode="r", offset=32 + 4 * n * f, shape=(n,)))
-    x = torch.from_numpy(np.concatenate(xs)).to(device)
-    y = torch.from_numpy(np.concatenate(ys).astype(np.int64)).to(device)
-    return x, y, index["classes"]
+    x, y, classes = load_shards(data_dir)
+    return x.to(device), y.to(device), classes
 
 
 def build(widths, device):
-    layers = []
-    for i in range(len(widths) - 1):
-        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
-        if i < len(widths) - 2:
-            layers.append(torch.nn.ReLU())
-    torch.manual_seed(0)
-    return DDP(torch.nn.Sequential(*layers).to(device), device_ids=[device.index])
+    return DDP(mlp(widths).to(device), device_ids=[device.index])
 
 
 def train(a, mode, x, y, widths, device, rank, world):

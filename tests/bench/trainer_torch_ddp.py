@@ -7,27 +7,16 @@
 import argparse
 import json
 import os
+import sys
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DistributedSampler
 
-
-def load(data_dir):
-    index = json.load(open(os.path.join(data_dir, "index.json")))
-    f = index["features"]
-    xs, ys = [], []
-    for shard in index["shards"]:
-        n = shard["samples"]
-        path = os.path.join(data_dir, shard["file"])
-        xs.append(np.memmap(path, dtype="<f4", mode="r", offset=32, shape=(n, f)))
-        ys.append(np.memmap(path, dtype="<i4", mode="r", offset=32 + 4 * n * f, shape=(n,)))
-    x = torch.from_numpy(np.concatenate(xs))
-    y = torch.from_numpy(np.concatenate(ys).astype(np.int64))
-    return x, y, index["classes"]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from ddp_shards import load_shards, mlp  # noqa: E402
 
 
 def main():
@@ -42,15 +31,9 @@ def main():
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    x, y, classes = load(a.data)
+    x, y, classes = load_shards(a.data)
     widths = [x.shape[1]] + [int(h) for h in a.hidden.split(",") if h] + [classes]
-    layers = []
-    for i in range(len(widths) - 1):
-        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
-        if i < len(widths) - 2:
-            layers.append(torch.nn.ReLU())
-    torch.manual_seed(0)
-    model = DDP(torch.nn.Sequential(*layers))
+    model = DDP(mlp(widths))
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     sampler = DistributedSampler(range(len(x)), num_replicas=world, rank=rank, seed=0)
