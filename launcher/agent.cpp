@@ -136,6 +136,11 @@ int Agent::run() {
     try {
       round = blocking([this] { return rdzv_->next(); });
     } catch (const JobEndedError& e) {
+      if (e.succeeded()) {
+        // A late agent of a job that already finished: nothing failed, nothing left to run.
+        log_->info("{}; nothing left to run", e.what());
+        return 0;
+      }
       // The job failed elsewhere while this node was (re)joining: same summary as everywhere.
       log_->warn("{}", e.what());
       return jobFailed({}, RendezvousResult{});

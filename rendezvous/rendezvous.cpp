@@ -154,8 +154,11 @@ std::pair<std::string, uint16_t> StoreRendezvous::workerStore() {
                        "worker store of generation " + std::to_string(g) + " within " +
                        ms(settings_.joinTimeout) + " (join_timeout)");
   }
-  if (*found == 2) throw JobEndedError("rendezvous '" + settings_.runId + "': the job ended: " +
-                                       store_.get(keys_.ended()));
+  if (*found == 2) {
+    const std::string reason = store_.get(keys_.ended());
+    throw JobEndedError("rendezvous '" + settings_.runId + "': the job ended: " + reason,
+                        detail::jobSucceeded(reason));
+  }
   if (*found == 1) {
     throw RoundEndedError("rendezvous '" + settings_.runId + "' generation " + std::to_string(g) +
                           " ended before its worker store was published: " +
@@ -231,7 +234,8 @@ ExitOutcome StoreRendezvous::exitBarrier(std::chrono::milliseconds timeout) {
     store_.set(keys_.exitDone(g), "1");
     // Agents that arrive from now on learn that there is nothing left to join.
     store_.compareSet(keys_.ended(), "",
-                      "the job finished: all " + std::to_string(cur.result.nodeCount) +
+                      std::string(detail::kJobFinished) + ": all " +
+                          std::to_string(cur.result.nodeCount) +
                           " node(s) of generation " + std::to_string(g) + " succeeded");
   }
   const auto deadline = Clock::now() + timeout;

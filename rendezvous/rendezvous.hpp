@@ -32,9 +32,15 @@ namespace ddp {
 class Store;
 
 // The job ended (failed, or succeeded on every node) before this node could join a round.
+// succeeded() tells the two apart: a late agent of a finished job has nothing left to do.
 class JobEndedError : public Error {
  public:
-  using Error::Error;
+  JobEndedError(const std::string& message, bool succeeded)
+      : Error(message), succeeded_(succeeded) {}
+  bool succeeded() const { return succeeded_; }
+
+ private:
+  bool succeeded_;
 };
 
 // The current round ended (restart, scale event, lost peer) while a call waited on it; stop the

@@ -203,7 +203,8 @@ void RoundJoiner::handleLate(int64_t g, const RoundMembership& m, Clock::time_po
 
 void RoundJoiner::throwIfJobEnded() {
   if (auto reason = tryGet(store_, keys_.ended())) {
-    throw JobEndedError("rendezvous '" + settings_.runId + "': the job already ended: " + *reason);
+    throw JobEndedError("rendezvous '" + settings_.runId + "': the job already ended: " + *reason,
+                        jobSucceeded(*reason));
   }
 }
 

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rendezvous/rendezvous.hpp"
@@ -67,6 +68,11 @@ class RendezvousKeys {
   std::string r(int64_t g) const { return root_ + "r/" + std::to_string(g) + "/"; }
   std::string root_;
 };
+
+// The `ended` value of a job whose exit barrier completed starts with this; anything else means
+// the job failed.
+inline constexpr std::string_view kJobFinished = "the job finished";
+inline bool jobSucceeded(const std::string& endedValue) { return endedValue.starts_with(kJobFinished); }
 
 // Why a round ended; stored at r/<g>/end.
 struct RoundEnd {
