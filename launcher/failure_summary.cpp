@@ -121,6 +121,24 @@ std::string signalName(int signal) {
   return std::string("SIG") + abbrev;
 }
 
+bool isCommunicationFailure(const WorkerFailure& failure) {
+  // worker_runtime's documented exit code for a failed or timed-out collective (worker_main.hpp).
+  constexpr int kCommErrorExitCode = 3;
+  if (failure.signal == 0 && failure.exitCode == kCommErrorExitCode) return true;
+  static const char* const kPatterns[] = {
+      "Connection closed by peer", "Connection reset by peer", "Broken pipe",
+      "ddp::CommError",            "CommError",                "DistNetworkError",
+      "DistBackendError",          "NCCL error",               "ncclRemoteError",
+      "ncclSystemError",           "ProcessGroupNCCL",         "gloo/transport",
+  };
+  const auto mentions = [](const std::string& text) {
+    return std::any_of(std::begin(kPatterns), std::end(kPatterns),
+                       [&](const char* p) { return text.find(p) != std::string::npos; });
+  };
+  if (mentions(failure.message) || mentions(failure.traceback)) return true;
+  return std::any_of(failure.stderrTail.begin(), failure.stderrTail.end(), mentions);
+}
+
 int exitCodeFor(const WorkerFailure& failure) {
   return failure.signal != 0 ? 128 + failure.signal : failure.exitCode;
 }

@@ -67,6 +67,13 @@ FailureSummary summarize(const std::vector<FailureRecord>& records);
 // torchrun's ChildFailedError table, titled "<entrypoint> FAILED".
 std::string formatSummary(const FailureSummary& summary, const std::string& entrypoint);
 
+// True when the failure looks like the collateral of a peer's failure rather than a fault of its
+// own: worker_runtime's CommError exit code (3), or an error-file message / last stderr lines
+// naming a broken connection or a collective library error (Gloo "Connection closed by peer",
+// "Connection reset by peer", "Broken pipe", NCCL errors, torch's DistNetworkError /
+// DistBackendError, ddp::CommError). Pure; never throws.
+bool isCommunicationFailure(const WorkerFailure& failure);
+
 // The exit code ddprun returns for a failure: the worker's exit code, or 128 + signal.
 int exitCodeFor(const WorkerFailure& failure);
 

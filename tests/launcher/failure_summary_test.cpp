@@ -102,4 +102,20 @@ TEST_CASE("the table names ranks, hosts, codes, signals and stderr", "[summary]"
   CHECK(signalName(SIGKILL) == "SIGKILL");
 }
 
-}  // namespace ddp
+}  // namespace ddpTEST_CASE("communication errors are told apart from a worker's own fault", "[summary]") {
+  WorkerFailure own = failure(0, 10, 1);
+  own.message = "RuntimeError: injected crash on rank 0";
+  CHECK_FALSE(isCommunicationFailure(own));
+  CHECK_FALSE(isCommunicationFailure(failure(1, 10, 0, SIGKILL)));
+  CHECK(isCommunicationFailure(failure(1, 10, 3)));  // worker_runtime's CommError exit code
+  WorkerFailure gloo = failure(2, 12, 1);
+  gloo.message = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] "
+                 "Connection closed by peer [127.0.0.1]:41234";
+  CHECK(isCommunicationFailure(gloo));
+  WorkerFailure tail = failure(3, 12, 1);
+  tail.stderrTail = {"Traceback (most recent call last):",
+                     "RuntimeError: Connection reset by peer"};
+  CHECK(isCommunicationFailure(tail));
+}
+
+
