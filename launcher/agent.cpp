@@ -211,7 +211,7 @@ int Agent::runGeneration(const RendezvousResult& round, bool& again) {
 }
 
 int Agent::onSucceeded(bool& again) {
-  const auto timeout = rdzvConfSeconds(config_, "exit_barrier_timeout", std::chrono::seconds(300));
+  const auto timeout = config_.rdzvConf.exitBarrierTimeout;
   const ExitOutcome exit = blocking([this, timeout] { return rdzv_->exitBarrier(timeout); });
   switch (exit) {
     case ExitOutcome::kAllSucceeded:

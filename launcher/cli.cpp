@@ -1,25 +1,22 @@
 #include "launcher/cli.hpp"
 
 #include <climits>
-#include <cstdio>
 #include <iostream>
-#include <random>
 
 #include "ddp_version.hpp"
 #include "launcher/detail/cli_describe.hpp"
 #include "launcher/detail/cli_detect.hpp"
 #include "launcher/detail/cli_entrypoint.hpp"
 #include "launcher/detail/cli_options.hpp"
+#include "launcher/detail/cli_rendezvous.hpp"
 #include "launcher/detail/cli_values.hpp"
+#include "launcher/detail/rdzv_conf.hpp"
 
 namespace ddp {
 namespace {
 
 using detail::optionSpec;
 
-constexpr int kDefaultMasterPort = 29500;
-constexpr int kDefaultC10dPort = 29400;
-constexpr int kDefaultEtcdPort = 2379;
 constexpr const char* kDefaultSignals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
 
 struct Sourced {
@@ -37,7 +34,11 @@ class Resolver {
   std::optional<Sourced> find(const std::string& dest) {
     const auto& spec = optionSpec(dest);
     std::optional<Sourced> found;
-    if (auto it = raw_.values.find(dest); it != raw_.values.end()) {
+    // "--rdzv-id=" (an unset shell variable, in practice) counts as not given, as in torchrun's
+    // reading of an empty endpoint (the backend's default) and of an empty id.
+    const bool emptyIsAbsent = dest == "rdzv_endpoint" || dest == "rdzv_id";
+    if (auto it = raw_.values.find(dest);
+        it != raw_.values.end() && !(emptyIsAbsent && it->second.empty())) {
       found = Sourced{it->second, longName(dest)};
     } else {
       for (const auto& var : spec.env) {
@@ -90,11 +91,6 @@ class Resolver {
 
 int intIn(const std::string& s, int lo, int hi) { return detail::parseInt(s, lo, hi); }
 
-std::string nonEmpty(const std::string& s) {
-  if (s.empty()) throw ConfigError("must not be empty");
-  return s;
-}
-
 std::string oneOf(const std::string& s, std::initializer_list<const char*> choices) {
   std::string list;
   for (const char* c : choices) {
@@ -127,23 +123,38 @@ void resolveWorkers(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
                    }).value_or("");
 }
 
-void resolveRendezvous(Resolver& r, LaunchConfig& c) {
+// The --rdzv-conf map, checked now (so that errors name its flag or variable) and applied again
+// once the backend is final (detail::finalizeRendezvous).
+struct RdzvConfText {
+  std::map<std::string, std::string> conf;
+};
+
+RdzvConfText resolveRendezvous(Resolver& r, LaunchConfig& c) {
   c.rdzvBackend = r.get<RdzvBackend>("rdzv_backend", detail::parseBackend).value_or(c.rdzvBackend);
-  c.rdzvEndpoint = r.text("rdzv_endpoint").value_or("");
-  c.rdzvId = r.get<std::string>("rdzv_id", nonEmpty).value_or(c.rdzvId);
-  if (auto conf = r.get<std::map<std::string, std::string>>("rdzv_conf", [](auto& s) {
-        auto parsed = detail::parseRdzvConf(s);
-        detail::parseRdzvSettings(parsed);  // validate typed keys while the origin is known
-        return parsed;
-      })) {
-    c.rdzvConf = *conf;
-    c.rdzv = detail::parseRdzvSettings(c.rdzvConf);
+  if (auto endpoint = r.find("rdzv_endpoint")) {
+    c.rdzvEndpoint = endpoint->value;
+    c.rdzvEndpointSource = endpoint->origin;
   }
+  if (auto id = r.find("rdzv_id")) {
+    c.rdzvId = id->value;
+    c.rdzvIdSource = id->origin;
+  }
+  RdzvConfText text;
+  if (auto conf = r.get<std::map<std::string, std::string>>("rdzv_conf", [&](auto& s) {
+        auto parsed = detail::parseRdzvConf(s);
+        RendezvousSettings settings = detail::defaultRendezvousSettings(c.rdzvBackend);
+        detail::applyRdzvConf(parsed, settings, c.rdzvConf);
+        c.rdzv = settings;
+        return parsed;
+      }))
+    text.conf = *conf;
   c.standalone = r.flag("standalone");
-  c.masterAddr = r.get<std::string>("master_addr", nonEmpty).value_or(c.masterAddr);
+  // May be empty (torchrun reads "--master_addr=" as ""); an error only where static needs it.
+  c.masterAddr = r.text("master_addr").value_or(c.masterAddr);
   c.masterPort = r.get<int>("master_port", [](auto& s) { return intIn(s, 0, 65535); });
   c.localAddr = r.text("local_addr").value_or("");
   c.noSlurm = r.flag("no_slurm");
+  return text;
 }
 
 // torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE uses ${role_name} ${rank} ${local_rank}.
@@ -161,7 +172,7 @@ void resolveLogs(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
   c.redirects = r.get<StreamSpec>("redirects", detail::parseStreamSpec).value_or(StreamSpec{});
   c.tee = r.get<StreamSpec>("tee", detail::parseStreamSpec).value_or(StreamSpec{});
   c.localRanksFilter = r.get<std::vector<int>>("local_ranks_filter", detail::parseRankList).value_or(std::vector<int>{});
-  if (auto prefix = r.text("log_prefix")) {
+  if (auto prefix = r.text("log_prefix"); prefix && !prefix->empty()) {
     c.logPrefix = *prefix;
   } else if (auto torchTemplate = getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) {
     c.logPrefix = fromTorchTemplate(*torchTemplate);
@@ -194,63 +205,6 @@ void resolveEntry(Resolver& r, LaunchConfig& c, const detail::RawArgs& raw, cons
   detail::resolveEntrypoint(request, c);
 }
 
-std::string randomRunId() {
-  std::random_device rd;
-  std::mt19937_64 gen((static_cast<std::uint64_t>(rd()) << 32) ^ rd());
-  std::uint64_t hi = gen(), lo = gen();
-  hi = (hi & ~0xF000ULL) | 0x4000ULL;                // version 4
-  lo = (lo & ~(0xC0ULL << 56)) | (0x80ULL << 56);    // RFC 4122 variant
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%08llx-%04llx-%04llx-%04llx-%012llx",
-                static_cast<unsigned long long>(hi >> 32), static_cast<unsigned long long>((hi >> 16) & 0xFFFF),
-                static_cast<unsigned long long>(hi & 0xFFFF), static_cast<unsigned long long>(lo >> 48),
-                static_cast<unsigned long long>(lo & 0xFFFFFFFFFFFFULL));
-  return buf;
-}
-
-// --standalone, and torchrun 2.x's implicit form: a one-node static job without a master port.
-void applyStandalone(LaunchConfig& c) {
-  bool implicit = !c.standalone && c.rdzvBackend == RdzvBackend::kStatic &&
-                  !c.explicitOptions.contains("rdzv_endpoint") && !c.masterPort && c.maxNodes == 1;
-  if (!c.standalone && !implicit) return;
-  if (c.maxNodes > 1)
-    throw UsageError("--standalone runs exactly one node, but nnodes is " + std::to_string(c.minNodes) +
-                     ":" + std::to_string(c.maxNodes));
-  c.standalone = true;
-  c.minNodes = c.maxNodes = 1;
-  c.rdzvBackend = RdzvBackend::kC10d;
-  c.rdzvEndpoint = "localhost:0";
-  if (!c.explicitOptions.contains("rdzv_id")) c.rdzvId = randomRunId();
-  c.notes.push_back(std::string(implicit ? "single node without --master-port: " : "") +
-                    "standalone: c10d rendezvous on an embedded store at localhost:<free port>, run id " +
-                    c.rdzvId);
-}
-
-void finalizeEndpoint(LaunchConfig& c) {
-  if (c.standalone) {
-    c.rdzvHost = "localhost";
-    c.rdzvPort = 0;
-    return;
-  }
-  bool isStatic = c.rdzvBackend == RdzvBackend::kStatic;
-  int defaultPort = isStatic ? c.masterPort.value_or(kDefaultMasterPort)
-                             : (c.rdzvBackend == RdzvBackend::kEtcd ? kDefaultEtcdPort : kDefaultC10dPort);
-  std::string endpoint = c.rdzvEndpoint;
-  if (endpoint.empty() && isStatic) endpoint = c.masterAddr;
-  if (endpoint.empty() && c.maxNodes > 1)
-    throw UsageError("--rdzv-endpoint is required when more than one node may join (nnodes " +
-                     std::to_string(c.minNodes) + ":" + std::to_string(c.maxNodes) +
-                     "); otherwise every node would wait alone on its own store");
-  try {
-    auto ep = detail::parseEndpoint(endpoint, defaultPort);
-    c.rdzvHost = ep.host;
-    c.rdzvPort = ep.port;
-  } catch (const ConfigError& e) {
-    throw UsageError((c.rdzvEndpoint.empty() ? "--master-addr '" : "--rdzv-endpoint '") + endpoint +
-                     "': " + e.what());
-  }
-}
-
 void checkConsistency(const LaunchConfig& c) {
   if (c.nodeRank && *c.nodeRank >= c.maxNodes)
     throw UsageError("--node-rank " + std::to_string(*c.nodeRank) + " is outside nnodes " +
@@ -275,13 +229,13 @@ LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLoo
   LaunchConfig config;
   Resolver resolver(raw, getenv, config);
   resolveWorkers(resolver, config, getenv);
-  resolveRendezvous(resolver, config);
+  const RdzvConfText rdzvConf = resolveRendezvous(resolver, config);
   resolveLogs(resolver, config, getenv);
   resolveSignals(resolver, config);
   resolveEntry(resolver, config, raw, getenv);
   if (!config.standalone) applyEnvironmentDetection(config, getenv);  // --standalone: one node
-  applyStandalone(config);
-  finalizeEndpoint(config);
+  detail::applyStandalone(config);
+  detail::finalizeRendezvous(config, rdzvConf.conf, getenv);
   checkConsistency(config);
   if (resolver.flag("dry_run")) {
     config.explicitOptions.erase("dry_run");

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/etcd_store.hpp"
+#include "rendezvous/rendezvous.hpp"
+
 namespace ddp {
 
 // Which of a worker's streams go to files (torchrun's -r/--redirects and -t/--tee values).
@@ -27,7 +30,9 @@ struct StreamSpec {
   }
 };
 
-enum class RdzvBackend { kStatic, kC10d, kEtcd };
+// kEtcd is torchrun's legacy "etcd" handler, kEtcdV2 its dynamic "etcd-v2"; ddprun runs both on
+// its own etcd store and rendezvous, and they differ only in the default join timeout.
+enum class RdzvBackend { kStatic, kC10d, kEtcd, kEtcdV2 };
 
 // How the worker command was built from the positional entry point.
 enum class EntrypointKind {
@@ -36,29 +41,35 @@ enum class EntrypointKind {
   kProgram,       // --no-python, or a non-.py program: run as given (PATH lookup by the spawner)
 };
 
-// Typed view of the --rdzv-conf keys ddprun understands, validated by the parser (the raw map in
-// LaunchConfig::rdzvConf keeps every key, including ones only another backend reads). Durations
-// accept fractional seconds ("2.5") or an "ms"/"s" suffix.
-struct RdzvSettings {
-  // Total time for one join to complete (torch: join_timeout; "timeout" is accepted as an alias
-  // when join_timeout is absent, because torchrun users pass it and c10d silently ignored it).
-  std::chrono::milliseconds joinTimeout{std::chrono::seconds(600)};
-  // Extra wait after min_nodes joined before the round closes (unless max_nodes is reached).
-  std::chrono::milliseconds lastCallTimeout{std::chrono::seconds(30)};
-  // Time allowed to mark the rendezvous closed.
-  std::chrono::milliseconds closeTimeout{std::chrono::seconds(30)};
-  // A participant silent this long is considered dead.
-  std::chrono::milliseconds heartbeatTimeout{std::chrono::seconds(5)};
-  // Heartbeat period.
-  std::chrono::milliseconds keepAliveInterval{std::chrono::seconds(5)};
-  // Missed heartbeats before a node is declared dead (torch's keep_alive_max_attempt).
-  int keepAliveMaxAttempt = 3;
-  // Store client timeout (read_timeout, must be > 0).
-  std::chrono::milliseconds readTimeout{std::chrono::seconds(60)};
-  // is_host: force hosting (true) or not hosting (false) the store; nullopt = decide automatically.
+// A resolved rendezvous endpoint: host without brackets, port (0 = a free port, standalone).
+struct Endpoint {
+  std::string host;
+  int port = 0;
+  bool operator==(const Endpoint&) const = default;
+};
+
+// The --rdzv-conf keys the launcher reads itself, typed and checked at start-up (the rendezvous's
+// own timings are in RendezvousSettings, LaunchConfig::rdzv). One duration grammar for all: seconds
+// with an optional fraction ("2.5", "2.5s") or milliseconds ("250ms"). The etcd defaults are
+// EtcdStoreOptions' own.
+struct RdzvConf {
+  // is_host: force hosting (true) or not hosting (false) the c10d store; nullopt = decide by the
+  // endpoint (this host and the port free -> host it).
   std::optional<bool> isHost;
-  // protocol for etcd: "http" or "https".
+  // read_timeout: budget of one blocking store call.
+  std::chrono::milliseconds readTimeout{std::chrono::seconds(60)};
+  // Derived, not a key: how long connecting to the rendezvous store may keep failing (refused, no
+  // such host, no answer) before ddprun gives up: min(read_timeout, join_timeout), as torchrun's
+  // store client gives up connecting after read_timeout.
+  std::chrono::milliseconds connectTimeout{std::chrono::seconds(60)};
+  // exit_barrier_timeout: how long an agent whose workers all succeeded waits for the other nodes.
+  std::chrono::milliseconds exitBarrierTimeout{std::chrono::seconds(300)};
+  // etcd: protocol (only "http"), etcd_prefix, request_timeout (one HTTP request), retry_timeout
+  // (how long an op retries while no endpoint answers).
   std::string protocol = "http";
+  std::string etcdPrefix = EtcdStoreOptions{}.prefix;
+  std::chrono::milliseconds etcdRequestTimeout = EtcdStoreOptions{}.requestTimeout;
+  std::chrono::milliseconds etcdRetryTimeout = EtcdStoreOptions{}.retryTimeout;
 };
 
 struct LaunchConfig {
@@ -69,18 +80,32 @@ struct LaunchConfig {
   int nprocPerNode = 1;
   // --nproc-per-node as given ("4", "gpu", "cpu", "auto"), for logs.
   std::string nprocSpec = "1";
-  // --rdzv-backend (etcd-v2 maps to kEtcd), --rdzv-endpoint (host[:port], empty = none),
-  // --rdzv-id, --rdzv-conf k=v,... (raw; typed values below).
+  // --rdzv-backend.
   RdzvBackend rdzvBackend = RdzvBackend::kStatic;
+  // --rdzv-endpoint as given ("" = none; an empty value counts as not given).
   std::string rdzvEndpoint;
+  // The resolved endpoint(s), read by everything that connects: exactly one for static (from
+  // --rdzv-endpoint HOST:PORT, else --master-addr:--master-port), c10d (default port 29400;
+  // localhost:29400 for one node without an endpoint) and standalone (localhost:0); the failover
+  // list for etcd (default port 2379; localhost:2379 without an endpoint). Ports: rdzv_endpoint.hpp.
+  std::vector<Endpoint> rdzvEndpoints;
+  // Where rdzvEndpoints came from, for logs and errors: "--rdzv-endpoint", "PET_RDZV_ENDPOINT",
+  // "--master-addr/--master-port", "Slurm", "Slurm (DDP_SLURM_PORT)", "default", "standalone".
+  std::string rdzvEndpointSource = "default";
+  // --rdzv-id (an empty value counts as not given). A multi-node c10d/etcd job without one takes
+  // TORCHELASTIC_RUN_ID or SLURM_JOB_ID, else is a usage error; standalone gets a random uuid.
   std::string rdzvId = "none";
-  std::map<std::string, std::string> rdzvConf;
-  // The endpoint split into host and port. Port defaults: c10d 29400, etcd 2379; static uses
-  // --master-addr:--master-port (29500). IPv6 hosts without brackets. Standalone: localhost:0.
-  std::string rdzvHost;
-  int rdzvPort = 0;
-  // Typed, validated --rdzv-conf values.
-  RdzvSettings rdzv;
+  // Where rdzvId came from: "--rdzv-id", "PET_RDZV_ID", "Slurm", "TORCHELASTIC_RUN_ID",
+  // "SLURM_JOB_ID", "random (standalone)" or "default".
+  std::string rdzvIdSource = "default";
+  // The rendezvous settings, complete and resolved once: runId/minNodes/maxNodes/maxRestarts are
+  // copies of rdzvId/minNodes/maxNodes/maxRestarts made at the end of parsing; the timings come
+  // from --rdzv-conf over the defaults (join_timeout 900 s for static and etcd, as torchrun), and
+  // heartbeatTimeout is never 0 (keep_alive_interval x keep_alive_max_attempt unless given). The
+  // agent hands it to makeRendezvous() as it is.
+  RendezvousSettings rdzv;
+  // The launcher's own --rdzv-conf keys.
+  RdzvConf rdzvConf;
   // --standalone: embedded store on a free port, random run id, one node.
   bool standalone = false;
   // --max-restarts: the job-wide budget of failure restarts.
@@ -100,8 +125,8 @@ struct LaunchConfig {
   StreamSpec tee;
   // --local-ranks-filter: local ranks whose output reaches the console (empty = all).
   std::vector<int> localRanksFilter;
-  // --log-prefix template with {rank} {local_rank} {host} {role} ("" = torchrun's "[{role}{local_rank}]:").
-  std::string logPrefix;
+  // --log-prefix template with {rank} {local_rank} {host} {role} (default "[{role}{rank}]:").
+  std::string logPrefix = "[{role}{rank}]:";
   // --signals-to-handle (signal numbers), forwarded to workers.
   std::vector<int> signalsToHandle;
   // --shutdown-timeout: grace between the forwarded signal and SIGKILL.
@@ -111,8 +136,11 @@ struct LaunchConfig {
   // --master-addr / --master-port (static backend).
   std::string masterAddr = "127.0.0.1";
   std::optional<int> masterPort;
-  // --node-rank (explicitly given or not).
+  // --node-rank (explicitly given or not), or SLURM_NODEID for a fixed-size Slurm job.
   std::optional<int> nodeRank;
+  // Orders nodes in the rendezvous; not a fixed rank: SLURM_NODEID of an elastic Slurm job
+  // (min < max nodes), where survivors are renumbered compactly. nullopt elsewhere.
+  std::optional<int> nodeOrder;
   // --virtual-local-rank
   bool virtualLocalRank = false;
   // --start-method (accepted; ddprun always spawns processes).

@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <tuple>
 
+#include "launcher/rdzv_endpoint.hpp"
 #include "rendezvous/etcd_store.hpp"
 #include "rendezvous/in_memory_store.hpp"
 #include "rendezvous/local_address.hpp"
@@ -18,8 +21,6 @@
 
 namespace ddp {
 namespace {
-
-constexpr uint16_t kDefaultC10dPort = 29400;
 
 std::string numericAddress(const sockaddr* sa) {
   char buf[INET6_ADDRSTRLEN] = {0};
@@ -48,48 +49,66 @@ std::string thisHostName() {
 }
 
 // Hosts the store on `port` when asked to, or when the endpoint is this host and the port is free.
-std::unique_ptr<StoreServerThread> maybeHost(const LaunchConfig& config, const std::string& host,
-                                             uint16_t port) {
-  const bool forced = config.rdzv.isHost.value_or(false);
-  const bool refused = !config.rdzv.isHost.value_or(true);
-  if (refused || (!forced && !isLocalHost(host))) return nullptr;
+std::unique_ptr<StoreServerThread> maybeHost(const LaunchConfig& config, const Endpoint& endpoint) {
+  const bool forced = config.rdzvConf.isHost.value_or(false);
+  const bool refused = !config.rdzvConf.isHost.value_or(true);
+  if (refused || (!forced && !isLocalHost(endpoint.host))) return nullptr;
   StoreServerOptions options;
-  options.port = port;
+  options.port = static_cast<uint16_t>(endpoint.port);
   options.name = "rendezvous store";
   try {
     return std::make_unique<StoreServerThread>(options);
   } catch (const NetworkError& e) {
-    if (forced) throw;
-    logger("agent")->debug("not hosting the rendezvous store ({}); connecting as a client",
-                           e.what());
-    return nullptr;
+    if (!forced) {
+      logger("agent")->debug("not hosting the rendezvous store ({}); connecting as a client",
+                             e.what());
+      return nullptr;
+    }
+    const bool slurm = config.rdzvEndpointSource.starts_with("Slurm");
+    throw NetworkError("cannot host the rendezvous store on port " + std::to_string(endpoint.port) +
+                       " (" + config.rdzvEndpointSource + "): " + e.what() +
+                       (slurm ? "; another job on this node may use that port: set DDP_SLURM_PORT "
+                                "to a free port for this job"
+                              : ""));
   }
+}
+
+// "4.2 s".
+std::string seconds(std::chrono::milliseconds d) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", static_cast<double>(d.count()) / 1000.0);
+  return text;
+}
+
+// Logs what the connect loop waits for, at info, as it reports (first failure, then every 5 s).
+std::function<void(const ConnectProgress&)> connectProgressLog(const LaunchConfig& config) {
+  const std::string source = config.rdzvEndpointSource;
+  return [source](const ConnectProgress& p) {
+    logger("agent")->info(
+        "waiting for the rendezvous store at {} (from {}): attempt {} failed ({}); {} of {} "
+        "before giving up",
+        p.endpoint, source, p.attempts, p.lastFailure, seconds(p.elapsed), seconds(p.budget));
+  };
+}
+
+RendezvousStoreHandle openEtcdStore(const LaunchConfig& config) {
+  RendezvousStoreHandle handle;
+  EtcdStoreOptions options;
+  options.endpoints.clear();
+  for (const auto& e : config.rdzvEndpoints) options.endpoints.push_back("http://" + formatEndpoint(e));
+  options.prefix = config.rdzvConf.etcdPrefix;
+  options.timeout = config.rdzvConf.readTimeout;
+  options.requestTimeout = config.rdzvConf.etcdRequestTimeout;
+  options.retryTimeout = config.rdzvConf.etcdRetryTimeout;
+  auto store = std::make_unique<EtcdStore>(options);
+  handle.description = "etcd " + store->endpoint();
+  handle.endpointHost = config.rdzvEndpoints.front().host;
+  handle.endpointPort = static_cast<uint16_t>(config.rdzvEndpoints.front().port);
+  handle.store = std::move(store);
+  return handle;
 }
 
 }  // namespace
-
-std::pair<std::string, uint16_t> splitEndpoint(const std::string& endpoint, uint16_t defaultPort) {
-  std::string host = endpoint, port;
-  if (!endpoint.empty() && endpoint.front() == '[') {
-    const auto close = endpoint.find(']');
-    if (close == std::string::npos) throw ConfigError("bad endpoint '" + endpoint + "'");
-    host = endpoint.substr(1, close - 1);
-    if (close + 1 < endpoint.size() && endpoint[close + 1] == ':')
-      port = endpoint.substr(close + 2);
-  } else if (std::count(endpoint.begin(), endpoint.end(), ':') == 1) {
-    host = endpoint.substr(0, endpoint.find(':'));
-    port = endpoint.substr(endpoint.find(':') + 1);
-  }
-  if (host.empty()) throw ConfigError("endpoint '" + endpoint + "' has no host");
-  if (port.empty()) return {host, defaultPort};
-  try {
-    const int value = std::stoi(port);
-    if (value < 1 || value > 65535 || std::to_string(value) != port) throw std::out_of_range(port);
-    return {host, static_cast<uint16_t>(value)};
-  } catch (const std::exception&) {
-    throw ConfigError("endpoint '" + endpoint + "' has a bad port '" + port + "'");
-  }
-}
 
 bool isLocalHost(const std::string& host) {
   if (host == "localhost" || host == thisHostName()) return true;
@@ -114,38 +133,25 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
     handle.description = "in-process";
     return handle;
   }
-  if (config.rdzvBackend == RdzvBackend::kEtcd) {
-    // etcd (alias etcd-v2): the endpoint list and protocol/etcd_prefix/request_timeout/
-    // retry_timeout come from --rdzv-endpoint/--rdzv-conf; nothing is hosted here.
-    EtcdStoreOptions options = etcdStoreOptionsFor(config.rdzvEndpoint, config.rdzvConf);
-    options.timeout = config.rdzv.readTimeout;
-    auto store = std::make_unique<EtcdStore>(options);
-    handle.description = "etcd " + store->endpoint();
-    std::tie(handle.endpointHost, handle.endpointPort) =
-        splitEndpoint(config.rdzvEndpoint.substr(0, config.rdzvEndpoint.find(',')), 2379);
-    handle.store = std::move(store);
-    return handle;
-  }
-  const bool isStatic = config.rdzvBackend == RdzvBackend::kStatic;
-  std::string host = config.rdzvHost;
-  uint16_t port = static_cast<uint16_t>(config.rdzvPort);
-  if (host.empty()) {
-    const std::string endpoint =
-        isStatic ? config.masterAddr + ":" + std::to_string(config.masterPort.value_or(29500))
-                 : config.rdzvEndpoint;
-    if (endpoint.empty()) throw ConfigError("--rdzv-endpoint is required with --rdzv-backend=c10d");
-    std::tie(host, port) = splitEndpoint(endpoint, kDefaultC10dPort);
-  }
-  handle.server = maybeHost(config, host, port);
+  if (config.rdzvBackend == RdzvBackend::kEtcd || config.rdzvBackend == RdzvBackend::kEtcdV2)
+    return openEtcdStore(config);
+  const Endpoint& endpoint = config.rdzvEndpoints.at(0);
+  handle.server = maybeHost(config, endpoint);
   TcpStoreClientOptions options;
-  options.host = handle.server ? "127.0.0.1" : host;
-  options.port = handle.server ? handle.server->port() : port;
-  options.connectTimeout = config.rdzv.joinTimeout;
-  options.timeout = config.rdzv.readTimeout;
-  handle.store = std::make_unique<TcpStoreClient>(options);
-  handle.description = host + ":" + std::to_string(port) + (handle.server ? " (hosted here)" : "");
-  handle.endpointHost = host;
-  handle.endpointPort = port;
+  options.host = handle.server ? "127.0.0.1" : endpoint.host;
+  options.port = handle.server ? handle.server->port() : static_cast<uint16_t>(endpoint.port);
+  options.connectTimeout = config.rdzvConf.connectTimeout;
+  options.timeout = config.rdzvConf.readTimeout;
+  options.onConnectProgress = connectProgressLog(config);
+  try {
+    handle.store = std::make_unique<TcpStoreClient>(options);
+  } catch (const Error& e) {
+    throw NetworkError("cannot reach the rendezvous store at " + formatEndpoint(endpoint) +
+                       " (from " + config.rdzvEndpointSource + "): " + e.what());
+  }
+  handle.description = formatEndpoint(endpoint) + (handle.server ? " (hosted here)" : "");
+  handle.endpointHost = endpoint.host;
+  handle.endpointPort = static_cast<uint16_t>(endpoint.port);
   return handle;
 }
 
@@ -162,32 +168,9 @@ std::string advertisedAddress(const LaunchConfig& config, const RendezvousStoreH
   }
 }
 
-std::chrono::milliseconds rdzvConfSeconds(const LaunchConfig& config, const std::string& key,
-                                          std::chrono::milliseconds fallback) {
-  auto it = config.rdzvConf.find(key);
-  if (it == config.rdzvConf.end()) return fallback;
-  try {
-    std::size_t used = 0;
-    const double seconds = std::stod(it->second, &used);
-    if (used != it->second.size() || seconds < 0) throw std::invalid_argument(it->second);
-    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-  } catch (const std::exception&) {
-    throw ConfigError("--rdzv-conf " + key + "=" + it->second + " is not a number of seconds");
-  }
-}
-
 RendezvousSettings rendezvousSettingsFrom(const LaunchConfig& config, const std::string& runId) {
-  RendezvousSettings s;
+  RendezvousSettings s = config.rdzv;
   s.runId = runId;
-  s.minNodes = config.minNodes;
-  s.maxNodes = config.maxNodes;
-  s.maxRestarts = config.maxRestarts;
-  s.joinTimeout = config.rdzv.joinTimeout;
-  s.lastCallTimeout = config.rdzv.lastCallTimeout;
-  s.closeTimeout = config.rdzv.closeTimeout;
-  s.keepAliveInterval = config.rdzv.keepAliveInterval;
-  s.keepAliveMaxAttempt = config.rdzv.keepAliveMaxAttempt;
-  s.heartbeatTimeout = config.rdzv.heartbeatTimeout;
   return s;
 }
 

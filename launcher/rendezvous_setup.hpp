@@ -2,15 +2,20 @@
 //
 //   --standalone, or the static backend on one node: an in-process InMemoryStore (nothing
 //     listens, nothing to collide with).
-//   c10d (and static across nodes): a TcpStoreClient to --rdzv-endpoint (static:
-//     --master-addr:--master-port; the parsed rdzvHost/rdzvPort when set). When the endpoint names
-//     this host and nothing listens there yet, this agent hosts a StoreServerThread on that port,
-//     as torchrun does; rdzv-conf is_host=true|false forces either choice.
+//   c10d (and static across nodes): a TcpStoreClient to config.rdzvEndpoints[0]. When the
+//     endpoint names this host and nothing listens there yet, this agent hosts a StoreServerThread
+//     on that port, as torchrun does; rdzv-conf is_host=true|false forces either choice.
+//   etcd, etcd-v2: an EtcdStore over config.rdzvEndpoints and the etcd --rdzv-conf keys.
+//
+// Connecting says what it waits for: at info after the first failed attempt and every 5 s
+// (endpoint, where it came from, attempts, elapsed of budget), and gives up after
+// config.rdzvConf.connectTimeout = min(read_timeout, join_timeout) with one line counting the
+// attempts by kind (refused, no such host, no answer). main() maps that to exit 1 ("rendezvous
+// failed").
 //
 // Thread safety: a plain holder; the store it owns says its own rule.
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <string>
 
@@ -31,8 +36,9 @@ struct RendezvousStoreHandle {
   uint16_t endpointPort = 0;
 };
 
-// Opens (and maybe hosts) the rendezvous store. Throws ConfigError for a bad endpoint or an
-// unsupported backend, NetworkError / TimeoutError when the store cannot be reached.
+// Opens (and maybe hosts) the rendezvous store. Throws NetworkError / TimeoutError naming the
+// endpoint when the store cannot be reached or hosted (an "address in use" under Slurm names
+// DDP_SLURM_PORT), ConfigError for options EtcdStore rejects.
 RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config);
 
 // The address other nodes reach this node at (MASTER_ADDR when it has node rank 0):
@@ -42,15 +48,9 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config);
 std::string advertisedAddress(const LaunchConfig& config, const RendezvousStoreHandle& handle,
                               const std::string& hostName);
 
-// RendezvousSettings from the flags and the typed --rdzv-conf values. Does not throw.
+// The rendezvous settings the agent passes to makeRendezvous(): config.rdzv (resolved once by the
+// command line) with `runId`. Does not throw.
 RendezvousSettings rendezvousSettingsFrom(const LaunchConfig& config, const std::string& runId);
-
-// A duration in seconds from --rdzv-conf `key` (fallback when absent). Throws ConfigError.
-std::chrono::milliseconds rdzvConfSeconds(const LaunchConfig& config, const std::string& key,
-                                          std::chrono::milliseconds fallback);
-
-// Splits "host[:port]" / "[v6]:port"; port = defaultPort when absent. Throws ConfigError.
-std::pair<std::string, uint16_t> splitEndpoint(const std::string& endpoint, uint16_t defaultPort);
 
 // True when `host` names this machine (loopback, the host name, or one of its addresses).
 bool isLocalHost(const std::string& host);

@@ -47,8 +47,9 @@ uint16_t portFor(const EnvLookup& env, const std::string& jobId, const std::stri
   if (std::optional<Found> port = firstOf(env, {"DDP_SLURM_PORT"})) {
     return static_cast<uint16_t>(parseInt(*port, 1, 65535));
   }
-  int64_t sum = numericOrZero(jobId) % kSlurmPortSpan + numericOrZero(stepId) % kSlurmPortSpan;
-  return static_cast<uint16_t>(kSlurmPortBase + sum % kSlurmPortSpan);
+  const int64_t index = numericOrZero(jobId) % kSlurmPortSpan +
+                        kSlurmPortStepFactor * (numericOrZero(stepId) % kSlurmPortSpan);
+  return static_cast<uint16_t>(kSlurmPortBase + index % kSlurmPortSpan);
 }
 
 }  // namespace
@@ -91,6 +92,7 @@ SlurmContext slurmContextFrom(const EnvLookup& env) {
   }
   context.runId = context.inStep ? jobId->value + "." + stepId->value : jobId->value;
   context.port = portFor(env, jobId->value, stepId ? stepId->value : std::string());
+  context.portOverridden = firstOf(env, {"DDP_SLURM_PORT"}).has_value();
   return context;
 }
 

@@ -10,9 +10,13 @@
 //   localTask  SLURM_LOCALID (the task's index on its node; > 0 means several agents per node)
 //   runId      "<job id>.<step id>" in a step, "<job id>" outside one
 //   firstHost  hosts[0]: the node that hosts the rendezvous
-//   port       DDP_SLURM_PORT if set (1-65535), else 29500 + (job id + step id) % 100, i.e. inside
-//              29500-29599, the range the operators open; the step id keeps two concurrent steps
-//              of one job apart (a non-numeric step id such as "batch" counts as 0).
+//   port       DDP_SLURM_PORT if set (1-65535), else 29600 + (job id + 389 x step id) % 1000, i.e.
+//              inside 29600-30599: clear of 29400 (c10d, ddprund) and 29500 (static), and below
+//              Linux's ephemeral range. The same step of two jobs shares a port only when their ids
+//              differ by a multiple of 1000 (the old rule, 29500 + (job + step) % 100, put jobs 59
+//              and 159 together); the steps of one job are 389 ports apart; a non-numeric step id
+//              ("batch") counts as 0. When two jobs do meet on one first node, the second's node 0
+//              cannot bind and says so, naming the port and DDP_SLURM_PORT.
 //
 // Thread safety: pure functions over an env lookup; slurmContextFromEnvironment() reads the process
 // environment (do not call it while another thread calls setenv).
@@ -44,6 +48,8 @@ struct SlurmContext {
   std::string runId;
   // The rendezvous port (see the rule above).
   uint16_t port = 0;
+  // The port came from DDP_SLURM_PORT, not the rule.
+  bool portOverridden = false;
   // Every host of the step (or job), in Slurm's order.
   std::vector<std::string> hosts;
 };
@@ -51,9 +57,11 @@ struct SlurmContext {
 // Returns the value of an environment variable, or nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 
-// The lowest rendezvous port of the rule and the number of ports it uses.
-inline constexpr uint16_t kSlurmPortBase = 29500;
-inline constexpr int kSlurmPortSpan = 100;
+// The lowest rendezvous port of the rule, the number of ports it uses, and the step id's factor
+// (coprime with the span, so the steps of one job land far apart).
+inline constexpr uint16_t kSlurmPortBase = 29600;
+inline constexpr int kSlurmPortSpan = 1000;
+inline constexpr int kSlurmPortStepFactor = 389;
 
 // Derives the context from `env`. Returns {inSlurm = false} when SLURM_JOB_ID is unset or empty.
 // Does not block. Throws ConfigError naming the variable and its value when a present variable is
@@ -67,7 +75,7 @@ SlurmContext slurmContextFrom(const std::map<std::string, std::string>& env);
 // The same over the process environment (getenv).
 SlurmContext slurmContextFromEnvironment();
 
-// One line for the user: "Slurm step 42.0: node 1 of 4 (first host n1), rendezvous n1:29542".
+// One line for the user: "Slurm step 42.0: node 1 of 4 (first host n1), rendezvous n1:29642".
 std::string describe(const SlurmContext& context);
 
 }  // namespace ddp

@@ -80,56 +80,6 @@ int64_t parseCounter(const std::string& key, const std::string& text) {
 
 }  // namespace
 
-namespace {
-
-std::chrono::milliseconds secondsOption(const std::map<std::string, std::string>& conf,
-                                        const char* key, std::chrono::milliseconds fallback) {
-  auto it = conf.find(key);
-  if (it == conf.end()) return fallback;
-  double seconds = 0;
-  auto [ptr, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), seconds);
-  if (ec != std::errc() || ptr != it->second.data() + it->second.size() || !(seconds > 0)) {
-    throw ConfigError(std::string("--rdzv-conf ") + key + "=" + it->second +
-                      ": want a positive number of seconds");
-  }
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
-}  // namespace
-
-EtcdStoreOptions etcdStoreOptionsFor(const std::string& endpoint,
-                                     const std::map<std::string, std::string>& conf) {
-  EtcdStoreOptions options;
-  std::string protocol = conf.count("protocol") ? conf.at("protocol") : "http";
-  if (protocol == "https") {
-    throw ConfigError("--rdzv-conf protocol=https: https is not supported (ddprun is built "
-                      "without TLS); use protocol=http");
-  }
-  if (protocol != "http") throw ConfigError("--rdzv-conf protocol=" + protocol + ": want http");
-  options.endpoints.clear();
-  std::size_t start = 0;
-  while (start <= endpoint.size()) {
-    std::size_t comma = endpoint.find(',', start);
-    std::string item = endpoint.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!item.empty()) {
-      bool hasPort = item.find(':') != std::string::npos && item.back() != ']';
-      std::string full = (item.find("://") == std::string::npos ? protocol + "://" : "") + item;
-      if (!hasPort) full += ":2379";
-      detail::parseEtcdEndpoint(full);  // validates now, with the user's text in the message
-      options.endpoints.push_back(full);
-    }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (options.endpoints.empty()) throw ConfigError("--rdzv-endpoint is empty: want host[:port] of etcd");
-  if (auto it = conf.find("etcd_prefix"); it != conf.end()) {
-    options.prefix = it->second.empty() || it->second.back() != '/' ? it->second + "/" : it->second;
-  }
-  options.requestTimeout = secondsOption(conf, "request_timeout", options.requestTimeout);
-  options.retryTimeout = secondsOption(conf, "retry_timeout", options.retryTimeout);
-  return options;
-}
-
 EtcdStore::EtcdStore(EtcdStoreOptions options)
     : options_(std::move(options)), timeoutMs_(options_.timeout.count()) {
   std::vector<detail::EtcdEndpoint> endpoints;

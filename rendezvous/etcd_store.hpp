@@ -49,7 +49,8 @@ class EtcdClient;
 
 struct EtcdStoreOptions {
   // "host:port" or "http://host:port"; several for failover (tried in order, then round robin).
-  // "https://..." is a ConfigError: TLS is not supported.
+  // "https://..." is a ConfigError: TLS is not supported. ddprun's command line parses
+  // --rdzv-endpoint/--rdzv-conf once (launcher/rdzv_endpoint.hpp) and fills these options.
   std::vector<std::string> endpoints{"127.0.0.1:2379"};
   // Every key is stored as prefix + key; numKeys() counts the keys under it.
   std::string prefix = "/ddp/";
@@ -65,16 +66,6 @@ struct EtcdStoreOptions {
   std::chrono::milliseconds pollMin{std::chrono::milliseconds(5)};
   std::chrono::milliseconds pollMax{std::chrono::milliseconds(100)};
 };
-
-// Options for `--rdzv-backend=etcd` (alias etcd-v2): `endpoint` is --rdzv-endpoint,
-// "host[:port][,host[:port]...]" (port 2379 when omitted, as torchrun); `conf` is --rdzv-conf:
-//   protocol=http|https   https is a ConfigError (no TLS support); default http
-//   etcd_prefix=/p/       the key prefix (default "/ddp/"; a trailing "/" is added)
-//   request_timeout=5     seconds per HTTP request;  retry_timeout=30: seconds an op retries
-// Other keys are left to the rendezvous (timeouts, is_host, ...). Throws ConfigError naming the
-// bad key or endpoint. Does not contact etcd.
-EtcdStoreOptions etcdStoreOptionsFor(const std::string& endpoint,
-                                     const std::map<std::string, std::string>& conf);
 
 class EtcdStore final : public Store {
  public:

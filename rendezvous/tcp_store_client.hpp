@@ -30,6 +30,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,15 @@
 namespace ddp {
 
 enum class WireDialect { kV1a, kV2 };
+
+// What a connect loop that keeps failing reports (TcpStoreClientOptions::onConnectProgress).
+struct ConnectProgress {
+  std::string endpoint;              // "host:port"
+  int attempts = 0;                  // failed attempts so far
+  std::chrono::milliseconds elapsed{0};  // since the connect began
+  std::chrono::milliseconds budget{0};   // connectTimeout
+  std::string lastFailure;           // "10.0.0.1:29400: Connection refused", "resolving 'h': ..."
+};
 
 struct TcpStoreClientOptions {
   // Server host name or address (IPv4, IPv6 or a name that resolves).
@@ -54,6 +64,11 @@ struct TcpStoreClientOptions {
   WireDialect dialect = WireDialect::kV2;
   // Delays between connect attempts.
   BackoffOptions connectBackoff;
+  // Called on the connecting thread after the first failed attempt, then every
+  // connectProgressInterval while attempts keep failing (never after success). Must not block.
+  // Empty: connect silently.
+  std::function<void(const ConnectProgress&)> onConnectProgress;
+  std::chrono::milliseconds connectProgressInterval{std::chrono::seconds(5)};
   // Largest value accepted in a reply; a bigger one is a ProtocolError.
   std::size_t maxValueBytes = 256 * 1024 * 1024;
 };
@@ -61,10 +76,11 @@ struct TcpStoreClientOptions {
 class TcpStoreClient final : public Store {
  public:
   // Connects before returning, trying every address the host resolves to until one connects
-  // (and, in v2, answers the PING), with a Backoff between rounds. Throws TimeoutError listing
-  // every failed attempt when the connect budget runs out, ConfigError when the host never
-  // resolved within it. Name resolution is the system's getaddrinfo: a hanging DNS server can
-  // hold one resolution past the budget (resolv.conf timeouts apply).
+  // (and, in v2, answers the PING), with a Backoff between rounds and progress reports (above).
+  // Throws TimeoutError when the connect budget runs out, NetworkError when the host never
+  // resolved within it; both one line that counts the attempts by kind of failure. Name
+  // resolution is the system's getaddrinfo: a hanging DNS server can hold one resolution past
+  // the budget (resolv.conf timeouts apply).
   explicit TcpStoreClient(TcpStoreClientOptions options);
   ~TcpStoreClient() override;
 

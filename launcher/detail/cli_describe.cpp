@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/detail/cli_values.hpp"
+#include "launcher/rdzv_endpoint.hpp"
 
 namespace ddp::detail {
 namespace {
@@ -22,15 +23,6 @@ json orNull(const std::optional<T>& value) {
   return value ? json(*value) : json(nullptr);
 }
 
-const char* backendName(RdzvBackend backend) {
-  switch (backend) {
-    case RdzvBackend::kStatic: return "static";
-    case RdzvBackend::kC10d: return "c10d";
-    case RdzvBackend::kEtcd: return "etcd";
-  }
-  return "unknown";
-}
-
 const char* kindName(EntrypointKind kind) {
   switch (kind) {
     case EntrypointKind::kPythonScript: return "python_script";
@@ -40,16 +32,28 @@ const char* kindName(EntrypointKind kind) {
   return "unknown";
 }
 
-json rdzvSettings(const RdzvSettings& s) {
+// Every resolved rendezvous timing and --rdzv-conf value (durations in ms).
+json rdzvSettings(const RendezvousSettings& s, const RdzvConf& c) {
   return {{"join_timeout_ms", s.joinTimeout.count()},
           {"last_call_timeout_ms", s.lastCallTimeout.count()},
           {"close_timeout_ms", s.closeTimeout.count()},
           {"heartbeat_timeout_ms", s.heartbeatTimeout.count()},
           {"keep_alive_interval_ms", s.keepAliveInterval.count()},
           {"keep_alive_max_attempt", s.keepAliveMaxAttempt},
-          {"read_timeout_ms", s.readTimeout.count()},
-          {"is_host", orNull(s.isHost)},
-          {"protocol", s.protocol}};
+          {"read_timeout_ms", c.readTimeout.count()},
+          {"connect_timeout_ms", c.connectTimeout.count()},
+          {"exit_barrier_timeout_ms", c.exitBarrierTimeout.count()},
+          {"is_host", orNull(c.isHost)},
+          {"protocol", c.protocol},
+          {"etcd_prefix", c.etcdPrefix},
+          {"request_timeout_ms", c.etcdRequestTimeout.count()},
+          {"retry_timeout_ms", c.etcdRetryTimeout.count()}};
+}
+
+json endpoints(const std::vector<Endpoint>& list) {
+  json out = json::array();
+  for (const auto& e : list) out.push_back(formatEndpoint(e));
+  return out;
 }
 
 }  // namespace
@@ -60,8 +64,11 @@ std::string describeConfig(const LaunchConfig& c) {
   json out = {
       {"min_nodes", c.minNodes}, {"max_nodes", c.maxNodes}, {"nproc_per_node", c.nprocPerNode},
       {"nproc_spec", c.nprocSpec}, {"rdzv_backend", backendName(c.rdzvBackend)},
-      {"rdzv_endpoint", c.rdzvEndpoint}, {"rdzv_host", c.rdzvHost}, {"rdzv_port", c.rdzvPort},
-      {"rdzv_id", c.rdzvId}, {"rdzv_conf", c.rdzvConf}, {"rdzv", rdzvSettings(c.rdzv)},
+      {"rdzv_endpoint", c.rdzvEndpoint}, {"rdzv_endpoints", endpoints(c.rdzvEndpoints)},
+      {"rdzv_endpoint_source", c.rdzvEndpointSource},
+      {"rdzv_host", c.rdzvEndpoints.empty() ? "" : c.rdzvEndpoints.front().host},
+      {"rdzv_port", c.rdzvEndpoints.empty() ? 0 : c.rdzvEndpoints.front().port},
+      {"rdzv_id", c.rdzvId}, {"rdzv_id_source", c.rdzvIdSource}, {"rdzv", rdzvSettings(c.rdzv, c.rdzvConf)},
       {"standalone", c.standalone}, {"max_restarts", c.maxRestarts},
       {"monitor_interval", c.monitorInterval}, {"role", c.role}, {"module", c.module},
       {"no_python", c.noPython}, {"run_path", c.runPath}, {"log_dir", c.logDir},
@@ -70,7 +77,7 @@ std::string describeConfig(const LaunchConfig& c) {
       {"log_level", c.logLevel}, {"signals_to_handle", signals},
       {"shutdown_timeout_ms", c.shutdownTimeout.count()}, {"local_addr", c.localAddr},
       {"master_addr", c.masterAddr}, {"master_port", orNull(c.masterPort)},
-      {"node_rank", orNull(c.nodeRank)}, {"virtual_local_rank", c.virtualLocalRank},
+      {"node_rank", orNull(c.nodeRank)}, {"node_order", orNull(c.nodeOrder)}, {"virtual_local_rank", c.virtualLocalRank},
       {"start_method", c.startMethod}, {"no_slurm", c.noSlurm}, {"command", c.command},
       {"entrypoint", c.entrypointName}, {"entrypoint_kind", kindName(c.entrypointKind)},
       {"explicit_options", c.explicitOptions}, {"notes", c.notes}};

@@ -16,22 +16,23 @@ bool given(const LaunchConfig& c, const char* dest) { return c.explicitOptions.c
 // Rendezvous settings for a dynamic backend (c10d) or the static one.
 std::string fillRendezvous(LaunchConfig& c, const SlurmContext& ctx) {
   std::string filled;
+  const std::string source = ctx.portOverridden ? "Slurm (DDP_SLURM_PORT)" : "Slurm";
   if (!given(c, "rdzv_backend")) c.rdzvBackend = RdzvBackend::kC10d;
   if (c.rdzvBackend == RdzvBackend::kStatic) {
     if (!given(c, "master_addr")) c.masterAddr = ctx.firstHost;
     if (!given(c, "master_port")) c.masterPort = ctx.port;
+    if (!given(c, "rdzv_endpoint")) c.rdzvEndpointSource = source;
     return " master " + hostPort(c.masterAddr, c.masterPort.value_or(ctx.port));
   }
   if (c.rdzvBackend == RdzvBackend::kC10d && !given(c, "rdzv_endpoint")) {
     c.rdzvEndpoint = hostPort(ctx.firstHost, ctx.port);
-    if (!c.rdzv.isHost) {
-      c.rdzv.isHost = ctx.nodeRank == 0;
-      c.rdzvConf["is_host"] = *c.rdzv.isHost ? "true" : "false";
-    }
+    c.rdzvEndpointSource = source;
+    if (!c.rdzvConf.isHost) c.rdzvConf.isHost = ctx.nodeRank == 0;
     filled += " endpoint " + c.rdzvEndpoint + (ctx.nodeRank == 0 ? " (hosted here)" : "");
   }
   if (!given(c, "rdzv_id")) {
     c.rdzvId = ctx.runId;
+    c.rdzvIdSource = "Slurm";
     filled += " run id " + ctx.runId;
   }
   return filled;
@@ -56,7 +57,11 @@ void applySlurmDetection(LaunchConfig& c, const EnvLookup& getenv) {
     c.minNodes = c.maxNodes = ctx.nnodes;
     filled += " nnodes " + std::to_string(ctx.nnodes);
   }
-  if (!given(c, "node_rank")) {
+  if (!given(c, "node_rank") && c.minNodes < c.maxNodes) {
+    // Elastic: a lost node must not leave a hole in fixed ranks; SLURM_NODEID only orders nodes.
+    c.nodeOrder = ctx.nodeRank;
+    filled += " node order " + std::to_string(ctx.nodeRank) + " (elastic: ranks assigned by the rendezvous)";
+  } else if (!given(c, "node_rank")) {
     c.nodeRank = ctx.nodeRank;
     filled += " node rank " + std::to_string(ctx.nodeRank);
   }

@@ -3,10 +3,13 @@
 // Inside an srun step (SLURM_JOB_ID and SLURM_STEP_ID set; launcher/slurm_env.hpp derives the
 // values), for each option neither on the command line nor in PET_*:
 //   --nnodes         = the step's node count (fixed, MIN = MAX)
-//   --node-rank      = SLURM_NODEID
+//   --node-rank      = SLURM_NODEID when the node count is fixed (MIN = MAX); for an elastic job
+//                      (--nnodes MIN:MAX with MIN < MAX) SLURM_NODEID only orders the nodes
+//                      (LaunchConfig::nodeOrder) and the rendezvous assigns compact ranks
 //   --rdzv-backend   = c10d
 //   --rdzv-endpoint  = <first host of the node list>:<port rule of slurm_env.hpp>   (c10d only)
 //   --rdzv-id        = <job id>.<step id>
+//   port             = DDP_SLURM_PORT, else derived from the job and step ids (slurm_env.hpp)
 //   is_host          = node rank 0 hosts the store (unless --rdzv-conf is_host=... or an explicit
 //                      endpoint, e.g. a ddprund, is given)
 // With an explicit --rdzv-backend=static, --master-addr/--master-port get the first host and port

@@ -7,9 +7,14 @@
 #include <stdexcept>
 
 #include "launcher/cli.hpp"
+#include "launcher/detail/rdzv_conf.hpp"
+#include "launcher/rdzv_endpoint.hpp"
 
 namespace ddp::detail {
 namespace {
+
+// Stands for the empty value of "--flag=" while CLI11 parses (a text no one types).
+const std::string kEmptyValue = "\x1f(empty)\x1f";
 
 // Dashed and underscored spellings of a torchrun long option, and PET_<DEST> as its variable.
 OptionSpec torchOpt(const std::string& dest, bool isFlag, std::string metavar, std::string help,
@@ -31,6 +36,12 @@ OptionSpec withEnv(OptionSpec spec, std::vector<std::string> env) {
   return spec;
 }
 
+std::string confKeys() {
+  std::string keys;
+  for (const auto& key : rdzvConfKeys()) keys += (keys.empty() ? "" : ", ") + key;
+  return keys;
+}
+
 std::vector<OptionSpec> buildTable() {
   const std::string kNodes = "Nodes and workers", kRdzv = "Rendezvous", kEntry = "Entry point",
                     kLogs = "Logs", kSignals = "Signals and shutdown";
@@ -48,14 +59,18 @@ std::vector<OptionSpec> buildTable() {
       withEnv(torchOpt("numa_binding", false, "POLICY", "accepted for compatibility and ignored", kNodes), {}),
       torchOpt("rdzv_backend", false, "static|c10d|etcd|etcd-v2", "rendezvous backend (default static)", kRdzv),
       torchOpt("rdzv_endpoint", false, "HOST[:PORT]",
-               "rendezvous store, e.g. a ddprund (port default: c10d 29400, etcd 2379; IPv6 as [addr]:port)", kRdzv),
-      torchOpt("rdzv_id", false, "ID", "job id shared by all nodes; becomes TORCHELASTIC_RUN_ID (default 'none')", kRdzv),
+               "rendezvous store, e.g. a ddprund (port default: c10d " + std::to_string(kDefaultC10dPort) +
+                   ", etcd " + std::to_string(kDefaultEtcdPort) +
+                   "; static needs HOST:PORT; IPv6 as [addr]:port; etcd: a comma list)", kRdzv),
+      torchOpt("rdzv_id", false, "ID",
+               "job id shared by all nodes; becomes TORCHELASTIC_RUN_ID (default 'none'; required by a "
+               "multi-node c10d/etcd job unless TORCHELASTIC_RUN_ID or Slurm provides it)", kRdzv),
       torchOpt("rdzv_conf", false, "KEY=VALUE,...",
-               "rendezvous settings: join_timeout, last_call_timeout, close_timeout, heartbeat_timeout, "
-               "keep_alive_interval, keep_alive_max_attempt, read_timeout (seconds, fractions ok), is_host, protocol", kRdzv),
+               "rendezvous settings (durations in seconds, fractions ok, or 250ms): " + confKeys(), kRdzv),
       torchOpt("standalone", true, "", "one node, nothing else to start: embedded store on a free port, random run id", kRdzv),
       torchOpt("master_addr", false, "ADDR", "static backend: address of node 0's store (default 127.0.0.1)", kRdzv),
-      torchOpt("master_port", false, "PORT", "static backend: port of node 0's store (default 29500)", kRdzv),
+      torchOpt("master_port", false, "PORT",
+               "static backend: port of node 0's store (default " + std::to_string(kDefaultMasterPort) + ")", kRdzv),
       torchOpt("local_addr", false, "ADDR", "address other nodes reach this node at (default: detected)", kRdzv),
       withEnv(torchOpt("no_slurm", true, "", "ignore SLURM_* even inside a Slurm step", kRdzv), {"DDP_NO_SLURM"}),
       torchOpt("module", true, "", "run the entry point as a Python module: python -u -m MODULE", kEntry, {"-m"}),
@@ -67,7 +82,7 @@ std::vector<OptionSpec> buildTable() {
       torchOpt("tee", false, "0-3|RANK:0-3,...", "worker streams to files and the console (same values as --redirects)", kLogs, {"-t"}),
       torchOpt("local_ranks_filter", false, "RANK,...", "local ranks whose output reaches the console (default all)", kLogs),
       withEnv(torchOpt("log_prefix", false, "TEMPLATE",
-                       "console line prefix with {rank} {local_rank} {host} {role} (default '[{role}{local_rank}]:')", kLogs),
+                       "console line prefix with {rank} {local_rank} {host} {role} (default '" + LaunchConfig{}.logPrefix + "')", kLogs),
               {"DDP_LOG_PREFIX"}),
       withEnv(torchOpt("log_level", false, "LEVEL", "trace, debug, info, warn, error, critical or off (default info)", kLogs),
               {"DDP_LOG_LEVEL"}),
@@ -129,6 +144,11 @@ std::vector<std::string> expandAbbreviations(const std::vector<std::string>& arg
     if (!spec) continue;  // unknown: CLI11 rejects it with the original spelling
     if (std::find(spec->names.begin(), spec->names.end(), name) == spec->names.end())
       out[i] = spec->names.back() + (eq == std::string::npos ? "" : tok.substr(eq));
+    if (eq != std::string::npos && eq + 1 == tok.size()) {
+      // "--rdzv_id=": an empty value, as argparse reads it (CLI11 would take the next word).
+      if (spec->isFlag) throw UsageError(name + "=: " + name + " takes no value");
+      out[i] += kEmptyValue;
+    }
     if (!spec->isFlag && eq == std::string::npos) ++i;  // skip the value
   }
   return out;
@@ -170,8 +190,11 @@ RawArgs splitCommandLine(const std::vector<std::string>& args) {
   raw.help = help->count() > 0;
   raw.version = version->count() > 0;
   // The last occurrence wins, as with argparse; a switch given "--flag=0" keeps its text.
-  for (auto& [spec, opt] : bound)
-    if (opt->count() > 0 && !opt->results().empty()) raw.values[spec->dest] = opt->results().back();
+  for (auto& [spec, opt] : bound) {
+    if (opt->count() == 0 || opt->results().empty()) continue;
+    const std::string& value = opt->results().back();
+    raw.values[spec->dest] = value == kEmptyValue ? std::string() : value;
+  }
   raw.entrypoint = app.remaining();
   if (!raw.entrypoint.empty() && raw.entrypoint.front() == "--") {
     raw.entrypoint.erase(raw.entrypoint.begin());  // "ddprun [OPTIONS] -- program args"

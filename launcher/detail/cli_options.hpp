@@ -38,8 +38,11 @@ struct RawArgs {
 };
 
 // Rewrites argparse-style abbreviations of long flags before the entry point ("--redirect=3" ->
-// "--redirects=3", "--nproc 2" -> "--nproc_per_node 2") as torchrun accepts them. Throws
-// UsageError for an ambiguous prefix. Arguments after the entry point are never touched.
+// "--redirects=3", "--nproc 2" -> "--nproc_per_node 2") as torchrun accepts them, and marks the
+// empty value of "--flag=" so that it stays a value (argparse's reading; an unset shell variable
+// in practice) instead of taking the next word. Throws UsageError for an ambiguous prefix and for
+// a switch given "=" ("--standalone=", as argparse). Arguments after the entry point are never
+// touched.
 std::vector<std::string> expandAbbreviations(const std::vector<std::string>& args);
 
 // Splits args (argv without the program name). Throws UsageError for unknown flags, a missing

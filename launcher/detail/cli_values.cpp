@@ -54,17 +54,6 @@ StdStreams toStreams(const std::string& digit) {
   return static_cast<StdStreams>(*v);
 }
 
-std::chrono::milliseconds confDuration(const std::map<std::string, std::string>& conf,
-                                       const std::string& key, std::chrono::milliseconds fallback) {
-  auto it = conf.find(key);
-  if (it == conf.end()) return fallback;
-  try {
-    return parseDuration(it->second);
-  } catch (const ConfigError& e) {
-    throw ConfigError(key + "=" + it->second + ": " + e.what());
-  }
-}
-
 }  // namespace
 
 NodeRange parseNnodes(const std::string& text) {
@@ -196,72 +185,23 @@ std::map<std::string, std::string> parseRdzvConf(const std::string& text) {
   return conf;
 }
 
-RdzvSettings parseRdzvSettings(const std::map<std::string, std::string>& conf) {
-  RdzvSettings s;
-  s.joinTimeout = confDuration(conf, "timeout", s.joinTimeout);
-  s.joinTimeout = confDuration(conf, "join_timeout", s.joinTimeout);
-  s.lastCallTimeout = confDuration(conf, "last_call_timeout", s.lastCallTimeout);
-  s.closeTimeout = confDuration(conf, "close_timeout", s.closeTimeout);
-  s.heartbeatTimeout = confDuration(conf, "heartbeat_timeout", s.heartbeatTimeout);
-  s.keepAliveInterval = confDuration(conf, "keep_alive_interval", s.keepAliveInterval);
-  s.readTimeout = confDuration(conf, "read_timeout", s.readTimeout);
-  if (s.readTimeout.count() <= 0) throw ConfigError("read_timeout must be > 0");
-  if (s.joinTimeout.count() <= 0) throw ConfigError("join_timeout must be > 0");
-  if (auto it = conf.find("keep_alive_max_attempt"); it != conf.end()) {
-    try {
-      s.keepAliveMaxAttempt = parseInt(it->second, 1, 1000000);
-    } catch (const ConfigError& e) {
-      throw ConfigError("keep_alive_max_attempt=" + it->second + ": " + e.what());
-    }
-  }
-  if (auto it = conf.find("is_host"); it != conf.end()) {
-    try {
-      s.isHost = parseConfBool(it->second);
-    } catch (const ConfigError& e) {
-      throw ConfigError("is_host=" + it->second + ": " + e.what());
-    }
-  }
-  if (auto it = conf.find("protocol"); it != conf.end()) {
-    s.protocol = lower(it->second);
-    if (s.protocol != "http" && s.protocol != "https")
-      throw ConfigError("protocol=" + it->second + ": must be http or https");
-  }
-  return s;
-}
-
 RdzvBackend parseBackend(const std::string& text) {
   auto t = lower(trim(text));
   if (t == "static") return RdzvBackend::kStatic;
   if (t == "c10d") return RdzvBackend::kC10d;
-  if (t == "etcd" || t == "etcd-v2") return RdzvBackend::kEtcd;
+  if (t == "etcd") return RdzvBackend::kEtcd;
+  if (t == "etcd-v2") return RdzvBackend::kEtcdV2;
   throw ConfigError("unknown backend (choose static, c10d, etcd or etcd-v2)");
 }
 
-Endpoint parseEndpoint(const std::string& text, int defaultPort) {
-  auto t = trim(text);
-  if (t.empty()) return {"localhost", defaultPort};
-  std::string host = t;
-  std::optional<std::string> port;
-  if (!(t.front() == '[' && t.back() == ']')) {
-    auto colon = t.rfind(':');
-    if (colon != std::string::npos) {
-      host = t.substr(0, colon);
-      port = t.substr(colon + 1);
-    }
+const char* backendName(RdzvBackend backend) {
+  switch (backend) {
+    case RdzvBackend::kStatic: return "static";
+    case RdzvBackend::kC10d: return "c10d";
+    case RdzvBackend::kEtcd: return "etcd";
+    case RdzvBackend::kEtcdV2: return "etcd-v2";
   }
-  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  Endpoint ep{host, defaultPort};
-  if (port) {
-    auto p = port->size() <= 5 ? toInt(*port) : std::nullopt;
-    if (!p || *p > 65535) throw ConfigError("the port must be an integer between 0 and 65535");
-    ep.port = *p;
-  }
-  bool hostOk = !host.empty() && std::all_of(host.begin(), host.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '.' || c == ':' || c == '-' || c == '_';
-  });
-  if (!hostOk)
-    throw ConfigError("the host must be a hostname, an IPv4 address or an IPv6 address in [brackets]");
-  return ep;
+  return "unknown";
 }
 
 std::vector<std::string> parseFilterList(const std::string& text) {

@@ -56,19 +56,11 @@ std::string signalName(int signo);
 // an empty key or value is an error (as torch's _parse_rendezvous_config). "" gives {}.
 std::map<std::string, std::string> parseRdzvConf(const std::string& text);
 
-// The typed settings from a parsed --rdzv-conf map (unknown keys are left to the backends).
-RdzvSettings parseRdzvSettings(const std::map<std::string, std::string>& conf);
-
-// --rdzv-backend: static, c10d, etcd or etcd-v2 (alias of etcd).
+// --rdzv-backend: static, c10d, etcd (torchrun's legacy handler) or etcd-v2.
 RdzvBackend parseBackend(const std::string& text);
 
-// host[:port] as torch's parse_rendezvous_endpoint: "[v6]" or "[v6]:port" for IPv6, a bare
-// host gets defaultPort, the port is 0..65535. Returns the host without brackets.
-struct Endpoint {
-  std::string host;
-  int port = 0;
-};
-Endpoint parseEndpoint(const std::string& text, int defaultPort);
+// The --rdzv-backend spelling of a backend ("etcd-v2").
+const char* backendName(RdzvBackend backend);
 
 // --duplicate-*-filters: comma list where ",," stands for a literal comma.
 std::vector<std::string> parseFilterList(const std::string& text);

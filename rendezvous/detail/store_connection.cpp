@@ -9,6 +9,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "rendezvous/backoff.hpp"
+#include "rendezvous/detail/connect_attempts.hpp"
 #include "rendezvous/error.hpp"
 
 namespace ddp::detail {
@@ -89,15 +90,9 @@ StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
       endpoint_(formatEndpoint(options.host, options.port)),
       dialect_(toWire(options.dialect)),
       socket_(io_) {
-  const auto start = Clock::now();
   const auto deadline = deadlineAfter(options_.connectTimeout);
   Backoff backoff(options_.connectBackoff);
-  std::vector<std::string> attempts;
-  const auto note = [&](const std::string& target, const std::string& failure) {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-    attempts.push_back("#" + std::to_string(attempts.size() + 1) + " " + target + ": " + failure +
-                       " (+" + std::to_string(ms.count()) + " ms)");
-  };
+  ConnectAttempts attempts(options_, endpoint_);
   bool resolved = false;
   tcp::resolver resolver(io_);
   do {
@@ -105,7 +100,7 @@ StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
     const auto results = resolver.resolve(options_.host, std::to_string(options_.port),
                                           tcp::resolver::numeric_service, ec);
     if (ec) {
-      note("resolving '" + options_.host + "'", ec.message());
+      attempts.failed("resolving '" + options_.host + "'", ec.message());
       continue;
     }
     resolved = true;
@@ -117,20 +112,10 @@ StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
       const tcp::endpoint address = entry.endpoint();
       const std::string failure = attempt(address, std::min(deadline, Clock::now() + share));
       if (failure.empty()) return;
-      note(formatEndpoint(address.address().to_string(), address.port()), failure);
+      attempts.failed(formatEndpoint(address.address().to_string(), address.port()), failure);
     }
   } while (backoff.sleepBefore(deadline));
-  throwConnectFailure(attempts, resolved);
-}
-
-void StoreConnection::throwConnectFailure(const std::vector<std::string>& attempts,
-                                          bool resolved) const {
-  std::string list;
-  for (const auto& a : attempts) list += (list.empty() ? "" : ", ") + a;
-  const std::string message = "timed out after " + formatBudget(options_.connectTimeout) +
-                              " connecting to " + endpoint_ + " (attempts: " + list + ")";
-  if (!resolved) throw ConfigError(message);
-  throw TimeoutError(message);
+  attempts.giveUp(resolved);
 }
 
 std::string StoreConnection::attempt(const tcp::endpoint& address, Clock::time_point deadline) {

@@ -46,8 +46,9 @@ class StoreConnection {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Connects and handshakes. Throws TimeoutError listing every attempt when connectTimeout
-  // passes, ConfigError when the host never resolved within it.
+  // Connects and handshakes, reporting progress to options.onConnectProgress while attempts
+  // fail. Throws TimeoutError summarising the attempts when connectTimeout passes, NetworkError
+  // when the host never resolved within it.
   explicit StoreConnection(const TcpStoreClientOptions& options);
 
   const std::string& endpoint() const { return endpoint_; }
@@ -77,8 +78,6 @@ class StoreConnection {
   // One connect + handshake attempt to one address; returns an error text, empty on success.
   std::string attempt(const boost::asio::ip::tcp::endpoint& address, Clock::time_point deadline);
   std::string handshake(Clock::time_point deadline);
-  [[noreturn]] void throwConnectFailure(const std::vector<std::string>& attempts,
-                                        bool resolved) const;
   [[noreturn]] void failNetwork(const std::string& what, const boost::system::error_code& ec);
 
   TcpStoreClientOptions options_;

@@ -115,6 +115,7 @@ const char* backendName(ddp::RdzvBackend b) {
     case ddp::RdzvBackend::kStatic: return "static";
     case ddp::RdzvBackend::kC10d: return "c10d";
     case ddp::RdzvBackend::kEtcd: return "etcd";
+    case ddp::RdzvBackend::kEtcdV2: return "etcd-v2";
   }
   return "?";
 }
@@ -134,7 +135,11 @@ std::string actual(const ddp::LaunchConfig& c, const std::string& key) {
   if (key == "nnodes") return to_string(c.minNodes) + ":" + to_string(c.maxNodes);
   if (key == "nproc") return to_string(c.nprocPerNode);
   if (key == "backend") return backendName(c.rdzvBackend);
-  if (key == "endpoint") return c.rdzvHost + ":" + to_string(c.rdzvPort);
+  if (key == "endpoint") {
+    std::vector<std::string> all;
+    for (const auto& e : c.rdzvEndpoints) all.push_back(e.host + ":" + to_string(e.port));
+    return joined(all, ",");
+  }
   if (key == "id") return c.rdzvId;
   if (key == "standalone") return c.standalone ? "1" : "0";
   if (key == "node_rank") return c.nodeRank ? to_string(*c.nodeRank) : "none";
@@ -145,7 +150,8 @@ std::string actual(const ddp::LaunchConfig& c, const std::string& key) {
   if (key == "role") return c.role;
   if (key == "kind") return kindName(c.entrypointKind);
   if (key == "command") return joined(c.command, " ");
-  if (key == "is_host") return c.rdzv.isHost ? (*c.rdzv.isHost ? "true" : "false") : "auto";
+  if (key == "is_host") return c.rdzvConf.isHost ? (*c.rdzvConf.isHost ? "true" : "false") : "auto";
+  if (key == "heartbeat_timeout_ms") return to_string(c.rdzv.heartbeatTimeout.count());
   if (key == "join_timeout_ms") return to_string(c.rdzv.joinTimeout.count());
   if (key == "last_call_timeout_ms") return to_string(c.rdzv.lastCallTimeout.count());
   if (key == "log_dir") return c.logDir;

@@ -51,7 +51,7 @@ TEST_CASE("every torchrun flag takes its dashed and underscored spelling, = or a
       {"max_restarts", "4", [](auto& c) { CHECK(c.maxRestarts == 4); }},
       {"monitor_interval", "0.5", [](auto& c) { CHECK(c.monitorInterval == Approx(0.5)); }},
       {"start_method", "fork", [](auto& c) { CHECK(c.startMethod == "fork"); }},
-      {"rdzv_backend", "etcd-v2", [](auto& c) { CHECK(c.rdzvBackend == ddp::RdzvBackend::kEtcd); }},
+      {"rdzv_backend", "etcd-v2", [](auto& c) { CHECK(c.rdzvBackend == ddp::RdzvBackend::kEtcdV2); }},
       {"rdzv_id", "job7", [](auto& c) { CHECK(c.rdzvId == "job7"); }},
       {"rdzv_conf", "join_timeout=5", [](auto& c) { CHECK(c.rdzv.joinTimeout == std::chrono::seconds(5)); }},
       {"log_dir", "/tmp/logs", [](auto& c) { CHECK(c.logDir == "/tmp/logs"); }},
@@ -109,14 +109,12 @@ TEST_CASE("defaults match torchrun's, plus implicit standalone for one node", "[
   CHECK(c.signalsToHandle == std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
   CHECK(c.standalone);  // static, no endpoint, no --master-port, one node: torchrun 2.x does this too
   CHECK(c.rdzvBackend == ddp::RdzvBackend::kC10d);
-  CHECK(c.rdzvHost == "localhost");
-  CHECK(c.rdzvPort == 0);
+  CHECK(c.rdzvEndpoints == std::vector<ddp::Endpoint>{{"localhost", 0}});
   CHECK(c.explicitOptions.empty());
   auto multi = parse({"--nnodes=2", "--master-addr=10.0.0.1", "train.py"});
   CHECK_FALSE(multi.standalone);
   CHECK(multi.rdzvBackend == ddp::RdzvBackend::kStatic);
-  CHECK(multi.rdzvHost == "10.0.0.1");
-  CHECK(multi.rdzvPort == 29500);
+  CHECK(multi.rdzvEndpoints == std::vector<ddp::Endpoint>{{"10.0.0.1", 29500}});
 }
 
 TEST_CASE("PET_* fill what the command line leaves out; the command line wins", "[cli][pet]") {
@@ -128,8 +126,9 @@ TEST_CASE("PET_* fill what the command line leaves out; the command line wins", 
   CHECK(c.maxRestarts == 2);
   CHECK(c.minNodes == 2);
   CHECK(c.maxNodes == 4);
-  CHECK(c.rdzvHost == "job-worker-0");
-  CHECK(c.rdzvPort == 23456);
+  CHECK(c.rdzvEndpoints == std::vector<ddp::Endpoint>{{"job-worker-0", 23456}});
+  CHECK(c.rdzvEndpointSource == "PET_RDZV_ENDPOINT");
+  CHECK(c.rdzvIdSource == "PET_RDZV_ID");
   CHECK(c.rdzvId == "pytorchjob");
   CHECK(c.rdzv.lastCallTimeout == std::chrono::milliseconds(1500));
   CHECK(c.explicitOptions.contains("nnodes"));
@@ -210,7 +209,7 @@ TEST_CASE("bad values are rejected with the flag, the value and what was expecte
   CHECK_THAT(errorOf({"--rdzv-conf==1", "x"}), Contains("<key1>=<value1>"));
   CHECK_THAT(errorOf({"--rdzv-conf=join_timeout=soon", "x"}), Contains("join_timeout=soon: not a non-negative duration"));
   CHECK_THAT(errorOf({"--rdzv-conf=is_host=maybe", "x"}), Contains("is_host=maybe: not a boolean"));
-  CHECK_THAT(errorOf({"--rdzv-conf=read_timeout=0", "x"}), Contains("read_timeout must be > 0"));
+  CHECK_THAT(errorOf({"--rdzv-conf=read_timeout=0", "x"}), Contains("read_timeout=0: must be > 0"));
   CHECK_THAT(errorOf({"--tee=4", "x"}), Contains("--tee '4': stream selector '4' is not 0, 1, 2 or 3"));
   CHECK_THAT(errorOf({"--tee=0:5", "x"}), Contains("--tee '0:5'"));
   CHECK_THAT(errorOf({"--redirects=12", "x"}), Contains("--redirects '12': expected 0, 1, 2, 3 or a map"));
@@ -236,7 +235,7 @@ TEST_CASE("bad values are rejected with the flag, the value and what was expecte
 TEST_CASE("rdzv-conf typed values accept fractional seconds and ms", "[cli]") {
   auto c = parse({"--rdzv-backend=c10d", "--rdzv-endpoint=h", "--rdzv-conf",
                   "join_timeout=2.5, last_call_timeout=250ms,close_timeout=1s,heartbeat_timeout=0.5,"
-                  "keep_alive_interval=0.1,keep_alive_max_attempt=4,read_timeout=9,is_host=false,custom=x",
+                  "keep_alive_interval=0.1,keep_alive_max_attempt=4,read_timeout=9,is_host=false",
                   "x"});
   CHECK(c.rdzv.joinTimeout == std::chrono::milliseconds(2500));
   CHECK(c.rdzv.lastCallTimeout == std::chrono::milliseconds(250));
@@ -244,11 +243,9 @@ TEST_CASE("rdzv-conf typed values accept fractional seconds and ms", "[cli]") {
   CHECK(c.rdzv.heartbeatTimeout == std::chrono::milliseconds(500));
   CHECK(c.rdzv.keepAliveInterval == std::chrono::milliseconds(100));
   CHECK(c.rdzv.keepAliveMaxAttempt == 4);
-  CHECK(c.rdzv.readTimeout == std::chrono::seconds(9));
-  CHECK(c.rdzv.isHost == false);
-  CHECK(c.rdzvConf.at("custom") == "x");  // unknown keys stay for the backends
-  CHECK(c.rdzvHost == "h");
-  CHECK(c.rdzvPort == 29400);
+  CHECK(c.rdzvConf.readTimeout == std::chrono::seconds(9));
+  CHECK(c.rdzvConf.isHost == false);
+  CHECK(c.rdzvEndpoints == std::vector<ddp::Endpoint>{{"h", 29400}});
   // torchrun's "timeout" key (read only by static/etcd there) sets the join timeout here.
   CHECK(parse({"--rdzv-conf=timeout=60", "x"}).rdzv.joinTimeout == std::chrono::seconds(60));
   CHECK(parse({"--rdzv-conf=timeout=60,join_timeout=5", "x"}).rdzv.joinTimeout == std::chrono::seconds(5));
@@ -270,7 +267,7 @@ TEST_CASE("standalone: c10d on localhost:0 with a fresh uuid run id", "[cli]") {
   CHECK(a.standalone);
   CHECK(a.rdzvBackend == ddp::RdzvBackend::kC10d);
   CHECK(a.rdzvEndpoint == "localhost:0");
-  CHECK(a.rdzvPort == 0);
+  CHECK(a.rdzvEndpoints == std::vector<ddp::Endpoint>{{"localhost", 0}});
   std::regex uuid("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}");
   CHECK(std::regex_match(a.rdzvId, uuid));
   CHECK(a.rdzvId != b.rdzvId);
@@ -278,15 +275,13 @@ TEST_CASE("standalone: c10d on localhost:0 with a fresh uuid run id", "[cli]") {
 }
 
 TEST_CASE("endpoints: IPv6, default ports per backend", "[cli]") {
-  auto v6 = parse({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=[fe80::1]:29401", "x"});
-  CHECK(v6.rdzvHost == "fe80::1");
-  CHECK(v6.rdzvPort == 29401);
-  CHECK(parse({"--rdzv-backend=etcd", "--rdzv-endpoint=etcd1", "x"}).rdzvPort == 2379);
-  CHECK(parse({"--rdzv-backend=c10d", "--rdzv-endpoint=[::1]", "x"}).rdzvHost == "::1");
+  auto v6 = parse({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=[fe80::1]:29401", "--rdzv-id=j", "x"});
+  CHECK(v6.rdzvEndpoints == std::vector<ddp::Endpoint>{{"fe80::1", 29401}});
+  CHECK(parse({"--rdzv-backend=etcd", "--rdzv-endpoint=etcd1", "x"}).rdzvEndpoints.at(0).port == 2379);
+  CHECK(parse({"--rdzv-backend=c10d", "--rdzv-endpoint=[::1]", "x"}).rdzvEndpoints.at(0).host == "::1");
   auto st = parse({"--master-addr=10.1.1.1", "--master-port=2333", "x"});
   CHECK_FALSE(st.standalone);
-  CHECK(st.rdzvHost == "10.1.1.1");
-  CHECK(st.rdzvPort == 2333);
+  CHECK(st.rdzvEndpoints == std::vector<ddp::Endpoint>{{"10.1.1.1", 2333}});
 }
 
 TEST_CASE("--help and --version are not errors", "[cli]") {
@@ -327,14 +322,15 @@ TEST_CASE("inside an srun step, SLURM_* fill what the user left unset", "[cli][s
   CHECK(c.nodeRank == 1);
   CHECK_FALSE(c.standalone);
   CHECK(c.rdzvBackend == ddp::RdzvBackend::kC10d);
-  CHECK(c.rdzvHost == "n1");
-  CHECK(c.rdzvPort == 29542);  // slurm_env.hpp's rule: 29500 + (job + step) % 100
+  CHECK(c.rdzvEndpoints == std::vector<ddp::Endpoint>{{"n1", 29642}});  // slurm_env.hpp's rule
+  CHECK(c.rdzvEndpointSource == "Slurm");
   CHECK(c.rdzvId == "42.0");
-  CHECK(c.rdzv.isHost == false);
+  CHECK(c.rdzvIdSource == "Slurm");
+  CHECK(c.rdzvConf.isHost == false);
   CHECK(std::any_of(c.notes.begin(), c.notes.end(),
                     [](auto& n) { return n.find("Slurm step 42.0") != std::string::npos; }));
   slurm["SLURM_NODEID"] = "0";
-  CHECK(parse({"train"}, slurm).rdzv.isHost == true);
+  CHECK(parse({"train"}, slurm).rdzvConf.isHost == true);
 
   // Explicit values win, on the command line or through PET_*.
   slurm["SLURM_NODEID"] = "1";
@@ -342,16 +338,16 @@ TEST_CASE("inside an srun step, SLURM_* fill what the user left unset", "[cli][s
   both["PET_RDZV_ID"] = "x";
   auto e = parse({"--nnodes=2", "--rdzv-endpoint=head:29400", "train"}, both);
   CHECK(e.maxNodes == 2);
-  CHECK(e.rdzvHost == "head");
+  CHECK(e.rdzvEndpoints.at(0).host == "head");
   CHECK(e.rdzvId == "x");
   CHECK(e.nodeRank == 1);
-  CHECK_FALSE(e.rdzv.isHost.has_value());  // a ddprund endpoint decides hosting, not Slurm
+  CHECK_FALSE(e.rdzvConf.isHost.has_value());  // a ddprund endpoint decides hosting, not Slurm
 
   // Static backend: the first host and the port become the master.
   auto st = parse({"--rdzv-backend=static", "train"}, slurm);
   CHECK(st.masterAddr == "n1");
-  CHECK(st.masterPort == 29542);
-  CHECK(st.rdzvHost == "n1");
+  CHECK(st.masterPort == 29642);
+  CHECK(st.rdzvEndpoints.at(0).host == "n1");
 }
 
 TEST_CASE("Slurm detection stays out of the way when it should", "[cli][slurm]") {

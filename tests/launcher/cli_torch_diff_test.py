@@ -2,10 +2,12 @@
 torch.distributed.run parser and by `ddprun --dry-run` must agree on every value both define.
 
 Dashed spellings are given to torch 1.13 underscored (it predates them). Skipped (and counted):
-lines torch 1.13 rejects (newer flags), PET_* cases and expected errors. Not compared, as
-documented differences: rendezvous settings when either side runs standalone (torch 1.13 uses
-localhost:29400, ddprun localhost:0 and also goes standalone for one static node without
---master-port), and the command of a non-.py program (ddprun runs it directly, torch under python).
+lines torch 1.13 rejects (newer flags), cases with an environment and expected errors. Not
+compared, as documented differences: rendezvous settings when either side runs standalone (torch
+1.13 uses localhost:29400, ddprun localhost:0 and also goes standalone for one static node without
+--master-port), an empty --rdzv_id (torch keeps "" and its c10d handler then refuses it; ddprun
+reads it as not given), and the command of a non-.py program (ddprun runs it directly, torch under
+python). Empty values ("--rdzv_id=") are compared like any other: both parsers take them as values.
 Run with /usr/bin/python3 (torch 1.13); exits 77 when torch is missing.
 """
 import contextlib
@@ -82,10 +84,10 @@ def torch_view(args):
         view["nproc_per_node"] = int(a.nproc_per_node)
     except ValueError:
         pass
-    view["rdzv_backend"] = "c10d" if a.standalone else a.rdzv_backend.replace("etcd-v2", "etcd")
+    view["rdzv_backend"] = "c10d" if a.standalone else a.rdzv_backend
     if a.rdzv_backend == "static" and not a.rdzv_endpoint:
         view["endpoint"] = (a.master_addr, int(a.master_port))
-    elif a.rdzv_endpoint and not a.standalone:
+    elif not a.standalone:  # an empty endpoint is localhost with the backend's port
         default_port = 2379 if a.rdzv_backend.startswith("etcd") else 29400
         view["endpoint"] = parse_rendezvous_endpoint(a.rdzv_endpoint, default_port)
     if a.no_python:
@@ -112,8 +114,8 @@ def compare(torch, ours):
     diffs = []
     for key in ("min_nodes", "max_nodes", "nproc_per_node", "rdzv_id", "max_restarts", "role",
                 "redirects", "tee", "command"):
-        if key == "rdzv_id" and (torch["standalone"] or ours["standalone"]):
-            continue  # random ids (and ddprun's implicit standalone for one static node)
+        if key == "rdzv_id" and (torch["standalone"] or ours["standalone"] or torch["rdzv_id"] == ""):
+            continue  # random ids (and ddprun's implicit standalone for one static node); "" = none
         if key in torch and torch[key] != ours[key]:
             diffs.append(f"{key}: torch {torch[key]!r} ddprun {ours[key]!r}")
     if not ours["standalone"]:

@@ -1,0 +1,122 @@
+#include "launcher/detail/rdzv_conf.hpp"
+
+#include <algorithm>
+#include <functional>
+
+#include "launcher/detail/cli_values.hpp"
+#include "rendezvous/error.hpp"
+
+namespace ddp::detail {
+namespace {
+
+using std::chrono::milliseconds;
+using Apply = std::function<void(const std::string& value, RendezvousSettings&, RdzvConf&)>;
+
+milliseconds positive(const std::string& value) {
+  auto d = parseDuration(value);
+  if (d.count() <= 0) throw ConfigError("must be > 0");
+  return d;
+}
+
+std::string seconds(milliseconds d) {
+  if (d.count() % 1000 == 0) return std::to_string(d.count() / 1000) + " s";
+  return std::to_string(d.count()) + " ms";
+}
+
+const char* kNoTls = "TLS is not supported (ddprun is built without TLS)";
+
+// Every key with what it does. "timeout" is handled before the table (it yields to join_timeout).
+const std::vector<std::pair<std::string, Apply>>& keyTable() {
+  static const std::vector<std::pair<std::string, Apply>> table = {
+      {"join_timeout", [](auto& v, auto& s, auto&) { s.joinTimeout = positive(v); }},
+      {"last_call_timeout", [](auto& v, auto& s, auto&) { s.lastCallTimeout = parseDuration(v); }},
+      {"close_timeout", [](auto& v, auto& s, auto&) { s.closeTimeout = positive(v); }},
+      {"heartbeat_timeout", [](auto& v, auto& s, auto&) { s.heartbeatTimeout = positive(v); }},
+      {"keep_alive_interval", [](auto& v, auto& s, auto&) { s.keepAliveInterval = positive(v); }},
+      {"keep_alive_max_attempt", [](auto& v, auto& s, auto&) { s.keepAliveMaxAttempt = parseInt(v, 1, 1000000); }},
+      {"read_timeout", [](auto& v, auto&, auto& c) { c.readTimeout = positive(v); }},
+      {"is_host", [](auto& v, auto&, auto& c) { c.isHost = parseConfBool(v); }},
+      {"exit_barrier_timeout", [](auto& v, auto&, auto& c) { c.exitBarrierTimeout = positive(v); }},
+      {"protocol", [](auto& v, auto&, auto&) {
+         std::string p = v;
+         std::transform(p.begin(), p.end(), p.begin(), [](unsigned char ch) { return std::tolower(ch); });
+         if (p == "https") throw ConfigError(std::string("https: ") + kNoTls + "; use http");
+         if (p != "http") throw ConfigError("must be http");
+       }},
+      {"etcd_prefix", [](auto& v, auto&, auto& c) { c.etcdPrefix = v.back() == '/' ? v : v + "/"; }},
+      {"request_timeout", [](auto& v, auto&, auto& c) { c.etcdRequestTimeout = positive(v); }},
+      {"retry_timeout", [](auto& v, auto&, auto& c) { c.etcdRetryTimeout = positive(v); }},
+      {"store_type", [](auto& v, auto&, auto&) {
+         if (v != "tcp") throw ConfigError("only tcp is supported (the store is a TCP store)");
+       }},
+      {"use_libuv", [](auto& v, auto&, auto&) { parseConfBool(v); }},  // torch's server choice
+      {"rank", [](auto& v, auto&, auto&) { parseInt(v, 0, 1 << 30); }},  // torchrun sets it from --node-rank
+  };
+  return table;
+}
+
+bool isTlsKey(const std::string& key) {
+  for (const char* k : {"ssl_cert", "ssl_cert_key", "ca_cert", "cacert", "cert", "key"})
+    if (key == k) return true;
+  return false;
+}
+
+std::string knownList() {
+  std::string list;
+  for (const auto& key : rdzvConfKeys()) list += (list.empty() ? "" : ", ") + key;
+  return list;
+}
+
+void resolveHeartbeat(bool given, RendezvousSettings& s) {
+  if (!given) s.heartbeatTimeout = s.keepAliveInterval * s.keepAliveMaxAttempt;
+  if (s.heartbeatTimeout > s.keepAliveInterval) return;
+  if (given)
+    throw ConfigError("heartbeat_timeout=" + seconds(s.heartbeatTimeout) +
+                      " must be greater than keep_alive_interval=" + seconds(s.keepAliveInterval) +
+                      " (a node is declared lost when silent for heartbeat_timeout; default "
+                      "keep_alive_interval x keep_alive_max_attempt)");
+  throw ConfigError("keep_alive_max_attempt=" + std::to_string(s.keepAliveMaxAttempt) +
+                    " makes heartbeat_timeout equal keep_alive_interval: one late heartbeat would "
+                    "end the round; use 2 or more, or set heartbeat_timeout");
+}
+
+}  // namespace
+
+const std::vector<std::string>& rdzvConfKeys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out;
+    for (const auto& [key, apply] : keyTable()) out.push_back(key);
+    out.insert(out.begin() + 1, "timeout");
+    return out;
+  }();
+  return keys;
+}
+
+RendezvousSettings defaultRendezvousSettings(RdzvBackend backend) {
+  RendezvousSettings s;
+  if (backend == RdzvBackend::kStatic || backend == RdzvBackend::kEtcd)
+    s.joinTimeout = std::chrono::seconds(900);
+  return s;
+}
+
+void applyRdzvConf(const std::map<std::string, std::string>& conf, RendezvousSettings& settings,
+                   RdzvConf& out) {
+  for (const auto& [key, value] : conf) {
+    if (isTlsKey(key)) throw ConfigError(key + "=" + value + ": " + kNoTls);
+    const auto& table = keyTable();
+    auto it = std::find_if(table.begin(), table.end(), [&](auto& entry) { return entry.first == key; });
+    if (it == table.end() && key != "timeout")
+      throw ConfigError("unknown key '" + key + "' (known: " + knownList() + ")");
+    // join_timeout wins over its alias whatever the order of the keys.
+    if (key == "timeout" && conf.contains("join_timeout")) continue;
+    try {
+      (key == "timeout" ? table.front().second : it->second)(value, settings, out);
+    } catch (const ConfigError& e) {
+      throw ConfigError(key + "=" + value + ": " + e.what());
+    }
+  }
+  resolveHeartbeat(conf.contains("heartbeat_timeout"), settings);
+  out.connectTimeout = std::min(out.readTimeout, settings.joinTimeout);
+}
+
+}  // namespace ddp::detail
