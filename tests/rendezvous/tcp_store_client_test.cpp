@@ -216,7 +216,7 @@ TEST_CASE("v2 client: host names and IPv6 resolve", "[tcp_store_client]") {
   }
 }
 
-TEST_CASE("v2 client: connect gives up at its budget and lists every attempt",
+TEST_CASE("v2 client: connect gives up at its budget with one line counting the attempts",
           "[tcp_store_client]") {
   TcpStoreClientOptions options;
   options.port = closedPort();
@@ -227,9 +227,11 @@ TEST_CASE("v2 client: connect gives up at its budget and lists every attempt",
     FAIL("connected to a closed port");
   } catch (const TimeoutError& e) {
     const std::string message = e.what();
-    CHECK_THAT(message, Catch::StartsWith("timed out after 500 ms connecting to 127.0.0.1:" +
-                                          std::to_string(options.port) + " (attempts: #1 "));
-    CHECK_THAT(message, Catch::Contains("#2 ") && Catch::Contains("refused"));
+    const std::string endpoint = "127.0.0.1:" + std::to_string(options.port);
+    CHECK_THAT(message, Catch::StartsWith("timed out after 500 ms connecting to " + endpoint + " ("));
+    CHECK_THAT(message, Catch::Contains(" attempts: ") &&
+                            Catch::Contains("x " + endpoint + ": Connection refused"));
+    CHECK(message.find('\n') == std::string::npos);
   }
   const auto elapsed = Clock::now() - start;
   CHECK(elapsed >= 500ms);
