@@ -1,5 +1,5 @@
 // Prints the SlurmContext ddprun derives from this process's SLURM_* environment, one line:
-// "inSlurm=1 inStep=1 nnodes=4 nodeRank=2 localTask=0 firstHost=n1 runId=5.0 port=29505 hosts=n1,n2,n3,n4"
+// "inSlurm=1 inStep=1 nnodes=4 nodeRank=2 localTask=0 firstHost=n1 runId=5.0 port=29605 hosts=n1,n2,n3,n4"
 // Run under srun by slurm_context_test.sh to check the parser against the environment real Slurm
 // sets. Exit status 2 with the error on stderr when detection throws.
 #include <iostream>

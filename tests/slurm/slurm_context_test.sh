@@ -14,7 +14,7 @@ echo "$out"
 [[ $(wc -l <<<"$out") == 4 ]] || fail "want 4 task lines"
 while read -r _ job step nodeid line; do
   job=${job#job=}; step=${step#step=}; nodeid=${nodeid#nodeid=}
-  port=$((29500 + (job % 100 + step % 100) % 100))
+  port=$((29600 + (job % 1000 + 389 * (step % 1000)) % 1000))
   want="inSlurm=1 inStep=1 nnodes=4 nodeRank=$nodeid localTask=0 firstHost=n1 runId=$job.$step port=$port hosts=n1,n2,n3,n4"
   [[ "$line" == "$want" ]] || fail "got '$line', want '$want'"
 done <<<"$out"
