@@ -5,7 +5,8 @@
 #  1. 4 agents (--nnodes=4 --nproc-per-node=1, endpoint 127.0.0.1:<port>) rendezvous over etcd;
 #     their workers get ranks 0..3 of world 4 and wait for a go-file;
 #  2. etcd is SIGKILLed (by its pid file) and kept down for 2 s while the agents heartbeat every
-#     0.5 s, then restarted on the same data directory;
+#     0.5 s (heartbeat_timeout 10 s: the default 0.5 s x 3 would rightly call a 2 s silence a
+#     loss), then restarted on the same data directory;
 #     the agents write to it again (its revision grows);
 #  3. the go-file releases the workers: every agent exits 0 and no worker was restarted
 #     (TORCHELASTIC_RESTART_COUNT 0): the job survived the etcd restart.
@@ -51,7 +52,7 @@ agents() {
   for ((i = 0; i < count; i++)); do
     timeout -k 5 90 "$BIN/ddprun" --rdzv-backend="$backend" --rdzv-endpoint="$ENDPOINT" \
       --rdzv-id="$run" --nnodes="$count" --nproc-per-node=1 \
-      --rdzv-conf=keep_alive_interval=0.5,join_timeout=60 "$WORKER" \
+      --rdzv-conf=keep_alive_interval=0.5,heartbeat_timeout=10,join_timeout=60 "$WORKER" \
       >"$TMP/$run.$i.out" 2>"$TMP/$run.$i.err" &
     PIDS+=($!)
   done
