@@ -123,13 +123,11 @@ void resolveWorkers(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
                    }).value_or("");
 }
 
-// The --rdzv-conf map, checked now (so that errors name its flag or variable) and applied again
-// once the backend is final (detail::finalizeRendezvous).
-struct RdzvConfText {
-  std::map<std::string, std::string> conf;
-};
+using ConfMap = std::map<std::string, std::string>;
 
-RdzvConfText resolveRendezvous(Resolver& r, LaunchConfig& c) {
+// Returns the --rdzv-conf map: checked now (so that errors name its flag or variable), applied
+// again once the backend is final (detail::finalizeRendezvous).
+ConfMap resolveRendezvous(Resolver& r, LaunchConfig& c) {
   c.rdzvBackend = r.get<RdzvBackend>("rdzv_backend", detail::parseBackend).value_or(c.rdzvBackend);
   if (auto endpoint = r.find("rdzv_endpoint")) {
     c.rdzvEndpoint = endpoint->value;
@@ -139,22 +137,19 @@ RdzvConfText resolveRendezvous(Resolver& r, LaunchConfig& c) {
     c.rdzvId = id->value;
     c.rdzvIdSource = id->origin;
   }
-  RdzvConfText text;
-  if (auto conf = r.get<std::map<std::string, std::string>>("rdzv_conf", [&](auto& s) {
-        auto parsed = detail::parseRdzvConf(s);
-        RendezvousSettings settings = detail::defaultRendezvousSettings(c.rdzvBackend);
-        detail::applyRdzvConf(parsed, settings, c.rdzvConf);
-        c.rdzv = settings;
-        return parsed;
-      }))
-    text.conf = *conf;
+  const ConfMap conf = r.get<ConfMap>("rdzv_conf", [&](auto& s) {
+                          auto parsed = detail::parseRdzvConf(s);
+                          RendezvousSettings settings = detail::defaultRendezvousSettings(c.rdzvBackend);
+                          detail::applyRdzvConf(parsed, settings, c.rdzvConf);
+                          return parsed;
+                        }).value_or(ConfMap{});
   c.standalone = r.flag("standalone");
   // May be empty (torchrun reads "--master_addr=" as ""); an error only where static needs it.
   c.masterAddr = r.text("master_addr").value_or(c.masterAddr);
   c.masterPort = r.get<int>("master_port", [](auto& s) { return intIn(s, 0, 65535); });
   c.localAddr = r.text("local_addr").value_or("");
   c.noSlurm = r.flag("no_slurm");
-  return text;
+  return conf;
 }
 
 // torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE uses ${role_name} ${rank} ${local_rank}.
@@ -229,13 +224,13 @@ LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLoo
   LaunchConfig config;
   Resolver resolver(raw, getenv, config);
   resolveWorkers(resolver, config, getenv);
-  const RdzvConfText rdzvConf = resolveRendezvous(resolver, config);
+  const ConfMap rdzvConf = resolveRendezvous(resolver, config);
   resolveLogs(resolver, config, getenv);
   resolveSignals(resolver, config);
   resolveEntry(resolver, config, raw, getenv);
   if (!config.standalone) applyEnvironmentDetection(config, getenv);  // --standalone: one node
   detail::applyStandalone(config);
-  detail::finalizeRendezvous(config, rdzvConf.conf, getenv);
+  detail::finalizeRendezvous(config, rdzvConf, getenv);
   checkConsistency(config);
   if (resolver.flag("dry_run")) {
     config.explicitOptions.erase("dry_run");

@@ -1,15 +1,13 @@
 #include "launcher/detail/cli_detect.hpp"
 
 #include "launcher/cli.hpp"
+#include "launcher/rdzv_endpoint.hpp"
 #include "launcher/slurm_env.hpp"
 
 namespace ddp::detail {
 namespace {
 
-std::string hostPort(const std::string& host, int port) {
-  bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
+std::string hostPort(const std::string& host, int port) { return formatEndpoint({host, port}); }
 
 bool given(const LaunchConfig& c, const char* dest) { return c.explicitOptions.contains(dest); }
 

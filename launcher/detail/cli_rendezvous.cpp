@@ -95,6 +95,7 @@ void resolveRunId(LaunchConfig& c, const EnvLookup& getenv) {
     if (auto id = getenv(var); id && !id->empty()) {
       c.rdzvId = *id;
       c.rdzvIdSource = var;
+      c.notes.push_back(std::string("run id ") + *id + " from " + var + " (no --rdzv-id given)");
       return;
     }
   }
