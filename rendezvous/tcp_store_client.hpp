@@ -44,11 +44,11 @@ enum class WireDialect { kV1a, kV2 };
 
 // What a connect loop that keeps failing reports (TcpStoreClientOptions::onConnectProgress).
 struct ConnectProgress {
-  std::string endpoint;              // "host:port"
-  int attempts = 0;                  // failed attempts so far
+  std::string endpoint;                  // "host:port"
+  int attempts = 0;                      // failed attempts so far
   std::chrono::milliseconds elapsed{0};  // since the connect began
   std::chrono::milliseconds budget{0};   // connectTimeout
-  std::string lastFailure;           // "10.0.0.1:29400: Connection refused", "resolving 'h': ..."
+  std::string lastFailure;               // "10.0.0.1:29400: Connection refused", "resolving 'h': ..."
 };
 
 struct TcpStoreClientOptions {
