@@ -41,7 +41,7 @@ StoreSession::StoreSession(asio::ip::tcp::socket socket, std::shared_ptr<ServerC
 }
 
 StoreSession::~StoreSession() {
-  if (!closed_) core_->state.disconnect(*this);
+  if (!closed_) applyOnClose(core_->state.disconnect(*this, !core_->stopped));
   core_->sessions.erase(this);
 }
 
@@ -60,7 +60,8 @@ void StoreSession::close(const std::string& reason) {
   } else {
     core_->log->debug("{}: connection {} from {} closed", core_->options.name, id_, peer_);
   }
-  core_->state.disconnect(*this);
+  // A server that stops applies no ON_CLOSE registration: its peers did not go away.
+  applyOnClose(core_->state.disconnect(*this, !core_->stopped));
   core_->sessions.erase(this);
   boost::system::error_code ignored;
   if (!reason.empty() && !writeActive_ && !out_.empty()) {
@@ -71,6 +72,25 @@ void StoreSession::close(const std::string& reason) {
   }
   socket_.close(ignored);
   graceTimer_.cancel();
+}
+
+void StoreSession::applyOnClose(const std::vector<AppliedOnClose>& applied) {
+  for (const auto& a : applied) {
+    core_->log->info("{}: connection {} from {}{} closed; its ON_CLOSE {} '{}'", core_->options.name,
+                     id_, peer_, client_, a.swapped ? "set" : "left unchanged (value differed)",
+                     a.action.key);
+  }
+}
+
+void StoreSession::noteHello(const wire::Request& hello) {
+  std::string fields;
+  for (std::size_t i = 0; i + 1 < hello.keys.size(); i += 2) {
+    fields += (fields.empty() ? "" : ", ") + std::string(hello.keys[i]) + "=" +
+              std::string(hello.keys[i + 1]);
+  }
+  client_ = " (" + fields + ")";
+  core_->log->debug("{}: connection {} from {} says HELLO{}", core_->options.name, id_, peer_,
+                    client_);
 }
 
 void StoreSession::onWaitComplete() {
@@ -134,6 +154,7 @@ bool StoreSession::processInput() {
         core_->log->debug("{}: connection {} from {} speaks {}", core_->options.name, id_, peer_,
                           wire::dialectName(loggedDialect_));
       }
+      if (request->op == wire::Op::kHello) noteHello(*request);
       open = core_->state.apply(*request, *this, out_, reason);
       inBegin_ += request->size;
       continue;
