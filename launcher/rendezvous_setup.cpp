@@ -15,6 +15,7 @@
 #include "rendezvous/local_address.hpp"
 #include "rendezvous/logging.hpp"
 #include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/wire_codec.hpp"
 
 namespace ddp {
 namespace {
@@ -110,7 +111,11 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
   RendezvousStoreHandle handle;
   const bool oneNode = config.maxNodes == 1;
   if (config.standalone || (config.rdzvBackend == RdzvBackend::kStatic && oneNode)) {
-    handle.store = std::make_unique<InMemoryStore>();
+    auto memory = std::make_unique<InMemoryStore>();
+    handle.connectHeartbeat = [shared = memory.get()](std::chrono::milliseconds) {
+      return std::unique_ptr<Store>(shared->newHandle());
+    };
+    handle.store = std::move(memory);
     handle.description = "in-process";
     return handle;
   }
@@ -120,6 +125,13 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
     EtcdStoreOptions options = etcdStoreOptionsFor(config.rdzvEndpoint, config.rdzvConf);
     options.timeout = config.rdzv.readTimeout;
     auto store = std::make_unique<EtcdStore>(options);
+    handle.connectHeartbeat = [options](std::chrono::milliseconds budget) {
+      EtcdStoreOptions own = options;
+      own.timeout = budget;
+      own.retryTimeout = budget;
+      own.requestTimeout = std::min(own.requestTimeout, budget);
+      return std::unique_ptr<Store>(std::make_unique<EtcdStore>(own));
+    };
     handle.description = "etcd " + store->endpoint();
     std::tie(handle.endpointHost, handle.endpointPort) =
         splitEndpoint(config.rdzvEndpoint.substr(0, config.rdzvEndpoint.find(',')), 2379);
@@ -143,6 +155,16 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
   options.connectTimeout = config.rdzv.joinTimeout;
   options.timeout = config.rdzv.readTimeout;
   handle.store = std::make_unique<TcpStoreClient>(options);
+  const std::vector<HelloField> hello = {{"client", "ddprun"},
+                                         {"host", thisHostName()},
+                                         {"pid", std::to_string(::getpid())},
+                                         {"purpose", "heartbeat"}};
+  handle.connectHeartbeat = [options, hello](std::chrono::milliseconds budget) {
+    TcpStoreClientOptions own = options;
+    own.connectTimeout = budget;
+    own.timeout = budget;
+    return std::unique_ptr<Store>(connectTcpStore(own, wire::kCapOnClose, hello));
+  };
   handle.description = host + ":" + std::to_string(port) + (handle.server ? " (hosted here)" : "");
   handle.endpointHost = host;
   handle.endpointPort = port;
