@@ -286,7 +286,8 @@ std::optional<ServerHello> TcpStoreClient::Impl::hello(uint64_t capabilities,
     if (conn_.closedByServer()) return std::nullopt;  // a server without the extension
     throw;
   }
-  ServerHello answer{reply->status == wire::kHelloAccepted, reply->version, reply->capabilities, {}};
+  ServerHello answer{reply->status == wire::kHelloAccepted, reply->version, reply->capabilities,
+                     {}};
   for (std::size_t i = 0; i + 1 < reply->values.size(); i += 2) {
     answer.fields.emplace_back(reply->values[i], reply->values[i + 1]);
   }

@@ -45,7 +45,7 @@
 //   HELLO: version is kExtensionVersion (1). The client's capabilities are those it wants, the
 //   server's those it has (bit 0 = kCapOnClose: ON_CLOSE and ON_CLOSE_CLEAR). Fields are free-form
 //   name/value pairs for logs ("client" = "ddprun", "host", "pid", "purpose"; the server answers
-//   "server" and "name"); at most WireLimits::maxHelloFields pairs, each string at most maxKeyBytes.
+//   "server"); at most WireLimits::maxHelloFields pairs, each string at most maxKeyBytes long.
 //   Status 1 (refused) is reserved for a server that requires credentials (a future "token"
 //   field): it names the reason in an "error" field and closes the connection.
 //   ON_CLOSE: "when this connection closes (the peer's process died, or the connection broke)
@@ -54,8 +54,9 @@
 //   refuses (-1) more than a handful per connection. Nothing fires when the server itself stops.
 //   Example, HELLO from a client that wants ON_CLOSE with one field client=ddprun:
 //     f0 | 01 00 00 00 | 01 00 .. 00 | 01 00 .. 00 | 06 00 .. 00 "client" | 06 00 .. 00 "ddprun"
-//   Example, ON_CLOSE "k" "" "v":  f1 | 01 00 .. 00 6b | 00 00 .. 00 | 01 00 .. 00 76  -> 01 00 .. 00
-//   Example, ON_CLOSE_CLEAR all:   f2 | 00 00 .. 00                                    -> 01 00 .. 00
+//   Example, ON_CLOSE "k" "" "v":  f1 | 01 00 .. 00 6b | 00 00 .. 00 | 01 00 .. 00 76
+//                                  reply 01 00 .. 00 (one registration held)
+//   Example, ON_CLOSE_CLEAR all:   f2 | 00 00 .. 00      reply 01 00 .. 00 (one removed)
 //
 // Dialect detection (RequestDecoder, server side, per connection, §4):
 //   * First byte 00 followed by CE F7 85 3C -> v2 (those 5 bytes are VALIDATE). A v1 SET would

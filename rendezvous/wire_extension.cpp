@@ -108,7 +108,9 @@ bool decodeExtensionReply(Cursor& c, Op op, Reply& reply, std::size_t maxValueBy
     return false;
   }
   // A sane server sends a few fields; a huge count is a broken stream, not a reason to allocate.
-  if (n > WireLimits{}.maxHelloFields) return c.fail("HELLO reply with " + std::to_string(n) + " fields");
+  if (n > WireLimits{}.maxHelloFields) {
+    return c.fail("HELLO reply with " + std::to_string(n) + " fields");
+  }
   for (uint64_t i = 0; i < 2 * n; ++i) {
     std::string_view s;
     if (!c.str(s, maxValueBytes, "HELLO field")) return false;

@@ -285,7 +285,9 @@ void RoundMonitor::checkEnd(Store& store, const MonitoredRound& round, uint64_t 
   if (end.kind == RendezvousEventKind::kPeerLost && store.check({keys_.exitDone(g)})) return;
   if (end.kind != RendezvousEventKind::kJobFailed) {
     // The budget may have been spent while another reason ended the round first.
-    if (auto failed = tryGet(store, keys_.ended())) end = {RendezvousEventKind::kJobFailed, *failed};
+    if (auto failed = tryGet(store, keys_.ended())) {
+      end = {RendezvousEventKind::kJobFailed, *failed};
+    }
   }
   deliver({end.kind, g, end.detail}, epoch);
 }

@@ -9,11 +9,11 @@
 // Entering a round (enter()), the thread at once arms ddprun's ON_CLOSE on its connection when the
 // server has it (ddprund, an embedded StoreServer): "if this connection closes, compare-set
 // r/<g>/end from empty to kPeerLost 'node rank r (host) lost its connection to the rendezvous
-// store (agent died?)', and the round hint from g to g + 1" — so the death of this agent's process
-// ends the round for everybody within milliseconds, not after heartbeatTimeout. Leaving the round
-// normally (exit(), or enter() of the next) clears it first; a connection given up after an error
-// clears it as it closes. With etcd or a torch server there is no ON_CLOSE: peers learn of a dead
-// agent through its heartbeat only.
+// store (agent died?)', and the round hint from g to g + 1". So the death of this agent's
+// process ends the round for everybody within milliseconds, not after heartbeatTimeout. Leaving
+// the round normally (exit(), or enter() of the next) clears it first; a connection given up after
+// an error clears it as it closes. With etcd or a torch server there is no ON_CLOSE: peers learn
+// of a dead agent through its heartbeat only.
 //
 // Every keep-alive tick (keepAliveInterval, the first at a random point of the first interval) the
 // thread does O(1) store round-trips:

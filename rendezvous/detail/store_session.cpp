@@ -76,9 +76,9 @@ void StoreSession::close(const std::string& reason) {
 
 void StoreSession::applyOnClose(const std::vector<AppliedOnClose>& applied) {
   for (const auto& a : applied) {
-    core_->log->info("{}: connection {} from {}{} closed; its ON_CLOSE {} '{}'", core_->options.name,
-                     id_, peer_, client_, a.swapped ? "set" : "left unchanged (value differed)",
-                     a.action.key);
+    core_->log->info("{}: connection {} from {}{} closed; its ON_CLOSE {} '{}'",
+                     core_->options.name, id_, peer_, client_,
+                     a.swapped ? "set" : "left unchanged (value differed)", a.action.key);
   }
 }
 

@@ -70,7 +70,8 @@ class Journal {
 class ControlledStore final : public Store, public ConnectionHooks {
  public:
   explicit ControlledStore(Store& base) : base_(base) {}
-  explicit ControlledStore(std::unique_ptr<Store> owned) : owned_(std::move(owned)), base_(*owned_) {}
+  explicit ControlledStore(std::unique_ptr<Store> owned)
+      : owned_(std::move(owned)), base_(*owned_) {}
   ~ControlledStore() override {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& [key, values] : onClose_) {

@@ -108,7 +108,8 @@ TEST_CASE("HELLO is answered with version 1 and the ON_CLOSE capability", "[serv
   CHECK(c.get("k") == "v");
 }
 
-TEST_CASE("a connection that closes applies its ON_CLOSE and wakes waiters", "[server][extension]") {
+TEST_CASE("a connection that closes applies its ON_CLOSE and wakes waiters",
+          "[server][extension]") {
   StoreServerThread server(loopback());
   Conn watcher(server.port());
   watcher.set("round", "3");

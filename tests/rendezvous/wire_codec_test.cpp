@@ -448,7 +448,8 @@ TEST_CASE("extension requests: exact bytes, decoded after VALIDATE", "[wire][ext
   CHECK(std::holds_alternative<Malformed>(d.decode(hex("f3"))));  // not (yet) an extension op
 }
 
-TEST_CASE("extension opcodes exist only in v2: torch clients never send them", "[wire][extension]") {
+TEST_CASE("extension opcodes exist only in v2: torch clients never send them",
+          "[wire][extension]") {
   for (auto legacy : {LegacyDialect::kAuto, LegacyDialect::kTorch113, LegacyDialect::kTorch21}) {
     RequestDecoder d({}, legacy);
     CHECK(std::holds_alternative<Malformed>(d.decode(hex("f1 0100000000000000 6b"))));
