@@ -215,6 +215,9 @@ void RoundMonitor::storeFailed(const MonitoredRound& round, uint64_t epoch,
 }
 
 std::chrono::milliseconds RoundMonitor::callBudget(Clock::time_point at) const {
+  // While the store answers, a call gets a whole interval: after this process itself was stopped
+  // or starved past lastOk + heartbeatTimeout, the store still deserves a fair chance.
+  if (!failing_) return interval_;
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(lastOk_ + heartbeatTimeout_ - at);
   return std::max(kMinCallBudget, std::min(interval_, left));
 }

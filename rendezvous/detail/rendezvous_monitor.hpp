@@ -31,11 +31,13 @@
 // first reason wins), unless the round's exit barrier already completed. A kPeerLost end found
 // after the exit barrier completed (an agent died after everybody succeeded) is not delivered.
 //
-// Store loss: `lastOk` is when the store last answered a whole tick. Each call gets the budget
-// clamp(lastOk + heartbeatTimeout - now, 50 ms, keepAliveInterval); a failed tick is retried at
-// once up to lastOk + heartbeatTimeout; a failure seen at or after lastOk + heartbeatTimeout is
-// reported as kStoreLost. So a store that stops answering is reported about heartbeatTimeout after
-// its last answer (never after read_timeout).
+// Store loss: `lastOk` is when the store last answered a whole tick. A call gets keepAliveInterval
+// while the store answers, and clamp(lastOk + heartbeatTimeout - now, 50 ms, keepAliveInterval)
+// once a call failed; a failed tick is retried at once up to lastOk + heartbeatTimeout; a failure
+// seen at or after lastOk + heartbeatTimeout is reported as kStoreLost. So a store that stops
+// answering is reported heartbeatTimeout (+ at most one keepAliveInterval) after its last answer,
+// never after read_timeout; a node that was itself stopped for a while gives the store a whole
+// interval before judging it.
 //
 // Thread safety: all methods are safe from any thread. The callback runs on the monitor thread, at
 // most once per generation, never after clearCallback() returns (except when clearCallback() is
