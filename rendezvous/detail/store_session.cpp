@@ -27,6 +27,17 @@ std::string endpointString(const asio::ip::tcp::endpoint& ep) {
   return addr.to_string() + ":" + std::to_string(ep.port());
 }
 
+// A client-chosen string for a log line: printable ASCII only, at most 64 characters.
+std::string printable(std::string_view text) {
+  constexpr std::size_t kMax = 64;
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+  }
+  return text.size() > kMax ? out + "..." : out;
+}
+
 }  // namespace
 
 StoreSession::StoreSession(asio::ip::tcp::socket socket, std::shared_ptr<ServerCore> core)
@@ -85,8 +96,8 @@ void StoreSession::applyOnClose(const std::vector<AppliedOnClose>& applied) {
 void StoreSession::noteHello(const wire::Request& hello) {
   std::string fields;
   for (std::size_t i = 0; i + 1 < hello.keys.size(); i += 2) {
-    fields += (fields.empty() ? "" : ", ") + std::string(hello.keys[i]) + "=" +
-              std::string(hello.keys[i + 1]);
+    fields += (fields.empty() ? "" : ", ") + printable(hello.keys[i]) + "=" +
+              printable(hello.keys[i + 1]);
   }
   client_ = " (" + fields + ")";
   core_->log->debug("{}: connection {} from {} says HELLO{}", core_->options.name, id_, peer_,
