@@ -106,7 +106,8 @@ Agent::Agent(const LaunchConfig& config)
   self.localWorldSize = config.nprocPerNode;
   self.requestedRank = config.nodeRank.value_or(-1);
   self.role = config.role;
-  rdzv_ = makeRendezvous(*rdzvStore_.store, rendezvousSettingsFrom(config, runId_), self);
+  rdzv_ = makeRendezvous(*rdzvStore_.store, rendezvousSettingsFrom(config, runId_), self,
+                         rdzvStore_.connectHeartbeat);
   if (envBuilder_.ompThreadsDefaulted()) {
     log_->info("OMP_NUM_THREADS=1 for each worker (it is unset and there are {} workers per node)",
                config.nprocPerNode);

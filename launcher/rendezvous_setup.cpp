@@ -18,6 +18,7 @@
 #include "rendezvous/local_address.hpp"
 #include "rendezvous/logging.hpp"
 #include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/wire_codec.hpp"
 
 namespace ddp {
 namespace {
@@ -101,6 +102,13 @@ RendezvousStoreHandle openEtcdStore(const LaunchConfig& config) {
   options.requestTimeout = config.rdzvConf.etcdRequestTimeout;
   options.retryTimeout = config.rdzvConf.etcdRetryTimeout;
   auto store = std::make_unique<EtcdStore>(options);
+  handle.connectHeartbeat = [options](std::chrono::milliseconds budget) {
+    EtcdStoreOptions own = options;
+    own.timeout = budget;
+    own.retryTimeout = budget;
+    own.requestTimeout = std::min(own.requestTimeout, budget);
+    return std::unique_ptr<Store>(std::make_unique<EtcdStore>(own));
+  };
   handle.description = "etcd " + store->endpoint();
   handle.endpointHost = config.rdzvEndpoints.front().host;
   handle.endpointPort = static_cast<uint16_t>(config.rdzvEndpoints.front().port);
@@ -129,7 +137,11 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
   RendezvousStoreHandle handle;
   const bool oneNode = config.maxNodes == 1;
   if (config.standalone || (config.rdzvBackend == RdzvBackend::kStatic && oneNode)) {
-    handle.store = std::make_unique<InMemoryStore>();
+    auto memory = std::make_unique<InMemoryStore>();
+    handle.connectHeartbeat = [shared = memory.get()](std::chrono::milliseconds) {
+      return std::unique_ptr<Store>(shared->newHandle());
+    };
+    handle.store = std::move(memory);
     handle.description = "in-process";
     return handle;
   }
@@ -149,6 +161,17 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
     throw NetworkError("cannot reach the rendezvous store at " + formatEndpoint(endpoint) +
                        " (from " + config.rdzvEndpointSource + "): " + e.what());
   }
+  const std::vector<HelloField> hello = {{"client", "ddprun"},
+                                         {"host", thisHostName()},
+                                         {"pid", std::to_string(::getpid())},
+                                         {"purpose", "heartbeat"}};
+  handle.connectHeartbeat = [options, hello](std::chrono::milliseconds budget) {
+    TcpStoreClientOptions own = options;
+    own.connectTimeout = budget;
+    own.timeout = budget;
+    own.onConnectProgress = nullptr;  // the heartbeat thread reports the outage itself
+    return std::unique_ptr<Store>(connectTcpStore(own, wire::kCapOnClose, hello));
+  };
   handle.description = formatEndpoint(endpoint) + (handle.server ? " (hosted here)" : "");
   handle.endpointHost = endpoint.host;
   handle.endpointPort = static_cast<uint16_t>(endpoint.port);

@@ -34,6 +34,9 @@ struct RendezvousStoreHandle {
   // the local address that routes there.
   std::string endpointHost;
   uint16_t endpointPort = 0;
+  // Opens the rendezvous heartbeat thread's own connection to the same store (a second
+  // InMemoryStore handle, EtcdStore or TcpStoreClient; the last says HELLO for ON_CLOSE).
+  StoreConnector connectHeartbeat;
 };
 
 // Opens (and maybe hosts) the rendezvous store. Throws NetworkError / TimeoutError naming the

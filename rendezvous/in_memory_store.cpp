@@ -9,15 +9,30 @@
 
 namespace ddp {
 
+// The state every handle of one store shares.
+struct InMemoryStore::Shared {
+  std::mutex mutex;
+  std::condition_variable changed;
+  // Guarded by mutex
+  std::map<std::string, std::string> data;
+};
+
 class InMemoryStore::Impl {
  public:
-  explicit Impl(std::chrono::milliseconds timeout) : timeout_(timeout) {}
+  Impl(std::shared_ptr<Shared> shared, std::chrono::milliseconds timeout)
+      : shared_(std::move(shared)),
+        mutex_(shared_->mutex),
+        changed_(shared_->changed),
+        data_(shared_->data),
+        timeout_(timeout) {}
 
+  std::shared_ptr<Shared> shared_;
+  std::mutex& mutex_;
+  std::condition_variable& changed_;
   // Guarded by mutex_
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, std::string> data_;
-  std::chrono::milliseconds timeout_;
+  std::map<std::string, std::string>& data_;
+  std::chrono::milliseconds timeout_;  // this handle's
+  bool interrupted_ = false;           // this handle's latched interruptWait()
 
   bool allPresent(const std::vector<std::string>& keys) const {
     for (const auto& key : keys) {
@@ -26,15 +41,22 @@ class InMemoryStore::Impl {
     return true;
   }
 
-  // Waits with mutex_ held (through `lock`) until every key exists; throws TimeoutError.
+  // Waits with mutex_ held (through `lock`) until every key exists; throws TimeoutError at the
+  // timeout or when interrupted.
   void waitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
                   std::chrono::milliseconds timeout) {
-    const bool ready = changed_.wait_for(lock, timeout, [&] { return allPresent(keys); });
-    if (ready) return;
+    const bool woken = changed_.wait_for(lock, timeout,
+                                         [&] { return interrupted_ || allPresent(keys); });
+    if (allPresent(keys)) return;
     std::string missing;
     for (const auto& key : keys) {
       if (data_.find(key) != data_.end()) continue;
       missing += (missing.empty() ? "" : ", ") + key;
+    }
+    if (woken) {
+      interrupted_ = false;
+      throw TimeoutError("interrupted while waiting for keys [" + missing +
+                         "] in the in-memory store");
     }
     throw TimeoutError("timed out after " + std::to_string(timeout.count()) +
                        " ms waiting for keys [" + missing + "] in the in-memory store");
@@ -56,7 +78,22 @@ int64_t parseCounter(const std::string& key, const std::string& value) {
 }  // namespace
 
 InMemoryStore::InMemoryStore(std::chrono::milliseconds timeout)
-    : impl_(std::make_unique<Impl>(timeout)) {}
+    : impl_(std::make_unique<Impl>(std::make_shared<Shared>(), timeout)) {}
+
+InMemoryStore::InMemoryStore(std::shared_ptr<Shared> shared, std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>(std::move(shared), timeout)) {}
+
+std::unique_ptr<InMemoryStore> InMemoryStore::newHandle() const {
+  return std::unique_ptr<InMemoryStore>(new InMemoryStore(impl_->shared_, timeout()));
+}
+
+void InMemoryStore::interruptWait() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex_);
+    impl_->interrupted_ = true;
+  }
+  impl_->changed_.notify_all();
+}
 
 InMemoryStore::~InMemoryStore() = default;
 

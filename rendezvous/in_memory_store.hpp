@@ -1,6 +1,8 @@
 // InMemoryStore: a Store held in this process's memory, with TCPStore semantics.
 //
 // Used by tests, by fault-injection wrappers and anywhere one process plays every participant.
+// newHandle() gives a second handle to the same data (as a second connection to one server would:
+// its own timeout, its own interruptWait()). The data lives while any handle does.
 // Thread safety: fully thread-safe; blocking calls wait on a condition variable.
 #pragma once
 
@@ -9,14 +11,20 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/connection_hooks.hpp"
 #include "rendezvous/store.hpp"
 
 namespace ddp {
 
-class InMemoryStore final : public Store {
+class InMemoryStore final : public Store, public ConnectionHooks {
  public:
   explicit InMemoryStore(std::chrono::milliseconds timeout = std::chrono::seconds(300));
   ~InMemoryStore() override;
+
+  // Another handle to this store's data, with this handle's current timeout. Non-blocking.
+  std::unique_ptr<InMemoryStore> newHandle() const;
+  // Ends this handle's wait in progress (or its next one) with TimeoutError. Any thread.
+  void interruptWait() override;
 
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key) override;
@@ -36,7 +44,9 @@ class InMemoryStore final : public Store {
   void setTimeout(std::chrono::milliseconds timeout) override;
 
  private:
+  struct Shared;
   class Impl;
+  InMemoryStore(std::shared_ptr<Shared> shared, std::chrono::milliseconds timeout);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -47,14 +47,15 @@ std::chrono::milliseconds waitSlice(const RendezvousSettings& s) {
 
 class StoreRendezvous final : public Rendezvous {
  public:
-  StoreRendezvous(Store& store, RendezvousSettings settings, NodeDescriptor self)
+  StoreRendezvous(Store& store, RendezvousSettings settings, NodeDescriptor self,
+                  StoreConnector heartbeatStore)
       : store_(store),
         settings_(validated(std::move(settings), self)),
         self_(std::move(self)),
         keys_(settings_.runId),
         slice_(waitSlice(settings_)),
         joiner_(store_, keys_, settings_, self_, slice_),
-        monitor_(store_, keys_, settings_),
+        monitor_(store_, std::move(heartbeatStore), keys_, settings_),
         log_(logger("rdzv")) {}
 
   RendezvousResult next() override;
@@ -297,8 +298,9 @@ bool StoreRendezvous::awaitOthersLeft(std::chrono::milliseconds timeout) {
 }  // namespace
 
 std::unique_ptr<Rendezvous> makeRendezvous(Store& store, RendezvousSettings settings,
-                                           NodeDescriptor self) {
-  return std::make_unique<StoreRendezvous>(store, std::move(settings), std::move(self));
+                                           NodeDescriptor self, StoreConnector heartbeatStore) {
+  return std::make_unique<StoreRendezvous>(store, std::move(settings), std::move(self),
+                                           std::move(heartbeatStore));
 }
 
 }  // namespace ddp

@@ -173,8 +173,20 @@ class Rendezvous {
   virtual bool awaitOthersLeft(std::chrono::milliseconds timeout) = 0;
 };
 
+// Opens a new connection to the rendezvous store, blocking at most `budget` (connecting included),
+// with every call on it bounded by `budget` until setTimeout() says otherwise. Throws what the
+// store's constructor throws (NetworkError, TimeoutError, ConfigError).
+using StoreConnector = std::function<std::unique_ptr<Store>(std::chrono::milliseconds budget)>;
+
 // The rendezvous over any Store (ddprund, the embedded server, etcd). `store` must outlive it.
+// `heartbeatStore` opens the heartbeat thread's own connection (again after each failure), so that
+// no call of the agent delays a heartbeat and a store that stops answering is reported after
+// heartbeat_timeout (+ at most one keep-alive interval); on a ddprund or embedded server that
+// connection also tells the job at once when this agent's process dies (ON_CLOSE, see
+// rendezvous_monitor.hpp). Empty: the heartbeat thread shares `store` (tests; a blocked call on a
+// TcpStoreClient then delays heartbeats, and round ends are seen at the next heartbeat tick).
 std::unique_ptr<Rendezvous> makeRendezvous(Store& store, RendezvousSettings settings,
-                                           NodeDescriptor self);
+                                           NodeDescriptor self,
+                                           StoreConnector heartbeatStore = {});
 
 }  // namespace ddp

@@ -1,7 +1,12 @@
 #include "rendezvous/tcp_store_client.hpp"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 #include <string_view>
@@ -30,7 +35,14 @@ std::string describeOp(Op op, const std::vector<std::string>& keys) {
 class TcpStoreClient::Impl {
  public:
   explicit Impl(const TcpStoreClientOptions& options)
-      : timeoutMs_(options.timeout.count()), conn_(options) {}
+      : timeoutMs_(options.timeout.count()),
+        wakeFd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+        conn_(options) {
+    if (wakeFd_ < 0) throw NetworkError(std::string("eventfd: ") + std::strerror(errno));
+  }
+  ~Impl() { ::close(wakeFd_); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeoutMs_.load()); }
   Clock::time_point deadline() const { return detail::deadlineAfter(timeout()); }
@@ -77,8 +89,19 @@ class TcpStoreClient::Impl {
   void appendV1a(const std::string& key, const std::string& value);
   bool isV1a() const { return conn_.dialect() == wire::Dialect::kV1a; }
 
+  // Consumes a latched interruptWait(); true when there was one.
+  bool takeInterrupt() {
+    uint64_t count = 0;
+    return ::read(wakeFd_, &count, sizeof(count)) == static_cast<ssize_t>(sizeof(count));
+  }
+  std::optional<ServerHello> hello(uint64_t capabilities, const std::vector<HelloField>& fields);
+  int64_t onCloseCall(Op op, const std::vector<std::string>& keys, const std::string& expected,
+                      const std::string& desired);
+
   std::mutex mutex_;  // serialises requests on the connection
   std::atomic<int64_t> timeoutMs_;
+  const int wakeFd_;  // eventfd: interruptWait() makes it readable
+  std::atomic<bool> onClose_{false};
   // Guarded by mutex_
   detail::StoreConnection conn_;
 };
@@ -94,13 +117,14 @@ void TcpStoreClient::Impl::waitKeys(const std::vector<std::string>& keys,
   request.op = Op::kWait;
   request.keys = views;
   conn_.send(request, until, what);
-  if (const auto reply = conn_.receive(Op::kWait, 0, until, what)) {
+  if (const auto reply = conn_.receive(Op::kWait, 0, until, what, wakeFd_)) {
     if (reply->status != wire::kStopWaiting) protocolError(what, reply->status);
     return;
   }
-  const std::string message = "timed out after " + detail::formatBudget(budget) +
-                              " waiting for keys " + detail::formatKeys(keys) + " on " +
-                              conn_.endpoint();
+  const std::string message =
+      (takeInterrupt() ? "interrupted (before its " + detail::formatBudget(budget) + " budget) "
+                       : "timed out after " + detail::formatBudget(budget) + " ") +
+      "waiting for keys " + detail::formatKeys(keys) + " on " + conn_.endpoint();
   if (isV1a()) {
     conn_.markFailed(std::make_exception_ptr(NetworkError(
         "connection to the store at " + conn_.endpoint() + " is unusable: earlier, " + message +
@@ -113,15 +137,16 @@ void TcpStoreClient::Impl::waitKeys(const std::vector<std::string>& keys,
 
 // v2: tells the server to drop the wait and reads its answer, so the stream stays in step.
 void TcpStoreClient::Impl::cancelWait(const std::string& timeoutMessage) {
-  const auto until = detail::deadlineAfter(kCancelBudget);
+  const auto budget = std::min(kCancelBudget, timeout());
+  const auto until = detail::deadlineAfter(budget);
   const std::string what = "CANCEL_WAIT";
   wire::Request request;
   request.op = Op::kCancelWait;
   conn_.send(request, until, what);
-  auto reply = conn_.expect(Op::kCancelWait, 0, until, kCancelBudget, what);
+  auto reply = conn_.expect(Op::kCancelWait, 0, until, budget, what);
   if (reply.status == wire::kStopWaiting) {
     // The keys arrived while we gave up: the wait succeeded; the cancel answer follows.
-    reply = conn_.expect(Op::kCancelWait, 0, until, kCancelBudget, what);
+    reply = conn_.expect(Op::kCancelWait, 0, until, budget, what);
     if (reply.status != wire::kWaitCanceled) protocolError(what, reply.status);
     return;
   }
@@ -238,6 +263,106 @@ void TcpStoreClient::append(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(impl_->mutex_);
   if (impl_->isV1a()) return impl_->appendV1a(key, value);
   impl_->send(Op::kAppend, {key}, value);
+}
+
+std::optional<ServerHello> TcpStoreClient::Impl::hello(uint64_t capabilities,
+                                                       const std::vector<HelloField>& fields) {
+  if (isV1a()) throw ProtocolError("ddprun's HELLO needs the v2 dialect");
+  std::vector<std::string_view> views;
+  for (const auto& [name, value] : fields) {
+    views.emplace_back(name);
+    views.emplace_back(value);
+  }
+  wire::Request request;
+  request.op = Op::kHello;
+  request.version = wire::kExtensionVersion;
+  request.capabilities = capabilities;
+  request.keys = views;
+  conn_.send(request, deadline(), "HELLO");
+  std::optional<detail::StoreReply> reply;
+  try {
+    reply = conn_.expect(Op::kHello, 0, deadline(), timeout(), "HELLO");
+  } catch (const NetworkError&) {
+    if (conn_.closedByServer()) return std::nullopt;  // a server without the extension
+    throw;
+  }
+  ServerHello answer{reply->status == wire::kHelloAccepted, reply->version, reply->capabilities,
+                     {}};
+  for (std::size_t i = 0; i + 1 < reply->values.size(); i += 2) {
+    answer.fields.emplace_back(reply->values[i], reply->values[i + 1]);
+  }
+  if (answer.accepted && (answer.capabilities & wire::kCapOnClose) != 0) {
+    // From now on a connection this client gives up on clears its registrations first.
+    std::string farewell;
+    wire::Request clearAll;
+    clearAll.op = Op::kOnCloseClear;
+    wire::encodeRequest(farewell, conn_.dialect(), clearAll);
+    conn_.setFarewell(std::move(farewell));
+    onClose_ = true;
+  }
+  return answer;
+}
+
+int64_t TcpStoreClient::Impl::onCloseCall(Op op, const std::vector<std::string>& keys,
+                                          const std::string& expected,
+                                          const std::string& desired) {
+  const std::string what = describeOp(op, keys);
+  if (!onClose_) {
+    throw ProtocolError("the store at " + conn_.endpoint() + " did not grant ON_CLOSE (" + what +
+                        ")");
+  }
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  wire::Request request;
+  request.op = op;
+  if (op == Op::kOnClose) {
+    request.key = keys.at(0);
+  } else {
+    request.keys = views;
+  }
+  request.value = expected;
+  request.desired = desired;
+  conn_.send(request, deadline(), what);
+  return conn_.expect(op, 0, deadline(), timeout(), what).integer;
+}
+
+std::optional<ServerHello> TcpStoreClient::hello(uint64_t capabilities,
+                                                 const std::vector<HelloField>& fields) {
+  std::lock_guard<std::mutex> lock(impl_->mutex_);
+  return impl_->hello(capabilities, fields);
+}
+
+void TcpStoreClient::interruptWait() {
+  const uint64_t one = 1;
+  (void)!::write(impl_->wakeFd_, &one, sizeof(one));  // cannot block: the counter saturates late
+}
+
+bool TcpStoreClient::onCloseSupported() const { return impl_->onClose_.load(); }
+
+void TcpStoreClient::armOnClose(const std::string& key, const std::string& expected,
+                                const std::string& desired) {
+  std::lock_guard<std::mutex> lock(impl_->mutex_);
+  if (impl_->onCloseCall(Op::kOnClose, {key}, expected, desired) == wire::kOnCloseRefused) {
+    throw ProtocolError("the store at " + impl_->conn_.endpoint() +
+                        " refused an ON_CLOSE registration for '" + key +
+                        "' (too many on this connection)");
+  }
+}
+
+void TcpStoreClient::clearOnClose(const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> lock(impl_->mutex_);
+  impl_->onCloseCall(Op::kOnCloseClear, keys, {}, {});
+}
+
+std::unique_ptr<TcpStoreClient> connectTcpStore(const TcpStoreClientOptions& options,
+                                                uint64_t capabilities,
+                                                const std::vector<HelloField>& fields) {
+  const auto deadline = detail::deadlineAfter(options.connectTimeout);
+  auto client = std::make_unique<TcpStoreClient>(options);
+  if (client->hello(capabilities, fields)) return client;
+  TcpStoreClientOptions plain = options;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  plain.connectTimeout = std::max(std::chrono::milliseconds(1), left);
+  return std::make_unique<TcpStoreClient>(plain);
 }
 
 std::chrono::milliseconds TcpStoreClient::timeout() const { return impl_->timeout(); }

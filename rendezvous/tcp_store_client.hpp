@@ -20,7 +20,15 @@
 //
 // Every call that waits for the server is bounded: wait(keys, t) by t; get/multiGet by timeout();
 // every other reply by timeout() as well (a missing reply then is a TimeoutError and, since the
-// stream is out of step, sticky as NetworkError).
+// stream is out of step, sticky as NetworkError); the CANCEL_WAIT after a wait timeout by
+// min(30 s, timeout()). So setTimeout() on a client of one's own gives per-call deadlines.
+//
+// ddprun's wire extension (wire_codec.hpp; ddprund and StoreServer have it, torch's servers do
+// not): hello() asks the server for capabilities; after it granted kCapOnClose, armOnClose()
+// registers a COMPARE_SET the server applies when this connection closes without clearOnClose()
+// (the process died, or the client was destroyed). When a failure makes the client give up the
+// connection it first sends ON_CLOSE_CLEAR (best effort), so a live process is not taken for a
+// dead one. connectTcpStore() connects, says HELLO and falls back to a plain connection.
 //
 // Thread safety: one request at a time per connection; the object serialises concurrent callers
 // with an internal mutex. A NetworkError or ProtocolError is sticky: later calls rethrow it;
@@ -32,10 +40,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rendezvous/backoff.hpp"
+#include "rendezvous/connection_hooks.hpp"
 #include "rendezvous/store.hpp"
 
 namespace ddp {
@@ -73,7 +84,18 @@ struct TcpStoreClientOptions {
   std::size_t maxValueBytes = 256 * 1024 * 1024;
 };
 
-class TcpStoreClient final : public Store {
+// A HELLO field: name, value (free-form, for logs).
+using HelloField = std::pair<std::string, std::string>;
+
+// The server's answer to HELLO.
+struct ServerHello {
+  bool accepted = false;
+  uint32_t version = 0;
+  uint64_t capabilities = 0;  // wire::kCapOnClose, ...
+  std::vector<HelloField> fields;
+};
+
+class TcpStoreClient final : public Store, public ConnectionHooks {
  public:
   // Connects before returning, trying every address the host resolves to until one connects
   // (and, in v2, answers the PING), with a Backoff between rounds and progress reports (above).
@@ -108,9 +130,31 @@ class TcpStoreClient final : public Store {
   // "host:port", for messages.
   std::string endpoint() const;
 
+  // ddprun's HELLO asking for `capabilities`, with `fields` for the server's log. Returns the
+  // server's answer (onCloseSupported() follows it), or nullopt when the server closed the
+  // connection instead (torch's servers do, on an unknown opcode): this client is then unusable
+  // (sticky NetworkError); use a new one without the extension. Blocks up to timeout(). Throws
+  // NetworkError, TimeoutError, ProtocolError (v1a: no extension).
+  std::optional<ServerHello> hello(uint64_t capabilities, const std::vector<HelloField>& fields);
+
+  // ConnectionHooks (see connection_hooks.hpp). interruptWait() is safe from any thread, also
+  // while another thread waits in this client.
+  void interruptWait() override;
+  bool onCloseSupported() const override;
+  void armOnClose(const std::string& key, const std::string& expected,
+                  const std::string& desired) override;
+  void clearOnClose(const std::vector<std::string>& keys) override;
+
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Connects as TcpStoreClient(options) does, then says HELLO (asking for `capabilities`). A server
+// that closes the connection on HELLO gets a second, plain connection within what is left of
+// connectTimeout. Throws as the constructor and hello() do.
+std::unique_ptr<TcpStoreClient> connectTcpStore(const TcpStoreClientOptions& options,
+                                                uint64_t capabilities,
+                                                const std::vector<HelloField>& fields);
 
 }  // namespace ddp

@@ -4,15 +4,44 @@
 #include <bit>
 #include <cstring>
 
+#include "rendezvous/detail/wire_cursor.hpp"
 #include "rendezvous/error.hpp"
 
 namespace ddp::wire {
+
+namespace detail {
+
+bool parseKeyList(Cursor& c, const WireLimits& limits, bool pairs,
+                  std::vector<std::string_view>& keys) {
+  uint64_t n = 0;
+  if (!c.scalar(n)) return false;
+  if (n > limits.maxKeysPerRequest) {
+    return c.fail(std::to_string(n) + " keys exceed the limit of " +
+                  std::to_string(limits.maxKeysPerRequest) + " per request");
+  }
+  keys.clear();
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string_view k;
+    if (!c.str(k, limits.maxKeyBytes, "key")) return false;
+    keys.push_back(k);
+    if (pairs) {
+      std::string_view v;
+      if (!c.str(v, limits.maxValueBytes, "value")) return false;
+      keys.push_back(v);
+    }
+  }
+  return true;
+}
+
+}  // namespace detail
+
 namespace {
+
+using detail::Cursor;
+using detail::parseKeyList;
 
 static_assert(std::endian::native == std::endian::little,
               "the TCPStore wire format is little-endian; big-endian hosts need byte swaps");
-
-constexpr std::size_t kNoOp = 0xff;
 
 // Opcode tables, indexed by the opcode byte; see the header for the numbering.
 constexpr std::array<Op, 9> kV1aOps = {Op::kSet,   Op::kCompareSet, Op::kGet,
@@ -39,90 +68,6 @@ std::optional<uint8_t> reverseLookup(const std::array<Op, N>& table, Op op) {
     if (table[i] == op) return static_cast<uint8_t>(i);
   }
   return std::nullopt;
-}
-
-// A bounds-checked reader over the front of a byte buffer. The first failure sticks: later reads
-// return false, and result() tells NeedMore (with the size needed) from Malformed.
-class Cursor {
- public:
-  Cursor(std::string_view bytes, std::size_t pos, std::size_t maxTotal)
-      : bytes_(bytes), pos_(pos), maxTotal_(maxTotal) {}
-
-  template <typename T>
-  bool scalar(T& out) {
-    if (!have(sizeof(T))) return false;
-    std::memcpy(&out, bytes_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return true;
-  }
-
-  // u64 length + bytes, at most `max` bytes long.
-  bool str(std::string_view& out, std::size_t max, const char* what) {
-    uint64_t len = 0;
-    if (!scalar(len)) return false;
-    if (len > max) return fail(std::string(what) + " of " + std::to_string(len) +
-                               " bytes exceeds the limit of " + std::to_string(max));
-    if (!have(static_cast<std::size_t>(len))) return false;
-    out = bytes_.substr(pos_, static_cast<std::size_t>(len));
-    pos_ += static_cast<std::size_t>(len);
-    return true;
-  }
-
-  bool fail(std::string reason) {
-    if (ok_) reason_ = std::move(reason);
-    ok_ = false;
-    malformed_ = true;
-    return false;
-  }
-
-  bool ok() const { return ok_; }
-  bool malformed() const { return malformed_; }
-  std::size_t pos() const { return pos_; }
-  std::size_t needed() const { return needed_; }
-  std::string& reason() { return reason_; }
-
- private:
-  bool have(std::size_t n) {
-    if (!ok_) return false;
-    if (pos_ + n > maxTotal_) {
-      return fail("request of at least " + std::to_string(pos_ + n) +
-                  " bytes exceeds the limit of " + std::to_string(maxTotal_));
-    }
-    if (bytes_.size() - pos_ >= n) return true;
-    ok_ = false;
-    needed_ = pos_ + n;
-    return false;
-  }
-
-  std::string_view bytes_;
-  std::size_t pos_;
-  std::size_t maxTotal_;
-  bool ok_ = true;
-  bool malformed_ = false;
-  std::size_t needed_ = 0;
-  std::string reason_;
-};
-
-bool parseKeyList(Cursor& c, const WireLimits& limits, bool pairs,
-                  std::vector<std::string_view>& keys) {
-  uint64_t n = 0;
-  if (!c.scalar(n)) return false;
-  if (n > limits.maxKeysPerRequest) {
-    return c.fail(std::to_string(n) + " keys exceed the limit of " +
-                  std::to_string(limits.maxKeysPerRequest) + " per request");
-  }
-  keys.clear();
-  for (uint64_t i = 0; i < n; ++i) {
-    std::string_view k;
-    if (!c.str(k, limits.maxKeyBytes, "key")) return false;
-    keys.push_back(k);
-    if (pairs) {
-      std::string_view v;
-      if (!c.str(v, limits.maxValueBytes, "value")) return false;
-      keys.push_back(v);
-    }
-  }
-  return true;
 }
 
 // Parses the arguments of `r.op` (the opcode byte is already consumed).
@@ -163,6 +108,10 @@ bool parseBody(Cursor& c, const WireLimits& limits, Request& r,
     case Op::kCancelWait:
     case Op::kListKeys:
       return true;
+    case Op::kHello:
+    case Op::kOnClose:
+    case Op::kOnCloseClear:
+      return detail::parseExtensionBody(c, limits, r, keys);
   }
   return c.fail("unhandled op");
 }
@@ -196,6 +145,9 @@ std::string_view opName(Op op) {
     case Op::kQueueLen: return "QUEUE_LEN";
     case Op::kListKeys: return "LIST_KEYS";
     case Op::kBarrier: return "BARRIER";
+    case Op::kHello: return "HELLO";
+    case Op::kOnClose: return "ON_CLOSE";
+    case Op::kOnCloseClear: return "ON_CLOSE_CLEAR";
   }
   return "?";
 }
@@ -215,7 +167,10 @@ std::optional<uint8_t> opcodeFor(Dialect dialect, Op op) {
   switch (dialect) {
     case Dialect::kV1a: return reverseLookup(kV1aOps, op);
     case Dialect::kV1b: return reverseLookup(kV1bOps, op);
-    case Dialect::kV2: return reverseLookup(kV2Ops, op);
+    case Dialect::kV2: {
+      const auto code = reverseLookup(kV2Ops, op);
+      return code ? code : detail::extensionOpcode(op);
+    }
     case Dialect::kUnknown:
     case Dialect::kV1: return std::nullopt;
   }
@@ -233,7 +188,10 @@ std::optional<Op> RequestDecoder::mapOpcode(uint8_t code, std::string_view bytes
                                             bool& ambiguous) {
   ambiguous = false;
   switch (dialect_) {
-    case Dialect::kV2: return lookup(kV2Ops, code);
+    case Dialect::kV2: {
+      const auto op = lookup(kV2Ops, code);
+      return op ? op : detail::extensionOp(code);
+    }
     case Dialect::kV1a: return lookup(kV1aOps, code);
     case Dialect::kV1b: return lookup(kV1bOps, code);
     case Dialect::kUnknown: return std::nullopt;
@@ -353,6 +311,9 @@ void encodeRequest(std::string& out, Dialect dialect, const Request& r) {
     case Op::kGetNumKeys:
     case Op::kCancelWait:
     case Op::kListKeys: break;
+    case Op::kHello:
+    case Op::kOnClose:
+    case Op::kOnCloseClear: detail::encodeExtensionBody(out, r); break;
   }
 }
 
@@ -405,6 +366,9 @@ ReplyResult decodeReply(std::string_view bytes, Op op, std::size_t keyCount,
         if (ok) reply.values.push_back(v);
       }
       break;
+    case Op::kHello:
+    case Op::kOnClose:
+    case Op::kOnCloseClear: ok = detail::decodeExtensionReply(c, op, reply, maxValueBytes); break;
   }
   if (!ok) {
     if (c.malformed()) return Malformed{std::move(c.reason())};

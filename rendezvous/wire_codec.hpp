@@ -32,6 +32,32 @@
 //   Example, v1a SET "/k1"="v1": 00 | 03 00 00 00 00 00 00 00 | 2f 6b 31 | 02 00 .. 00 | 76 31
 //   Example, v2 handshake:       00 | ce f7 85 3c   (VALIDATE; the server sends nothing back)
 //
+// ddprun's extension of v2 (opcodes F0..F2; torch's v2 opcodes end at 18 and a torch server closes
+// a connection on an unknown opcode, so a client learns whether the server has the extension from
+// HELLO's answer or from the closed connection, and then uses a fresh connection without it):
+//     HELLO          F0  u32 version, u64 capabilities, u64 n, n x (str name, str value)
+//                        reply: u8 status (0 accepted, 1 refused), u32 version,
+//                               u64 capabilities, u64 n, n x (str name, str value)
+//     ON_CLOSE       F1  str key, str expected, str desired
+//                        reply: i64 registrations this connection holds now, or -1 refused
+//     ON_CLOSE_CLEAR F2  u64 n, n x str key (n = 0: every registration of the connection)
+//                        reply: i64 registrations removed
+//   HELLO: version is kExtensionVersion (1). The client's capabilities are those it wants, the
+//   server's those it has (bit 0 = kCapOnClose: ON_CLOSE and ON_CLOSE_CLEAR). Fields are free-form
+//   name/value pairs for logs ("client" = "ddprun", "host", "pid", "purpose"; the server answers
+//   "server"); at most WireLimits::maxHelloFields pairs, each string at most maxKeyBytes long.
+//   Status 1 (refused) is reserved for a server that requires credentials (a future "token"
+//   field): it names the reason in an "error" field and closes the connection.
+//   ON_CLOSE: "when this connection closes (the peer's process died, or the connection broke)
+//   before clearing the registration, apply COMPARE_SET key expected desired" (waking waiters as
+//   a COMPARE_SET does). A registration with the key of an existing one replaces it; a server
+//   refuses (-1) more than a handful per connection. Nothing fires when the server itself stops.
+//   Example, HELLO from a client that wants ON_CLOSE with one field client=ddprun:
+//     f0 | 01 00 00 00 | 01 00 .. 00 | 01 00 .. 00 | 06 00 .. 00 "client" | 06 00 .. 00 "ddprun"
+//   Example, ON_CLOSE "k" "" "v":  f1 | 01 00 .. 00 6b | 00 00 .. 00 | 01 00 .. 00 76
+//                                  reply 01 00 .. 00 (one registration held)
+//   Example, ON_CLOSE_CLEAR all:   f2 | 00 00 .. 00      reply 01 00 .. 00 (one removed)
+//
 // Dialect detection (RequestDecoder, server side, per connection, §4):
 //   * First byte 00 followed by CE F7 85 3C -> v2 (those 5 bytes are VALIDATE). A v1 SET would
 //     need a key length whose low bytes are 0x3C85F7CE (~1 GiB), far past any key limit.
@@ -74,12 +100,21 @@ struct WireLimits {
   std::size_t maxKeysPerRequest = 131072;
   // Largest whole request (bounds a MULTI_SET or COMPARE_SET made of many large strings).
   std::size_t maxRequestBytes = std::size_t{1} << 30;
+  // Most name/value fields in one HELLO (ddprun's extension).
+  std::size_t maxHelloFields = 64;
 };
 
 namespace wire {
 
 // The VALIDATE magic of v2 connections.
 inline constexpr uint32_t kValidateMagic = 0x3C85F7CE;
+
+// ddprun's v2 extension (see the layout above).
+inline constexpr uint32_t kExtensionVersion = 1;
+inline constexpr uint64_t kCapOnClose = 1;        // HELLO capability bit: ON_CLOSE, ON_CLOSE_CLEAR
+inline constexpr uint8_t kHelloAccepted = 0;      // HELLO reply status
+inline constexpr uint8_t kHelloRefused = 1;
+inline constexpr int64_t kOnCloseRefused = -1;    // ON_CLOSE reply: registration not taken
 
 // A wire dialect. kV1 means "v1, not yet known whether v1a or v1b" (server side only).
 enum class Dialect : uint8_t { kUnknown, kV1, kV1a, kV1b, kV2 };
@@ -109,6 +144,10 @@ enum class Op : uint8_t {
   kQueueLen,
   kListKeys,
   kBarrier,
+  // ddprun's extension (v2 only)
+  kHello,
+  kOnClose,
+  kOnCloseClear,
 };
 
 // Reply bytes of CHECK / WAIT / CANCEL_WAIT / BARRIER / WATCH_KEY.
@@ -130,11 +169,14 @@ std::optional<uint8_t> opcodeFor(Dialect dialect, Op op);
 struct Request {
   Op op = Op::kGetNumKeys;
   std::string_view key;       // single-key ops
-  std::string_view value;     // SET/APPEND/QUEUE_PUSH value, COMPARE_SET expected
-  std::string_view desired;   // COMPARE_SET desired
+  std::string_view value;     // SET/APPEND/QUEUE_PUSH value, COMPARE_SET/ON_CLOSE expected
+  std::string_view desired;   // COMPARE_SET/ON_CLOSE desired
   int64_t number = 0;         // ADD delta, BARRIER world size
   uint32_t nonce = 0;         // PING nonce, VALIDATE magic
-  // CHECK/WAIT/MULTI_GET keys; MULTI_SET alternates key, value, key, value, ...
+  uint32_t version = 0;       // HELLO version
+  uint64_t capabilities = 0;  // HELLO capabilities
+  // CHECK/WAIT/MULTI_GET/ON_CLOSE_CLEAR keys; MULTI_SET alternates key, value, key, value, ...;
+  // HELLO alternates field name, value, ...
   std::span<const std::string_view> keys;
   // Bytes this request occupies, opcode included.
   std::size_t size = 0;
@@ -197,6 +239,9 @@ inline void encodeIntReply(std::string& out, int64_t v) { putI64(out, v); }
 inline void encodeByteReply(std::string& out, uint8_t v) { putU8(out, v); }
 // PING: the nonce echoed.
 inline void encodePingReply(std::string& out, uint32_t nonce) { putU32(out, nonce); }
+// HELLO: status, version, capabilities and `fields` (name, value, name, value, ...).
+void encodeHelloReply(std::string& out, uint8_t status, uint64_t capabilities,
+                      std::span<const std::string_view> fields);
 
 // ---- Requests (client side) -----------------------------------------------------------------
 
@@ -205,11 +250,14 @@ inline void encodePingReply(std::string& out, uint32_t nonce) { putU32(out, nonc
 void encodeRequest(std::string& out, Dialect dialect, const Request& request);
 
 // A decoded reply. Integer replies fill `integer`, u8 replies `status`, PING `nonce`, value
-// replies `values` (views into the bytes given to decodeReply()).
+// replies `values` (views into the bytes given to decodeReply()). HELLO fills `status`,
+// `version`, `capabilities` and `values` (field name, value, name, value, ...).
 struct Reply {
   int64_t integer = 0;
   uint8_t status = 0;
   uint32_t nonce = 0;
+  uint32_t version = 0;
+  uint64_t capabilities = 0;
   std::vector<std::string_view> values;
   std::size_t size = 0;
 };

@@ -1,5 +1,6 @@
 #include "rendezvous/detail/deadline_socket.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -20,13 +21,15 @@ void DeadlineSocket::close() {
   socket_.close(ignored);
 }
 
-bool DeadlineSocket::waitFor(short events, Clock::time_point deadline, error_code& ec) {
+bool DeadlineSocket::waitFor(short events, Clock::time_point deadline, error_code& ec,
+                             int interruptFd) {
   for (;;) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return false;
-    pollfd fd{socket_.native_handle(), events, 0};
+    pollfd fds[2] = {{socket_.native_handle(), events, 0}, {interruptFd, POLLIN, 0}};
     const int timeoutMs = static_cast<int>(std::min<int64_t>(left.count(), 1 << 30));
-    const int rc = ::poll(&fd, 1, timeoutMs);
+    const int rc = ::poll(fds, interruptFd >= 0 ? 2 : 1, timeoutMs);
+    if (rc > 0 && fds[0].revents == 0) return false;  // interrupted
     if (rc > 0) return true;  // ready, or an error/hang-up the next syscall reports
     if (rc < 0 && errno != EINTR) {
       ec = error_code(errno, boost::system::system_category());
@@ -40,6 +43,9 @@ error_code DeadlineSocket::connect(const asio::ip::tcp::endpoint& endpoint,
   error_code ec;
   close();
   socket_.open(endpoint.protocol(), ec);
+  if (!ec && ::fcntl(socket_.native_handle(), F_SETFD, FD_CLOEXEC) != 0) {
+    ec = error_code(errno, boost::system::system_category());
+  }
   if (!ec) socket_.non_blocking(true, ec);
   if (ec) return ec;
   // Asio's synchronous connect would block without a deadline, so connect on the native handle.
@@ -76,7 +82,8 @@ error_code DeadlineSocket::writeAll(std::string_view bytes, Clock::time_point de
   return ec;
 }
 
-error_code DeadlineSocket::readSome(std::string& buffer, Clock::time_point deadline) {
+error_code DeadlineSocket::readSome(std::string& buffer, Clock::time_point deadline,
+                                    int interruptFd) {
   constexpr std::size_t kChunk = 64 * 1024;
   error_code ec;
   for (;;) {
@@ -86,7 +93,7 @@ error_code DeadlineSocket::readSome(std::string& buffer, Clock::time_point deadl
     buffer.resize(old + n);
     if (ec == asio::error::would_block || ec == asio::error::try_again) {
       ec.clear();
-      if (!waitFor(POLLIN, deadline, ec)) return asio::error::timed_out;
+      if (!waitFor(POLLIN, deadline, ec, interruptFd)) return asio::error::timed_out;
       if (ec) return ec;
       continue;
     }

@@ -3,7 +3,8 @@
 // The socket is an Asio socket in non-blocking mode; a call that would block waits in poll(2) on
 // the native handle for at most the time left before the deadline. Results are error codes
 // (asio::error::timed_out when the deadline passes, asio::error::eof when the peer closed):
-// callers turn them into ddp::Error with context. TCP_NODELAY is set once connected.
+// callers turn them into ddp::Error with context. TCP_NODELAY is set once connected; the socket is
+// close-on-exec, so no child process keeps the connection open after this process is gone.
 //
 // Thread safety: one thread at a time (TcpStoreClient serialises its callers).
 #pragma once
@@ -33,15 +34,20 @@ class DeadlineSocket {
   boost::system::error_code writeAll(std::string_view bytes, Clock::time_point deadline);
 
   // Appends at least one received byte to `buffer` (as many as are available, up to 64 KiB);
-  // blocks until data arrives, the peer closes (eof) or `deadline`.
-  boost::system::error_code readSome(std::string& buffer, Clock::time_point deadline);
+  // blocks until data arrives, the peer closes (eof) or `deadline`. When `interruptFd` (e.g. an
+  // eventfd; -1 for none) becomes readable first it returns timed_out as at the deadline (the
+  // caller drains that fd).
+  boost::system::error_code readSome(std::string& buffer, Clock::time_point deadline,
+                                     int interruptFd = -1);
 
   bool isOpen() const { return socket_.is_open(); }
   void close();
 
  private:
-  // Waits in poll(2) until the socket reports `events` (or an error/hang-up); false at deadline.
-  bool waitFor(short events, Clock::time_point deadline, boost::system::error_code& ec);
+  // Waits in poll(2) until the socket reports `events` (or an error/hang-up); false at deadline
+  // or when `interruptFd` is readable.
+  bool waitFor(short events, Clock::time_point deadline, boost::system::error_code& ec,
+               int interruptFd = -1);
 
   boost::asio::ip::tcp::socket socket_;
 };

@@ -9,6 +9,11 @@ namespace ddp::detail {
 
 namespace {
 
+// The least a store call is given, even when heartbeatTimeout is nearly used up.
+constexpr std::chrono::milliseconds kMinCallBudget{50};
+// The most clearing ON_CLOSE may take when leaving a round (the destructor waits for it).
+constexpr std::chrono::milliseconds kMaxDisarmBudget{1000};
+
 std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
 // Who `rank` watches: node rank 0 watches everyone, the others their successor (mod n).
@@ -25,13 +30,13 @@ std::vector<int> watchedBy(int rank, int n) {
 
 }  // namespace
 
-RoundMonitor::RoundMonitor(Store& store, const RendezvousKeys& keys,
+RoundMonitor::RoundMonitor(Store& store, StoreConnector connect, const RendezvousKeys& keys,
                            const RendezvousSettings& settings)
-    : store_(store),
-      keys_(keys),
+    : keys_(keys),
       interval_(settings.keepAliveInterval),
       heartbeatTimeout_(effectiveHeartbeatTimeout(settings)),
       log_(logger("rdzv")),
+      link_(store, std::move(connect)),
       thread_([this] { run(); }) {}
 
 RoundMonitor::~RoundMonitor() {
@@ -40,8 +45,11 @@ RoundMonitor::~RoundMonitor() {
     stop_ = true;
   }
   wake_.notify_all();
+  interrupt();
   thread_.join();
 }
+
+void RoundMonitor::interrupt() { link_.interrupt(); }
 
 void RoundMonitor::enter(MonitoredRound round) {
   // The first tick comes after a random part of one interval, so that the agents of a large
@@ -55,12 +63,17 @@ void RoundMonitor::enter(MonitoredRound round) {
     nextTick_ = Clock::now() + std::chrono::milliseconds(jitter(random_));
   }
   wake_.notify_all();
+  interrupt();
 }
 
 void RoundMonitor::exit() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  round_.reset();
-  ++epoch_;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    round_.reset();
+    ++epoch_;
+  }
+  wake_.notify_all();
+  interrupt();  // clear ON_CLOSE now, not after the current wait
 }
 
 void RoundMonitor::setCallback(Callback callback) {
@@ -74,6 +87,7 @@ void RoundMonitor::setCallback(Callback callback) {
     kick_ = true;
   }
   wake_.notify_all();
+  interrupt();
 }
 
 void RoundMonitor::clearCallback() {
@@ -88,65 +102,162 @@ void RoundMonitor::suppress(int64_t generation) {
 
 void RoundMonitor::run() {
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!stop_) {
+  while (true) {
+    // Registrations of a round this node no longer monitors are cleared first, also on the way
+    // out: a monitor destroyed after exit() must not make this node look dead.
+    if (armed_ && (!round_ || armed_->epoch != epoch_)) {
+      lock.unlock();
+      disarm();
+      lock.lock();
+      continue;
+    }
+    if (stop_) return;
     if (!round_) {
       wake_.wait(lock, [this] { return stop_ || round_.has_value(); });
       continue;
     }
-    if (!kick_ && Clock::now() < nextTick_) {
-      const uint64_t waitedEpoch = epoch_;
-      wake_.wait_until(lock, nextTick_,
-                       [&] { return stop_ || kick_ || epoch_ != waitedEpoch; });
-      continue;
-    }
-    kick_ = false;
     const MonitoredRound round = *round_;
     const uint64_t epoch = epoch_;
+    const Clock::time_point next = nextTick_;
+    const bool tickNow = preparedEpoch_ == epoch && (kick_ || Clock::now() >= next);
+    if (tickNow) kick_ = false;
     lock.unlock();
-    tick(round, epoch);
+    if (preparedEpoch_ != epoch) {
+      prepare(round, epoch);
+    } else if (tickNow) {
+      const auto started = Clock::now();
+      const bool ok = tick(round, epoch);
+      const auto now = Clock::now();
+      const auto reportAt = lastOk_ + heartbeatTimeout_;
+      // After a failure, try again soon enough to report the loss at reportAt, not later.
+      const auto retryAt = now >= reportAt ? now + interval_
+                                           : std::max(now + kMinCallBudget,
+                                                      std::min(now + interval_, reportAt));
+      lock.lock();
+      if (epoch == epoch_) nextTick_ = ok ? started + interval_ : retryAt;
+      continue;
+    } else if (link_.canWait() && endSeenEpoch_ != epoch) {
+      awaitEnd(round, epoch, next);
+    } else {
+      lock.lock();
+      wake_.wait_until(lock, next, [&] { return stop_ || kick_ || epoch_ != epoch; });
+      continue;
+    }
     lock.lock();
-    if (epoch == epoch_) nextTick_ = Clock::now() + interval_;
   }
 }
 
-void RoundMonitor::tick(const MonitoredRound& round, uint64_t epoch) {
-  const auto now = Clock::now();
-  if (epoch != tickEpoch_) {
-    tickEpoch_ = epoch;
-    lastOk_ = now;
-    failing_ = false;
-    watched_.clear();
-    for (int rank : watchedBy(round.rank, static_cast<int>(round.hosts.size()))) {
-      watched_.push_back(Watched{rank, "", now});
-    }
+void RoundMonitor::prepare(const MonitoredRound& round, uint64_t epoch) {
+  preparedEpoch_ = epoch;
+  lastOk_ = Clock::now();
+  failing_ = false;
+  watched_.clear();
+  for (int rank : watchedBy(round.rank, static_cast<int>(round.hosts.size()))) {
+    watched_.push_back(Watched{rank, "", lastOk_});
   }
+  // Connect and arm ON_CLOSE at once: an agent that dies before its first tick is noticed too.
   try {
-    store_.add(keys_.heartbeat(round.generation, round.rank), 1);
-    watchPeers(round);
-    checkEnd(round, epoch);
+    link_.use(callBudget(lastOk_));
+    arm(round, epoch);
+  } catch (const std::exception& e) {
+    log_->debug("heartbeat connection for round {} not ready: {}", round.generation, e.what());
+    dropConnection();  // the ticks try again and report a lasting failure
+  }
+}
+
+bool RoundMonitor::tick(const MonitoredRound& round, uint64_t epoch) {
+  try {
+    Store& store = link_.use(callBudget(Clock::now()));
+    store.add(keys_.heartbeat(round.generation, round.rank), 1);
+    watchPeers(store, round);
+    checkEnd(store, round, epoch);
+    arm(round, epoch);  // again after a reconnect
     lastOk_ = Clock::now();
     failing_ = false;
+    return true;
   } catch (const std::exception& e) {
-    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - lastOk_);
-    if (!failing_) {  // one warning per outage, not one per tick
-      log_->warn("rendezvous store call failed during heartbeat of round {}: {}",
-                 round.generation, e.what());
-    }
-    failing_ = true;
-    if (silent >= heartbeatTimeout_) {
-      deliver({RendezvousEventKind::kStoreLost, round.generation,
-               "the rendezvous store has not answered for " + ms(silent) +
-                   " (heartbeat_timeout " + ms(heartbeatTimeout_) + "): " + e.what()},
-              epoch);
-    }
+    storeFailed(round, epoch, e);
+    return false;
   }
 }
 
-void RoundMonitor::watchPeers(const MonitoredRound& round) {
+void RoundMonitor::awaitEnd(const MonitoredRound& round, uint64_t epoch, Clock::time_point until) {
+  const auto left = remaining(until);
+  if (left.count() <= 0) return;
+  try {
+    // The budget bounds the CANCEL_WAIT that ends a wait without the key.
+    Store& store = link_.use(callBudget(until));
+    store.wait({keys_.end(round.generation)}, left);
+    checkEnd(store, round, epoch);
+  } catch (const TimeoutError&) {
+    // Nothing ended before the next tick, or the wait was interrupted.
+  } catch (const std::exception& e) {
+    log_->debug("waiting for the end of round {} failed: {}", round.generation, e.what());
+    dropConnection();  // the next tick opens a new connection and counts the failure
+  }
+}
+
+void RoundMonitor::storeFailed(const MonitoredRound& round, uint64_t epoch,
+                               const std::exception& e) {
+  dropConnection();
+  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - lastOk_);
+  if (!failing_) {  // one warning per outage, not one per tick
+    log_->warn("rendezvous store call failed during heartbeat of round {}: {}", round.generation,
+               e.what());
+  }
+  failing_ = true;
+  if (silent >= heartbeatTimeout_) {
+    deliver({RendezvousEventKind::kStoreLost, round.generation,
+             "the rendezvous store has not answered for " + ms(silent) + " (heartbeat_timeout " +
+                 ms(heartbeatTimeout_) + "): " + e.what()},
+            epoch);
+  }
+}
+
+std::chrono::milliseconds RoundMonitor::callBudget(Clock::time_point at) const {
+  // While the store answers, a call gets a whole interval: after this process itself was stopped
+  // or starved past lastOk + heartbeatTimeout, the store still deserves a fair chance.
+  if (!failing_) return interval_;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(lastOk_ + heartbeatTimeout_ - at);
+  return std::max(kMinCallBudget, std::min(interval_, left));
+}
+
+void RoundMonitor::arm(const MonitoredRound& round, uint64_t epoch) {
+  if (!link_.onCloseSupported() || (armed_ && armed_->epoch == epoch)) return;
+  const int64_t g = round.generation;
+  const std::string lost = encodeRoundEnd(
+      {RendezvousEventKind::kPeerLost,
+       "node rank " + std::to_string(round.rank) + " (" + round.hosts.at(round.rank) +
+           ") lost its connection to the rendezvous store (agent died?)"});
+  Armed armed{epoch, {keys_.end(g), keys_.round()}};
+  link_.hooks().armOnClose(armed.keys[0], "", lost);
+  link_.hooks().armOnClose(armed.keys[1], std::to_string(g), std::to_string(g + 1));
+  armed_ = std::move(armed);
+}
+
+void RoundMonitor::disarm() {
+  try {
+    if (link_.onCloseSupported()) {
+      link_.use(std::min(interval_, kMaxDisarmBudget));
+      link_.hooks().clearOnClose(armed_->keys);
+    }
+    armed_.reset();
+  } catch (const std::exception& e) {
+    log_->debug("clearing the heartbeat connection's ON_CLOSE failed: {}", e.what());
+    dropConnection();
+  }
+}
+
+void RoundMonitor::dropConnection() {
+  link_.drop();
+  armed_.reset();  // registrations live and die with their connection
+}
+
+void RoundMonitor::watchPeers(Store& store, const MonitoredRound& round) {
   if (watched_.empty()) return;
   std::vector<std::string> names;
   for (const auto& peer : watched_) names.push_back(keys_.heartbeat(round.generation, peer.rank));
-  const auto values = store_.multiGet(names);
+  const auto values = store.multiGet(names);
   const auto now = Clock::now();
   const Watched* lost = nullptr;
   for (size_t i = 0; i < watched_.size(); ++i) {
@@ -158,24 +269,30 @@ void RoundMonitor::watchPeers(const MonitoredRound& round) {
       lost = &peer;
     }
   }
-  if (lost == nullptr || store_.check({keys_.exitDone(round.generation)})) return;
+  if (lost == nullptr || store.check({keys_.exitDone(round.generation)})) return;
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - lost->changedAt);
   const std::string detail = "node rank " + std::to_string(lost->rank) + " (" +
                              round.hosts[lost->rank] + ") sent no heartbeat for " + ms(silent) +
                              " (heartbeat_timeout " + ms(heartbeatTimeout_) + "), seen by node rank " +
                              std::to_string(round.rank);
-  endRound(store_, keys_, round.generation, {RendezvousEventKind::kPeerLost, detail});
+  endRound(store, keys_, round.generation, {RendezvousEventKind::kPeerLost, detail});
 }
 
-void RoundMonitor::checkEnd(const MonitoredRound& round, uint64_t epoch) {
-  auto value = tryGet(store_, keys_.end(round.generation));
+void RoundMonitor::checkEnd(Store& store, const MonitoredRound& round, uint64_t epoch) {
+  const int64_t g = round.generation;
+  auto value = tryGet(store, keys_.end(g));
   if (!value) return;
+  endSeenEpoch_ = epoch;
   RoundEnd end = decodeRoundEnd(*value);
+  // An agent that died after every node passed the exit barrier changes nothing.
+  if (end.kind == RendezvousEventKind::kPeerLost && store.check({keys_.exitDone(g)})) return;
   if (end.kind != RendezvousEventKind::kJobFailed) {
     // The budget may have been spent while another reason ended the round first.
-    if (auto failed = tryGet(store_, keys_.ended())) end = {RendezvousEventKind::kJobFailed, *failed};
+    if (auto failed = tryGet(store, keys_.ended())) {
+      end = {RendezvousEventKind::kJobFailed, *failed};
+    }
   }
-  deliver({end.kind, round.generation, end.detail}, epoch);
+  deliver({end.kind, g, end.detail}, epoch);
 }
 
 void RoundMonitor::deliver(const RendezvousEvent& event, uint64_t epoch) {

@@ -1,17 +1,43 @@
 // RoundMonitor: the rendezvous's own background thread. While this node is a member of a round it
 // heartbeats, watches some peers, and reports how the round ends.
 //
-// Every keep-alive tick (keepAliveInterval) the thread does O(1) store round-trips:
+// Its store connection is its own (HeartbeatLink over a StoreConnector), so a blocked call of the
+// agent never delays a heartbeat; every call on it is bounded by a per-call budget (see below), and
+// a failed connection is replaced by a fresh one. Without a connector it shares the agent's store
+// (tests), sleeps between ticks and sets no budgets.
+//
+// Entering a round (enter()), the thread at once arms ddprun's ON_CLOSE on its connection when the
+// server has it (ddprund, an embedded StoreServer): "if this connection closes, compare-set
+// r/<g>/end from empty to kPeerLost 'node rank r (host) lost its connection to the rendezvous
+// store (agent died?)', and the round hint from g to g + 1". So the death of this agent's
+// process ends the round for everybody within milliseconds, not after heartbeatTimeout. Leaving
+// the round normally (exit(), or enter() of the next) clears it first; a connection given up after
+// an error clears it as it closes. With etcd or a torch server there is no ON_CLOSE: peers learn
+// of a dead agent through its heartbeat only.
+//
+// Every keep-alive tick (keepAliveInterval, the first at a random point of the first interval) the
+// thread does O(1) store round-trips:
 //   * add(r/<g>/hb/<rank>, 1)                   its own heartbeat counter;
 //   * multiGet of the counters it watches      node rank 0 watches every other node (O(N) bytes
 //                                              per tick for one node only), every other node
 //                                              watches its successor (rank + 1) mod N, so a lost
 //                                              node is seen even when node rank 0 is the lost one;
 //   * check(r/<g>/end)                          how everybody learns the round ended.
+// Between ticks, on an own connection that can be interrupted (TcpStoreClient, InMemoryStore), it
+// waits on r/<g>/end until the next tick, so a round's end is seen within milliseconds; enter(),
+// exit(), setCallback() and the destructor interrupt that wait.
 // A watched counter that has not changed for heartbeatTimeout on this observer's steady clock
 // (no clock synchronisation) makes the observer end the round with kPeerLost (one compareSet; the
-// first reason wins), unless the round's exit barrier already completed. Store errors that last
-// heartbeatTimeout are reported as kStoreLost.
+// first reason wins), unless the round's exit barrier already completed. A kPeerLost end found
+// after the exit barrier completed (an agent died after everybody succeeded) is not delivered.
+//
+// Store loss: `lastOk` is when the store last answered a whole tick. A call gets keepAliveInterval
+// while the store answers, and clamp(lastOk + heartbeatTimeout - now, 50 ms, keepAliveInterval)
+// once a call failed; a failed tick is retried at once up to lastOk + heartbeatTimeout; a failure
+// seen at or after lastOk + heartbeatTimeout is reported as kStoreLost. So a store that stops
+// answering is reported heartbeatTimeout (+ at most one keepAliveInterval) after its last answer,
+// never after read_timeout; a node that was itself stopped for a while gives the store a whole
+// interval before judging it.
 //
 // Thread safety: all methods are safe from any thread. The callback runs on the monitor thread, at
 // most once per generation, never after clearCallback() returns (except when clearCallback() is
@@ -32,6 +58,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "rendezvous/detail/heartbeat_link.hpp"
 #include "rendezvous/detail/rendezvous_keys.hpp"
 #include "rendezvous/detail/rendezvous_wait.hpp"
 #include "rendezvous/rendezvous.hpp"
@@ -50,15 +77,18 @@ class RoundMonitor {
  public:
   using Callback = std::function<void(const RendezvousEvent&)>;
 
-  // Starts the thread (idle until enter()).
-  RoundMonitor(Store& store, const RendezvousKeys& keys, const RendezvousSettings& settings);
-  // Stops and joins the thread. Does not end the round (a destroyed agent looks lost to others).
+  // Starts the thread (idle until enter()). `connect` opens the monitor's own store connection;
+  // empty: it shares `store`. Opens nothing yet.
+  RoundMonitor(Store& store, StoreConnector connect, const RendezvousKeys& keys,
+               const RendezvousSettings& settings);
+  // Stops and joins the thread (after clearing ON_CLOSE when exit() was called; without exit(),
+  // the closing connection ends the round for the others, as a dead agent's would). Blocks at most
+  // about 200 ms plus one call budget.
   ~RoundMonitor();
   RoundMonitor(const RoundMonitor&) = delete;
   RoundMonitor& operator=(const RoundMonitor&) = delete;
 
-  // Starts heartbeating and watching `round` (the first tick within one keep-alive interval, at
-  // a random point of it). Non-blocking.
+  // Starts heartbeating and watching `round`. Non-blocking.
   void enter(MonitoredRound round);
   // Stops heartbeating; events of the old round are no longer delivered. Non-blocking.
   void exit();
@@ -74,14 +104,26 @@ class RoundMonitor {
     std::string value;
     Clock::time_point changedAt;
   };
+  // ON_CLOSE registrations held on the current connection, and for which round.
+  struct Armed {
+    uint64_t epoch = 0;
+    std::vector<std::string> keys;
+  };
 
   void run();
-  void tick(const MonitoredRound& round, uint64_t epoch);
-  void watchPeers(const MonitoredRound& round);
-  void checkEnd(const MonitoredRound& round, uint64_t epoch);
+  void interrupt();
+  void prepare(const MonitoredRound& round, uint64_t epoch);
+  bool tick(const MonitoredRound& round, uint64_t epoch);
+  void awaitEnd(const MonitoredRound& round, uint64_t epoch, Clock::time_point until);
+  void watchPeers(Store& store, const MonitoredRound& round);
+  void checkEnd(Store& store, const MonitoredRound& round, uint64_t epoch);
+  void arm(const MonitoredRound& round, uint64_t epoch);
+  void disarm();
+  void dropConnection();
+  void storeFailed(const MonitoredRound& round, uint64_t epoch, const std::exception& e);
+  std::chrono::milliseconds callBudget(Clock::time_point at) const;
   void deliver(const RendezvousEvent& event, uint64_t epoch);
 
-  Store& store_;
   const RendezvousKeys& keys_;
   const std::chrono::milliseconds interval_;
   const std::chrono::milliseconds heartbeatTimeout_;
@@ -102,8 +144,11 @@ class RoundMonitor {
   std::recursive_mutex callbackMutex_;
   Callback callback_;
 
-  // Owned by the monitor thread.
-  uint64_t tickEpoch_ = UINT64_MAX;
+  // Owned by the monitor thread (the link's interrupt() excepted).
+  HeartbeatLink link_;
+  uint64_t preparedEpoch_ = UINT64_MAX;
+  uint64_t endSeenEpoch_ = UINT64_MAX;
+  std::optional<Armed> armed_;
   std::vector<Watched> watched_;
   Clock::time_point lastOk_;
   bool failing_ = false;

@@ -157,10 +157,14 @@ void StoreConnection::throwIfFailed() const {
 
 void StoreConnection::markFailed(std::exception_ptr error) {
   if (!failure_) failure_ = std::move(error);
+  if (!farewell_.empty() && socket_.isOpen()) {
+    (void)socket_.writeAll(farewell_, Clock::now());  // never waits; the server may be gone
+  }
   socket_.close();
 }
 
 void StoreConnection::failNetwork(const std::string& what, const error_code& ec) {
+  closedByServer_ = ec == asio::error::eof || ec == asio::error::connection_reset;
   const NetworkError error("connection to the store at " + endpoint_ + " failed during " + what +
                            ": " + describe(ec));
   markFailed(std::make_exception_ptr(error));
@@ -177,12 +181,13 @@ void StoreConnection::send(const wire::Request& request, Clock::time_point deadl
 
 std::optional<StoreReply> StoreConnection::receive(wire::Op op, std::size_t keyCount,
                                                    Clock::time_point deadline,
-                                                   const std::string& what) {
+                                                   const std::string& what, int interruptFd) {
   throwIfFailed();
   for (;;) {
     const auto result = wire::decodeReply(in_, op, keyCount, options_.maxValueBytes);
     if (const auto* reply = std::get_if<wire::Reply>(&result)) {
-      StoreReply owned{reply->integer, reply->status, reply->nonce, {}};
+      StoreReply owned{reply->integer, reply->status, reply->nonce, reply->version,
+                       reply->capabilities, {}};
       owned.values.reserve(reply->values.size());
       for (const auto v : reply->values) owned.values.emplace_back(v);
       in_.erase(0, reply->size);
@@ -194,7 +199,7 @@ std::optional<StoreReply> StoreConnection::receive(wire::Op op, std::size_t keyC
       markFailed(std::make_exception_ptr(error));
       throw error;
     }
-    const error_code ec = socket_.readSome(in_, deadline);
+    const error_code ec = socket_.readSome(in_, deadline, interruptFd);
     if (ec == asio::error::timed_out) return std::nullopt;
     if (ec) failNetwork(what, ec);
   }

@@ -4,7 +4,9 @@
 // the v2 handshake (VALIDATE magic, PING with the pid as nonce, echo checked), sends encoded
 // requests and reads replies under deadlines. Socket and protocol failures become ddp::Error
 // naming the endpoint and the request; they are sticky: the socket is closed and every later use
-// rethrows the first failure.
+// rethrows the first failure. Before that close it writes the farewell bytes, if any, without
+// waiting (ddprun's ON_CLOSE_CLEAR: a connection this process gives up on must not look like a
+// dead process to the server, which still reads the requests sent before).
 //
 // Thread safety: none; TcpStoreClient serialises access.
 #pragma once
@@ -30,6 +32,8 @@ struct StoreReply {
   int64_t integer = 0;
   uint8_t status = 0;
   uint32_t nonce = 0;
+  uint32_t version = 0;
+  uint64_t capabilities = 0;
   std::vector<std::string> values;
 };
 
@@ -61,18 +65,25 @@ class StoreConnection {
   // NetworkError / TimeoutError (both leave the connection failed).
   void send(const wire::Request& request, Clock::time_point deadline, const std::string& what);
 
-  // Reads the reply to a request of kind `op`. nullopt when `deadline` passes first (the
-  // connection stays open: the caller decides). Throws NetworkError / ProtocolError (sticky).
+  // Reads the reply to a request of kind `op`. nullopt when `deadline` passes first, or when
+  // `interruptFd` (-1: none) becomes readable first (the connection stays open: the caller
+  // decides). Throws NetworkError / ProtocolError (sticky).
   std::optional<StoreReply> receive(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
-                                    const std::string& what);
+                                    const std::string& what, int interruptFd = -1);
 
   // receive(), but a passed deadline throws TimeoutError naming `what` and `budget` and leaves
   // the connection failed (a late reply would be read as the answer to the next request).
   StoreReply expect(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
                     std::chrono::milliseconds budget, const std::string& what);
 
-  // Closes the socket; later calls throw `error` (a NetworkError or ProtocolError).
+  // Closes the socket (after the farewell bytes); later calls throw `error` (a NetworkError or
+  // ProtocolError).
   void markFailed(std::exception_ptr error);
+
+  // Bytes written, best effort and without waiting, when a failure closes the connection.
+  void setFarewell(std::string bytes) { farewell_ = std::move(bytes); }
+  // True once the failure was the server closing the connection (EOF or reset).
+  bool closedByServer() const { return closedByServer_; }
 
  private:
   // One connect + handshake attempt to one address; returns an error text, empty on success.
@@ -87,7 +98,9 @@ class StoreConnection {
   DeadlineSocket socket_;
   std::string in_;   // received bytes not yet consumed
   std::string out_;  // scratch for encoding
+  std::string farewell_;
   std::exception_ptr failure_;
+  bool closedByServer_ = false;
 };
 
 }  // namespace ddp::detail

@@ -27,6 +27,17 @@ std::string endpointString(const asio::ip::tcp::endpoint& ep) {
   return addr.to_string() + ":" + std::to_string(ep.port());
 }
 
+// A client-chosen string for a log line: printable ASCII only, at most 64 characters.
+std::string printable(std::string_view text) {
+  constexpr std::size_t kMax = 64;
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+  }
+  return text.size() > kMax ? out + "..." : out;
+}
+
 }  // namespace
 
 StoreSession::StoreSession(asio::ip::tcp::socket socket, std::shared_ptr<ServerCore> core)
@@ -41,7 +52,7 @@ StoreSession::StoreSession(asio::ip::tcp::socket socket, std::shared_ptr<ServerC
 }
 
 StoreSession::~StoreSession() {
-  if (!closed_) core_->state.disconnect(*this);
+  if (!closed_) applyOnClose(core_->state.disconnect(*this, !core_->stopped));
   core_->sessions.erase(this);
 }
 
@@ -60,7 +71,8 @@ void StoreSession::close(const std::string& reason) {
   } else {
     core_->log->debug("{}: connection {} from {} closed", core_->options.name, id_, peer_);
   }
-  core_->state.disconnect(*this);
+  // A server that stops applies no ON_CLOSE registration: its peers did not go away.
+  applyOnClose(core_->state.disconnect(*this, !core_->stopped));
   core_->sessions.erase(this);
   boost::system::error_code ignored;
   if (!reason.empty() && !writeActive_ && !out_.empty()) {
@@ -71,6 +83,25 @@ void StoreSession::close(const std::string& reason) {
   }
   socket_.close(ignored);
   graceTimer_.cancel();
+}
+
+void StoreSession::applyOnClose(const std::vector<AppliedOnClose>& applied) {
+  for (const auto& a : applied) {
+    core_->log->info("{}: connection {} from {}{} closed; its ON_CLOSE {} '{}'",
+                     core_->options.name, id_, peer_, client_,
+                     a.swapped ? "set" : "left unchanged (value differed)", a.action.key);
+  }
+}
+
+void StoreSession::noteHello(const wire::Request& hello) {
+  std::string fields;
+  for (std::size_t i = 0; i + 1 < hello.keys.size(); i += 2) {
+    fields += (fields.empty() ? "" : ", ") + printable(hello.keys[i]) + "=" +
+              printable(hello.keys[i + 1]);
+  }
+  client_ = " (" + fields + ")";
+  core_->log->debug("{}: connection {} from {} says HELLO{}", core_->options.name, id_, peer_,
+                    client_);
 }
 
 void StoreSession::onWaitComplete() {
@@ -134,6 +165,7 @@ bool StoreSession::processInput() {
         core_->log->debug("{}: connection {} from {} speaks {}", core_->options.name, id_, peer_,
                           wire::dialectName(loggedDialect_));
       }
+      if (request->op == wire::Op::kHello) noteHello(*request);
       open = core_->state.apply(*request, *this, out_, reason);
       inBegin_ += request->size;
       continue;

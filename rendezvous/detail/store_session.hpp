@@ -7,7 +7,9 @@
 // counter in the StoreState; the session keeps reading (CANCEL_WAIT must get through). Malformed
 // or over-limit input closes only this session, with a log line naming the peer and the reason.
 // Idle sessions are kept forever (no idle timeout: jobs hold store connections for days). The one
-// timer is the v1 opcode-8 grace period (see wire_codec.hpp).
+// timer is the v1 opcode-8 grace period (see wire_codec.hpp). When the peer closes (or the
+// connection breaks, or its input is malformed) the session's ON_CLOSE registrations are applied
+// and logged at info; when the server stops they are not.
 //
 // Thread safety: everything runs on the server's io_context thread; no locks.
 #pragma once
@@ -60,6 +62,8 @@ class StoreSession final : public StoreClient, public std::enable_shared_from_th
   // Decodes and applies every complete request in the input buffer. False if it closed.
   bool processInput();
   void armGraceTimer();
+  void noteHello(const wire::Request& hello);
+  void applyOnClose(const std::vector<AppliedOnClose>& applied);
   void flush();
   void onWrite(const boost::system::error_code& ec);
   bool outputBacklogged() const;
@@ -69,6 +73,7 @@ class StoreSession final : public StoreClient, public std::enable_shared_from_th
   boost::asio::steady_timer graceTimer_;
   wire::RequestDecoder decoder_;
   std::string peer_;
+  std::string client_;  // " (client=ddprun, host=..., ...)" once it said HELLO, for log lines
   uint64_t id_ = 0;
   wire::Dialect loggedDialect_ = wire::Dialect::kUnknown;
 

@@ -56,6 +56,9 @@ bool StoreState::apply(const wire::Request& r, StoreClient& client, std::string&
     case Op::kQueueLen: queueLen(r.key, out); return true;
     case Op::kListKeys: listKeys(out); return true;
     case Op::kBarrier: return barrier(r, client, out, reason);
+    case Op::kHello: hello(out); return true;
+    case Op::kOnClose: onClose(r, client, out); return true;
+    case Op::kOnCloseClear: onCloseClear(r, client, out); return true;
   }
   reason = "unhandled op";
   return false;
@@ -171,7 +174,63 @@ void StoreState::unpark(StoreClient& client) {
   client.awaited_ = 0;
 }
 
-void StoreState::disconnect(StoreClient& client) { unpark(client); }
+std::vector<AppliedOnClose> StoreState::disconnect(StoreClient& client, bool applyOnClose) {
+  unpark(client);
+  std::vector<AppliedOnClose> applied;
+  const std::vector<OnCloseAction> actions = std::move(client.onClose_);
+  client.onClose_.clear();
+  if (!applyOnClose) return applied;
+  std::string ignored;
+  for (const auto& action : actions) {
+    wire::Request r;
+    r.op = Op::kCompareSet;
+    r.key = action.key;
+    r.value = action.expected;
+    r.desired = action.desired;
+    auto it = kv_.find(action.key);
+    const bool swaps = it == kv_.end() ? action.expected.empty() : it->second == action.expected;
+    ignored.clear();
+    compareSet(r, ignored);
+    applied.push_back({action, swaps});
+  }
+  return applied;
+}
+
+void StoreState::hello(std::string& out) const {
+  // Every client gets every capability (credentials, once required, are checked here).
+  static constexpr std::string_view kFields[] = {"server", "ddprun store"};
+  wire::encodeHelloReply(out, wire::kHelloAccepted, wire::kCapOnClose, kFields);
+}
+
+void StoreState::onClose(const wire::Request& r, StoreClient& client, std::string& out) const {
+  auto& actions = client.onClose_;
+  auto it = std::find_if(actions.begin(), actions.end(),
+                         [&](const OnCloseAction& a) { return a.key == r.key; });
+  if (it != actions.end()) {
+    it->expected.assign(r.value);
+    it->desired.assign(r.desired);
+  } else if (actions.size() >= kMaxOnClosePerClient) {
+    wire::encodeIntReply(out, wire::kOnCloseRefused);
+    return;
+  } else {
+    actions.push_back({std::string(r.key), std::string(r.value), std::string(r.desired)});
+  }
+  wire::encodeIntReply(out, static_cast<int64_t>(actions.size()));
+}
+
+void StoreState::onCloseClear(const wire::Request& r, StoreClient& client,
+                              std::string& out) const {
+  auto& actions = client.onClose_;
+  const std::size_t before = actions.size();
+  if (r.keys.empty()) {
+    actions.clear();
+  } else {
+    std::erase_if(actions, [&](const OnCloseAction& a) {
+      return std::find(r.keys.begin(), r.keys.end(), a.key) != r.keys.end();
+    });
+  }
+  wire::encodeIntReply(out, static_cast<int64_t>(before - actions.size()));
+}
 
 void StoreState::compareSet(const wire::Request& r, std::string& out) {
   auto it = kv_.find(r.key);

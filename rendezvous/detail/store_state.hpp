@@ -10,6 +10,10 @@
 // overwrites the connection's awaited count, duplicate keys are counted twice, and a wait that a
 // 1.13 client gave up on stays registered (its late 00 reaches the client, as upstream).
 //
+// ddprun's extension (wire_codec.hpp): HELLO is answered with kCapOnClose; ON_CLOSE registrations
+// are kept per client (at most kMaxOnClosePerClient; one per key, a new one replaces the old) and
+// applied as COMPARE_SETs, in registration order, by disconnect(client, true).
+//
 // Thread safety: none; one thread (the server's io_context) owns a StoreState and its clients.
 #pragma once
 
@@ -26,7 +30,24 @@
 
 namespace ddp::detail {
 
-// A connection as the store sees it: something that can be parked in WAIT / BARRIER and woken.
+// Most ON_CLOSE registrations one connection may hold; more are refused (reply -1).
+inline constexpr std::size_t kMaxOnClosePerClient = 16;
+
+// One ON_CLOSE registration: COMPARE_SET key expected desired when the connection closes.
+struct OnCloseAction {
+  std::string key;
+  std::string expected;
+  std::string desired;
+};
+
+// What disconnect() applied: the registration, and whether its COMPARE_SET stored `desired`.
+struct AppliedOnClose {
+  OnCloseAction action;
+  bool swapped = false;
+};
+
+// A connection as the store sees it: something that can be parked in WAIT / BARRIER and woken,
+// and that may hold ON_CLOSE registrations.
 class StoreClient {
  public:
   virtual ~StoreClient() = default;
@@ -42,6 +63,8 @@ class StoreClient {
   int64_t awaited_ = 0;
   // Keys this client is registered under, with multiplicity.
   std::vector<std::string> waitKeys_;
+  // ON_CLOSE registrations, in registration order.
+  std::vector<OnCloseAction> onClose_;
 };
 
 class StoreState {
@@ -51,8 +74,10 @@ class StoreState {
   bool apply(const wire::Request& request, StoreClient& client, std::string& out,
              std::string& reason);
 
-  // Drops every registration of `client` (connection closed). The data stays.
-  void disconnect(StoreClient& client);
+  // Drops every wait registration of `client` (connection closed). The data stays. With
+  // `applyOnClose` (the peer closed or the connection broke; not when the server stops) its
+  // ON_CLOSE registrations are applied as COMPARE_SETs first, waking waiters; returns them.
+  std::vector<AppliedOnClose> disconnect(StoreClient& client, bool applyOnClose);
 
   std::size_t numKeys() const { return kv_.size(); }
 
@@ -85,6 +110,9 @@ class StoreState {
                std::string& reason);
   void queuePop(const wire::Request& r, std::string& out);
   void listKeys(std::string& out) const;
+  void hello(std::string& out) const;
+  void onClose(const wire::Request& r, StoreClient& client, std::string& out) const;
+  void onCloseClear(const wire::Request& r, StoreClient& client, std::string& out) const;
 
   Map<std::string> kv_;
   Map<std::deque<std::string>> queues_;  // never empty deques: popped-empty queues are erased

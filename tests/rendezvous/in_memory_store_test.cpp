@@ -97,5 +97,41 @@ TEST_CASE("InMemoryStore releases many concurrent waiters with one set", "[in_me
   }
 }
 
+TEST_CASE("InMemoryStore handles share the data, not their timeouts or interrupts",
+          "[in_memory_store]") {
+  auto first = std::make_unique<InMemoryStore>(30s);
+  auto second = first->newHandle();
+  second->setTimeout(100ms);
+  CHECK(first->timeout() == 30s);
+  first->set("k", "v");
+  CHECK(second->get("k") == "v");
+  CHECK_THROWS_AS(second->get("missing"), TimeoutError);  // its own 100 ms, not 30 s
+
+  second->interruptWait();  // latched for `second` only
+  auto waiting = std::async(std::launch::async, [&] { first->wait({"later"}, 30s); });
+  CHECK_THROWS_WITH(second->wait({"never"}, 30s), Catch::Contains("interrupted"));
+  CHECK_THROWS_WITH(second->wait({"never"}, 50ms), Catch::Contains("timed out"));
+  first.reset();  // the data lives on in `second`...
+  second->set("later", "x");
+  REQUIRE(waiting.wait_for(30s) == std::future_status::ready);  // ...and wakes the other handle
+}
+
+TEST_CASE("InMemoryStore interruptWait() ends a wait in progress", "[in_memory_store]") {
+  InMemoryStore store;
+  auto waiting = std::async(std::launch::async, [&] {
+    try {
+      store.wait({"never"}, 60s);
+      return std::string("returned");
+    } catch (const TimeoutError& e) {
+      return std::string(e.what());
+    }
+  });
+  store.interruptWait();
+  REQUIRE(waiting.wait_for(20s) == std::future_status::ready);
+  CHECK_THAT(waiting.get(), Catch::Contains("never"));
+  store.set("k", "v");
+  CHECK(store.get("k") == "v");
+}
+
 }  // namespace
 }  // namespace ddp

@@ -81,10 +81,13 @@ class EventSink {
   std::vector<RendezvousEvent> events_;
 };
 
-// One agent: a Rendezvous plus its event sink.
+// One agent: a Rendezvous plus its event sink. `heartbeatStore` as in makeRendezvous() (empty:
+// the heartbeat thread shares `store`).
 struct Agent {
-  Agent(Store& store, RendezvousSettings settings, NodeDescriptor self)
-      : rdzv(makeRendezvous(store, std::move(settings), std::move(self))) {}
+  Agent(Store& store, RendezvousSettings settings, NodeDescriptor self,
+        StoreConnector heartbeatStore = {})
+      : rdzv(makeRendezvous(store, std::move(settings), std::move(self),
+                            std::move(heartbeatStore))) {}
   std::unique_ptr<Rendezvous> rdzv;
   EventSink events;
   void watch() { rdzv->watch(events.callback()); }

@@ -3,9 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <future>
+#include <thread>
 
 #include "rendezvous/store_server.hpp"
 #include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/wire_codec.hpp"
 #include "rendezvous_harness.hpp"
 
 using namespace ddp;
@@ -13,10 +15,26 @@ using namespace ddp::test;
 
 namespace {
 
-// An agent with its own connection, as on a real node.
+// The heartbeat connection ddprun opens: HELLO for ddprun's ON_CLOSE, every call bounded.
+StoreConnector heartbeatConnector(uint16_t port) {
+  return [port](std::chrono::milliseconds budget) -> std::unique_ptr<Store> {
+    TcpStoreClientOptions o;
+    o.host = "127.0.0.1";
+    o.port = port;
+    o.connectTimeout = budget;
+    o.timeout = budget;
+    return connectTcpStore(o, wire::kCapOnClose, {{"client", "test"}});
+  };
+}
+
+// An agent with its own connection, as on a real node (and, with `heartbeat`, the heartbeat
+// thread's own connection too).
 struct TcpAgent {
-  TcpAgent(uint16_t port, RendezvousSettings settings, NodeDescriptor self)
-      : client(options(port)), agent(client, std::move(settings), std::move(self)) {}
+  TcpAgent(uint16_t port, RendezvousSettings settings, NodeDescriptor self,
+           bool heartbeat = false)
+      : client(options(port)),
+        agent(client, std::move(settings), std::move(self),
+              heartbeat ? heartbeatConnector(port) : StoreConnector()) {}
   static TcpStoreClientOptions options(uint16_t port) {
     TcpStoreClientOptions o;
     o.host = "127.0.0.1";
@@ -117,4 +135,37 @@ TEST_CASE("the store going away is reported as kStoreLost", "[rendezvous][tcp]")
   REQUIRE(event);
   CHECK(event->kind == RendezvousEventKind::kStoreLost);
   CHECK_THAT(event->detail, Catch::Contains("heartbeat_timeout 600 ms"));
+}
+
+TEST_CASE("over ddprun's ON_CLOSE a vanished agent ends the round at once; one that left does not",
+          "[rendezvous][tcp][liveness]") {
+  StoreServerThread server(loopback());
+  auto settings = fastSettings("tcp-on-close", 2, 3);
+  settings.heartbeatTimeout = 60s;  // so the heartbeat cannot be what ends the round
+  std::vector<std::unique_ptr<TcpAgent>> agents;
+  for (int i = 0; i < 3; ++i) {
+    agents.push_back(std::make_unique<TcpAgent>(server.port(), settings,
+                                                node("c" + std::to_string(i)), true));
+  }
+  const auto rounds = joinAll({&agents[0]->agent, &agents[1]->agent, &agents[2]->agent});
+  for (auto& a : agents) a->agent.watch();
+  TcpStoreClient observer(TcpAgent::options(server.port()));
+  // A heartbeat thread arms ON_CLOSE before its first tick: once agent 2's counter moved, its
+  // connection is armed.
+  const std::string hb = "rdzv/tcp-on-close/r/0/hb/" + std::to_string(rounds[2].nodeRank);
+  const auto armedBy = std::chrono::steady_clock::now() + 20s;
+  while (observer.add(hb, 0) < 1 && std::chrono::steady_clock::now() < armedBy) {
+    std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(observer.add(hb, 0) >= 1);
+  const auto start = std::chrono::steady_clock::now();
+  agents[2].reset();  // its process died: the connections close without leave()
+  for (int i : {0, 1}) {
+    const auto event = agents[i]->agent.events.waitFor(20s);
+    REQUIRE(event);
+    CHECK(event->kind == RendezvousEventKind::kPeerLost);
+    CHECK_THAT(event->detail, Catch::Contains("lost its connection to the rendezvous store"));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 20s);  // not the 60 s heartbeat_timeout
+  CHECK(observer.get("rdzv/tcp-on-close/round") == "1");
 }

@@ -420,7 +420,7 @@ TEST_CASE("StoreState drops a disconnected client's registrations", "[server]") 
   REQUIRE(state.apply(wait, gone, out, reason));
   REQUIRE(state.apply(wait, stays, out, reason));
   CHECK(out.empty());
-  state.disconnect(gone);
+  state.disconnect(gone, true);
   wire::Request set;
   set.op = Op::kSet;
   set.key = "/k";

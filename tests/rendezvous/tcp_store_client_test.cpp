@@ -21,10 +21,14 @@
 #include "rendezvous/error.hpp"
 #include "rendezvous/store_server.hpp"
 #include "rendezvous/tcp_store_client.hpp"
+#include "tests/fakes/scripted_server.hpp"
 #include "tests/rendezvous/store_contract.hpp"
 
 namespace ddp {
 namespace {
+
+using test::FakeServer;
+using test::readHandshake;
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -54,54 +58,6 @@ uint16_t closedPort() {
   return acceptor.local_endpoint().port();
 }
 
-// A scripted fake server: accepts connections on a loopback port and hands each to `serve`
-// (blocking Asio calls) on its own thread until destroyed.
-class FakeServer {
- public:
-  explicit FakeServer(std::function<void(boost::asio::ip::tcp::socket&)> serve)
-      : acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), 0}), serve_(std::move(serve)) {
-    acceptor_.non_blocking(true);
-    thread_ = std::thread([this] { run(); });
-  }
-  ~FakeServer() {
-    stop_ = true;
-    thread_.join();
-  }
-  uint16_t port() const { return acceptor_.local_endpoint().port(); }
-
- private:
-  void run() {
-    while (!stop_) {
-      pollfd fd{acceptor_.native_handle(), POLLIN, 0};
-      if (::poll(&fd, 1, 50) <= 0) continue;
-      boost::system::error_code ec;
-      boost::asio::ip::tcp::socket socket(io_);
-      acceptor_.accept(socket, ec);
-      if (ec) continue;
-      socket.non_blocking(false);
-      try {
-        serve_(socket);
-      } catch (const std::exception&) {
-        // the client hung up first: fine for a fake
-      }
-    }
-  }
-
-  boost::asio::io_context io_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  std::function<void(boost::asio::ip::tcp::socket&)> serve_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
-// Reads the v2 handshake (VALIDATE + PING) and returns the PING nonce.
-uint32_t readHandshake(boost::asio::ip::tcp::socket& socket) {
-  unsigned char bytes[10];
-  boost::asio::read(socket, boost::asio::buffer(bytes));
-  uint32_t nonce = 0;
-  std::memcpy(&nonce, bytes + 6, sizeof(nonce));
-  return nonce;
-}
 
 TEST_CASE("v2 client: a wrong PING echo fails the connect attempt", "[tcp_store_client]") {
   FakeServer server([](boost::asio::ip::tcp::socket& socket) {
