@@ -129,8 +129,9 @@ auto Agent::blocking(F fn) {
 
 int Agent::run() {
   for (const auto& note : config_.notes) log_->info("{}", note);
-  log_->info("run id {}, {} worker(s) per node, rendezvous store {}, logs in {}", runId_,
-             config_.nprocPerNode, rdzvStore_.description, logs_.runDir());
+  log_->info("run id {}, {} worker(s) per node, rendezvous store {}, logs in {}{}", runId_,
+             config_.nprocPerNode, rdzvStore_.description, logs_.runDir(),
+             logs_.isTemporary() ? " (a temp dir: removed at exit unless it must be kept)" : "");
   rdzv_->watch([this](const RendezvousEvent& event) { supervisor_.postRendezvousEvent(event); });
   bool again = true;
   int code = 0;

@@ -8,7 +8,7 @@
 //      stopped, or all succeeded: a node's record is what tells the others it has nothing more;
 //   2. waits, at most `recordWait`, until every node of that generation has published (re-reading
 //      the records with a backoff of 10 to 200 ms); a node that never does is missing from the
-//      summary, which says so;
+//      summary (a warning says so);
 //   3. builds the summary from every record (failure_summary.hpp: ordered by the job-wide failure
 //      numbers, never by which node reported first; wall time for display only), drops the path of
 //      an error file of this node that no longer exists, keeps a temporary log dir holding one
