@@ -61,7 +61,10 @@ std::vector<OptionSpec> buildTable() {
       torchOpt("rdzv_endpoint", false, "HOST[:PORT]",
                "rendezvous store, e.g. a ddprund (port default: c10d " + std::to_string(kDefaultC10dPort) +
                    ", etcd " + std::to_string(kDefaultEtcdPort) +
-                   "; static needs HOST:PORT; IPv6 as [addr]:port; etcd: a comma list)", kRdzv),
+                   "; static needs HOST:PORT; IPv6 as [addr]:port; etcd: a comma list) (default c10d "
+                   "localhost:" + std::to_string(kDefaultC10dPort) + ", etcd localhost:" +
+                   std::to_string(kDefaultEtcdPort) + ", static 127.0.0.1:" +
+                   std::to_string(kDefaultMasterPort) + ")", kRdzv),
       torchOpt("rdzv_id", false, "ID",
                "job id shared by all nodes; becomes TORCHELASTIC_RUN_ID (default 'none'; required by a "
                "multi-node c10d/etcd job unless TORCHELASTIC_RUN_ID or Slurm provides it)", kRdzv),

@@ -2,8 +2,8 @@
 
 For each row of the README's flag table ("## Command line"), the Default cell is compared with the
 "(default ...)" text of the same flag in `ddprun --help` (up to its first "; " or ": "), after
-dropping backticks, quotes and a leading ":". A row whose cell is "off" (a switch) or "—" states none; the
-help text must then state none either, or "off". Every flag the help gives a default must have a
+dropping backticks, quotes and a leading ":". A row whose cell is "off" (a switch), "—" or "see below" (a
+pointer to the --rdzv-conf table) states none here; the help text must then state none either. Every flag the help gives a default must have a
 README row. Also checked: the default console prefix both state uses {rank}, and the README says
 that is the global rank — as ddprun prints (launcher_ddprun_test "the default prefix").
 """
@@ -14,7 +14,8 @@ import sys
 
 README = os.path.join(os.environ["DDP_SOURCE_DIR"], "README.md")
 DDPRUN = os.path.join(os.environ["DDP_BIN_DIR"], "ddprun")
-NO_DEFAULT = {"off", "—", "-", ""}
+# "see below" points at the --rdzv-conf table, whose defaults the --dry-run test compares.
+NO_DEFAULT = {"off", "—", "-", "", "see below"}
 
 
 def norm(text):
