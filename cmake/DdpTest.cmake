@@ -1,7 +1,9 @@
 # ddp_add_test(NAME <name> SOURCES <files...> [LIBS <targets...>] [LABELS <labels...>]
 #              [TIMEOUT <seconds>] [ENV <VAR=value...>] [SKIP_77])
 # Builds one Catch2 test executable per unit and registers it with CTest. Every test gets
-# DDP_BIN_DIR (the built binaries), DDP_SOURCE_DIR and DDP_TEST_TMP (a per-test scratch folder).
+# DDP_BIN_DIR (the built binaries), DDP_SOURCE_DIR and DDP_TEST_TMP (a per-test scratch folder),
+# which is also its TMPDIR: what a test's processes keep in temp dirs (ddprun keeps the logs of a
+# failed job without --log-dir) stays in that folder.
 function(ddp_add_test)
   cmake_parse_arguments(T "SKIP_77" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
@@ -31,7 +33,7 @@ function(ddp_test_properties name labels timeout env skip77)
   set_tests_properties(${name} PROPERTIES
     LABELS "${labels}"
     TIMEOUT ${timeout}
-    ENVIRONMENT "DDP_BIN_DIR=${CMAKE_BINARY_DIR}/bin;DDP_SOURCE_DIR=${PROJECT_SOURCE_DIR};DDP_TEST_TMP=${tmp};${env}")
+    ENVIRONMENT "DDP_BIN_DIR=${CMAKE_BINARY_DIR}/bin;DDP_SOURCE_DIR=${PROJECT_SOURCE_DIR};DDP_TEST_TMP=${tmp};TMPDIR=${tmp};${env}")
   if(skip77)
     set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)
   endif()

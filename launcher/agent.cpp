@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "launcher/failure_summary.hpp"
+#include "launcher/job_summary.hpp"
 #include "launcher/log_layout.hpp"
 #include "launcher/rendezvous_setup.hpp"
 #include "launcher/supervisor.hpp"
@@ -68,9 +69,11 @@ class Agent {
  private:
   int runGeneration(const RendezvousResult& round, bool& again);
   WorkerStoreAddress prepareWorkerStore(const RendezvousResult& round);
-  int onSucceeded(bool& again);
+  int onSucceeded(const RendezvousResult& round, bool& again);
   int onFailed(const RendezvousResult& round, const GenerationOutcome& outcome, bool& again);
-  int jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult& round);
+  // `round`: this node's last round (nullptr: it joined none); `local`: its workers that did not
+  // exit 0 in that round.
+  int jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult* round);
   void leaveJob();
   template <class F>
   auto blocking(F fn);
@@ -119,6 +122,7 @@ template <class F>
 auto Agent::blocking(F fn) {
   return supervisor_.runBlocking(std::move(fn), [this](int signal) {
     log_->warn("received {} while waiting for the rendezvous; exiting", signalName(signal));
+    logs_.cleanUp();  // _Exit skips the destructors
     spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
     std::_Exit(128 + signal);
   });
@@ -126,8 +130,9 @@ auto Agent::blocking(F fn) {
 
 int Agent::run() {
   for (const auto& note : config_.notes) log_->info("{}", note);
-  log_->info("run id {}, {} worker(s) per node, rendezvous store {}, logs in {}", runId_,
-             config_.nprocPerNode, rdzvStore_.description, logs_.runDir());
+  log_->info("run id {}, {} worker(s) per node, rendezvous store {}, logs in {}{}", runId_,
+             config_.nprocPerNode, rdzvStore_.description, logs_.runDir(),
+             logs_.isTemporary() ? " (a temp dir: removed at exit unless it must be kept)" : "");
   rdzv_->watch([this](const RendezvousEvent& event) { supervisor_.postRendezvousEvent(event); });
   bool again = true;
   int code = 0;
@@ -144,7 +149,7 @@ int Agent::run() {
       }
       // The job failed elsewhere while this node was (re)joining: same summary as everywhere.
       log_->warn("{}", e.what());
-      return jobFailed({}, RendezvousResult{});
+      return jobFailed({}, nullptr);
     }
     code = runGeneration(round, again);
   }
@@ -182,6 +187,7 @@ int Agent::runGeneration(const RendezvousResult& round, bool& again) {
     again = true;
     return 0;
   }
+  logs_.beginGeneration(round.generation, round.nodeRank);
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < config_.nprocPerNode; ++lr) {
     specs.push_back(envBuilder_.build(lr, round, store, logs_.errorFilePath(round.generation, lr)));
@@ -193,14 +199,16 @@ int Agent::runGeneration(const RendezvousResult& round, bool& again) {
       supervisor_.runGeneration(std::move(specs), logs_, round.generation);
   switch (outcome.kind) {
     case OutcomeKind::kSucceeded:
-      return onSucceeded(again);
+      return onSucceeded(round, again);
     case OutcomeKind::kFailed:
       return onFailed(round, outcome, again);
     case OutcomeKind::kSignalled:
       rdzv_->leave();
       return 128 + outcome.signal;
     case OutcomeKind::kRendezvousEvent:
-      if (outcome.event.kind == RendezvousEventKind::kJobFailed) return jobFailed({}, round);
+      if (outcome.event.kind == RendezvousEventKind::kJobFailed) {
+        return jobFailed(outcome.failures, &round);
+      }
       if (outcome.event.kind == RendezvousEventKind::kStoreLost) {
         log_->error("lost the rendezvous store: {}", outcome.event.detail);
         return 1;
@@ -211,7 +219,7 @@ int Agent::runGeneration(const RendezvousResult& round, bool& again) {
   return 1;
 }
 
-int Agent::onSucceeded(bool& again) {
+int Agent::onSucceeded(const RendezvousResult& round, bool& again) {
   const auto timeout = config_.rdzvConf.exitBarrierTimeout;
   const ExitOutcome exit = blocking([this, timeout] { return rdzv_->exitBarrier(timeout); });
   switch (exit) {
@@ -222,7 +230,7 @@ int Agent::onSucceeded(bool& again) {
       again = true;
       return 0;
     case ExitOutcome::kJobFailed:
-      return jobFailed({}, RendezvousResult{});
+      return jobFailed({}, &round);
   }
   return 1;
 }
@@ -230,33 +238,20 @@ int Agent::onSucceeded(bool& again) {
 int Agent::onFailed(const RendezvousResult& round, const GenerationOutcome& outcome, bool& again) {
   FailureRecord record{round.generation, round.nodeRank, host_, outcome.failures};
   const bool restart = blocking([this, &record] { return rdzv_->reportFailure(toJson(record)); });
-  if (!restart) return jobFailed(outcome.failures, round);
+  if (!restart) return jobFailed(outcome.failures, &round);
   log_->warn("workers failed in generation {}; restarting the job ({} of {} restarts used)",
              round.generation, round.restartsUsed + 1, config_.maxRestarts);
   again = true;
   return 0;
 }
 
-int Agent::jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult& round) {
-  std::vector<FailureRecord> records;
-  try {
-    for (const auto& json : blocking([this] { return rdzv_->failureRecords(); })) {
-      records.push_back(failureRecordFromJson(json));
-    }
-  } catch (const Error& e) {
-    log_->warn("could not read the job's failure records ({}); showing this node's", e.what());
-  }
-  if (records.empty() && !local.empty()) {
-    records.push_back(FailureRecord{round.generation, round.nodeRank, host_, local});
-  }
+int Agent::jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult* round) {
+  const FailedJob job{round ? std::optional<RendezvousResult>(*round) : std::nullopt, local};
+  const JobSummarySettings settings{host_, config_.entrypointName,
+                                    config_.shutdownTimeout + std::chrono::seconds(5)};
+  const int code = blocking([&] { return finishFailedJob(*rdzv_, job, settings, logs_); });
   leaveJob();
-  const FailureSummary summary = summarize(records);
-  if (summary.empty) {
-    log_->error("the job failed on another node without a failure record");
-    return 1;
-  }
-  writeAll(STDERR_FILENO, formatSummary(summary, config_.entrypointName));
-  return exitCodeFor(summary.rootCause);
+  return code;
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
-// ChildReaper: turns child-process exits into io_context events.
+// ChildReaper: turns child-process exits into io_context events, in the order the children exited.
 //
-// One asio signal_set on SIGCHLD; on each notification it calls waitpid(pid, WNOHANG) for the
-// children it was asked to watch (never waitpid(-1): other code in the process may own children).
-// No polling: with no SIGCHLD nothing runs.
+// Each watched child gets a pidfd (pidfd_open, Linux >= 5.3) waited on by the io_context: the
+// kernel signals a pidfd when its process exits, and epoll hands ready pidfds back in the order
+// they became ready, so exits that happen while the loop is busy are still reported in exit order.
+// (A SIGCHLD sweep would see them together and report them in pid order.) Where pidfd_open is not
+// available, one asio signal_set on SIGCHLD sweeps with waitpid(pid, WNOHANG) over the children it
+// watches without a pidfd (never waitpid(-1): other code in the process may own children).
+// No polling: with no exit nothing runs.
 //
 // Thread safety: use from the io_context's thread only. The io_context must outlive it.
 #pragma once
@@ -10,9 +14,11 @@
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <functional>
 #include <map>
+#include <memory>
 
 namespace ddp {
 
@@ -31,7 +37,7 @@ class ChildReaper {
   void watch(pid_t pid, ExitHandler onExit);
 
   // Stops watching `pid` without reaping it (its owner reaps it itself). Non-blocking.
-  void forget(pid_t pid) { handlers_.erase(pid); }
+  void forget(pid_t pid);
 
   // Number of children watched and not yet reaped.
   std::size_t pending() const { return handlers_.size(); }
@@ -39,10 +45,14 @@ class ChildReaper {
  private:
   void arm();
   void reapReady();
+  void awaitPidfd(pid_t pid);
+  // waitpid(pid, WNOHANG); runs the handler when it was reaped. True when it was.
+  bool reapOne(pid_t pid);
 
   boost::asio::io_context& io_;
   boost::asio::signal_set sigchld_;
   std::map<pid_t, ExitHandler> handlers_;
+  std::map<pid_t, std::unique_ptr<boost::asio::posix::stream_descriptor>> pidfds_;
 };
 
 }  // namespace ddp

@@ -229,7 +229,7 @@ LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLoo
   resolveSignals(resolver, config);
   resolveEntry(resolver, config, raw, getenv);
   if (!config.standalone) applyEnvironmentDetection(config, getenv);  // --standalone: one node
-  detail::applyStandalone(config);
+  detail::applyStandalone(config, raw.values.contains("standalone") ? "--standalone" : "PET_STANDALONE");
   detail::finalizeRendezvous(config, rdzvConf, getenv);
   checkConsistency(config);
   if (resolver.flag("dry_run")) {

@@ -1,6 +1,7 @@
 #include "launcher/failure_summary.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <csignal>
 #include <cstring>
 #include <ctime>
@@ -8,6 +9,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "rendezvous/error.hpp"
 
@@ -25,6 +27,21 @@ std::string stringOf(const json& value) {
   return value.dump();
 }
 
+// A positive integer given as a JSON number or a decimal string (torch writes numbers as strings).
+std::optional<int64_t> positiveInteger(const json& value) {
+  int64_t n = 0;
+  if (value.is_number_integer()) {
+    n = value.get<int64_t>();
+  } else if (value.is_string()) {
+    const std::string text = value.get<std::string>();
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  } else {
+    return std::nullopt;
+  }
+  return n > 0 ? std::optional<int64_t>(n) : std::nullopt;
+}
+
 json workerToJson(const WorkerFailure& f) {
   return json{{"global_rank", f.globalRank},
               {"local_rank", f.localRank},
@@ -32,6 +49,9 @@ json workerToJson(const WorkerFailure& f) {
               {"pid", f.pid},
               {"exit_code", f.exitCode},
               {"signal", f.signal},
+              {"failure_seq", f.failureSeq},
+              {"seq_by_worker", f.seqByWorker},
+              {"reap_seq", f.reapSeq},
               {"monotonic_ms", f.monotonicMs},
               {"unix_ms", f.unixMs},
               {"error_file", f.errorFile},
@@ -49,6 +69,9 @@ WorkerFailure workerFromJson(const json& j) {
   f.pid = j.at("pid").get<int>();
   f.exitCode = j.at("exit_code").get<int>();
   f.signal = j.at("signal").get<int>();
+  f.failureSeq = j.value("failure_seq", int64_t{0});
+  f.seqByWorker = j.value("seq_by_worker", false);
+  f.reapSeq = j.value("reap_seq", int64_t{0});
   f.monotonicMs = j.at("monotonic_ms").get<int64_t>();
   f.unixMs = j.at("unix_ms").get<int64_t>();
   f.errorFile = j.at("error_file").get<std::string>();
@@ -84,12 +107,26 @@ void appendField(std::ostringstream& out, const std::string& name, const std::st
   if (first) out << "  " << label << ": \n";
 }
 
-void appendFailure(std::ostringstream& out, std::size_t index, const WorkerFailure& f) {
+// The message and traceback as one block, without repeating the message when the traceback
+// already ends with (or contains) it, as Python tracebacks and exceptionChain() do.
+std::string traceOf(const WorkerFailure& f) {
+  if (f.traceback.empty()) return f.message;
+  if (f.message.empty() || f.traceback.find(f.message) != std::string::npos) return f.traceback;
+  return f.message + "\n" + f.traceback;
+}
+
+std::string orderOf(const WorkerFailure& f) {
+  return "#" + std::to_string(f.failureSeq) + " in the job's failure order (numbered by " +
+         (f.seqByWorker ? "the worker when it failed)" : "ddprun when it reaped the worker)");
+}
+
+void appendFailure(std::ostringstream& out, std::size_t index, const WorkerFailure& f,
+                   const WorkerFailure* root) {
   out << "[" << index << "]:\n";
   appendField(out, "time",
               formatTime(f.unixMs) + " (+" + std::to_string(f.monotonicMs) +
                   " ms after the workers started)");
-  appendField(out, "host", f.host);
+  appendField(out, "host", f.host + " (node rank " + std::to_string(f.nodeRank) + ")");
   appendField(out, "rank",
               std::to_string(f.globalRank) + " (local_rank: " + std::to_string(f.localRank) + ")");
   const std::string code = f.signal != 0
@@ -98,8 +135,10 @@ void appendFailure(std::ostringstream& out, std::size_t index, const WorkerFailu
   appendField(out, "exitcode",
               code + " (pid: " + std::to_string(f.pid) + ")" +
                   (f.stoppedByAgent ? " stopped by ddprun after the failure" : ""));
-  appendField(out, "error_file", f.message.empty() ? "<N/A>" : f.errorFile);
-  std::string trace = f.traceback.empty() ? f.message : f.message + "\n" + f.traceback;
+  if (f.failureSeq > 0) appendField(out, "order", orderOf(f));
+  appendField(out, "error_file",
+              f.message.empty() || f.errorFile.empty() ? "<N/A>" : f.errorFile);
+  std::string trace = traceOf(f);
   if (trace.empty()) {
     trace = f.signal != 0 ? "Signal " + std::to_string(f.signal) + " (" + signalName(f.signal) +
                                 ") received by PID " + std::to_string(f.pid)
@@ -111,6 +150,44 @@ void appendFailure(std::ostringstream& out, std::size_t index, const WorkerFailu
     for (const auto& line : f.stderrTail) tail += line + "\n";
     appendField(out, "stderr", tail);
   }
+  if (f.collateral && root != nullptr) {
+    appendField(out, "note", "collateral: a communication error in the generation in which rank " +
+                                 std::to_string(root->globalRank) + " failed on its own");
+  }
+}
+
+// The last generation's failures, one record per (generation, node rank), node ranks filled in.
+std::vector<WorkerFailure> lastGeneration(const std::vector<FailureRecord>& records,
+                                          int64_t& generation) {
+  generation = records.front().generation;
+  for (const auto& r : records) generation = std::max(generation, r.generation);
+  std::vector<WorkerFailure> all;
+  std::vector<int> seenNodes;
+  for (const auto& r : records) {
+    if (r.generation != generation) continue;
+    if (std::find(seenNodes.begin(), seenNodes.end(), r.nodeRank) != seenNodes.end()) continue;
+    seenNodes.push_back(r.nodeRank);
+    for (WorkerFailure f : r.failures) {
+      f.nodeRank = r.nodeRank;
+      f.collateral = false;
+      all.push_back(std::move(f));
+    }
+  }
+  std::sort(all.begin(), all.end(), failsBefore);
+  return all;
+}
+
+bool ownFault(const WorkerFailure& f) { return !f.stoppedByAgent && !isCommunicationFailure(f); }
+
+// `comm` is collateral unless every worker that failed on its own provably failed after it.
+bool isCollateral(const WorkerFailure& comm, const std::vector<WorkerFailure>& all) {
+  if (comm.stoppedByAgent || !isCommunicationFailure(comm)) return false;
+  return std::any_of(all.begin(), all.end(), [&](const WorkerFailure& own) {
+    if (!ownFault(own)) return false;
+    const bool provablyLater =
+        own.seqByWorker && comm.failureSeq > 0 && comm.failureSeq < own.failureSeq;
+    return !provablyLater;
+  });
 }
 
 }  // namespace
@@ -155,7 +232,9 @@ std::optional<ErrorFileContents> readErrorFile(const std::string& path) {
   if (message.is_object()) {  // {"message": {"message": ..., "extraInfo": {...}, "errorCode": n}}
     out.message = stringOf(message.value("message", json()));
     if (message.contains("extraInfo") && message["extraInfo"].is_object()) {
-      out.traceback = stringOf(message["extraInfo"].value("py_callstack", json()));
+      const json& extra = message["extraInfo"];
+      out.traceback = stringOf(extra.value("py_callstack", json()));
+      out.failureSeq = positiveInteger(extra.value("failure_seq", json()));
     }
     if (message.contains("errorCode") && message["errorCode"].is_number_integer()) {
       out.errorCode = message["errorCode"].get<int>();
@@ -195,31 +274,29 @@ FailureRecord failureRecordFromJson(const std::string& text) {
   }
 }
 
+bool failsBefore(const WorkerFailure& a, const WorkerFailure& b) {
+  const auto key = [](const WorkerFailure& f) {
+    const bool numbered = f.failureSeq > 0;
+    return std::make_tuple(!numbered, numbered ? f.failureSeq : 0, numbered ? 0 : f.nodeRank,
+                           numbered ? 0 : f.reapSeq, f.globalRank);
+  };
+  return key(a) < key(b);
+}
+
 FailureSummary summarize(const std::vector<FailureRecord>& records) {
   FailureSummary summary;
   if (records.empty()) return summary;
-  int64_t last = records.front().generation;
-  for (const auto& r : records) last = std::max(last, r.generation);
-  std::vector<WorkerFailure> all;
-  const FailureRecord* first = nullptr;
-  for (const auto& r : records) {
-    if (r.generation != last) continue;
-    if (first == nullptr) first = &r;
-    all.insert(all.end(), r.failures.begin(), r.failures.end());
-  }
-  // The first reporting node's earliest failure it did not cause itself.
-  const auto byTime = [](const WorkerFailure& a, const WorkerFailure& b) {
-    if (a.stoppedByAgent != b.stoppedByAgent) return !a.stoppedByAgent;
-    return a.monotonicMs < b.monotonicMs;
-  };
-  auto root = std::min_element(first->failures.begin(), first->failures.end(), byTime);
-  if (root == first->failures.end()) return summary;
+  std::vector<WorkerFailure> all = lastGeneration(records, summary.generation);
+  if (all.empty()) return summary;
+  for (auto& f : all) f.collateral = isCollateral(f, all);
+  auto root = std::find_if(all.begin(), all.end(), [](const WorkerFailure& f) {
+    return !f.stoppedByAgent && !f.collateral;
+  });
+  if (root == all.end()) root = all.begin();
   summary.rootCause = *root;
   summary.empty = false;
-  for (const auto& f : all) {
-    if (f.host == root->host && f.pid == root->pid) continue;
-    summary.others.push_back(f);
-  }
+  all.erase(root);
+  summary.others = std::move(all);
   return summary;
 }
 
@@ -228,10 +305,11 @@ std::string formatSummary(const FailureSummary& summary, const std::string& entr
   std::ostringstream out;
   out << heavy << "\n" << entrypoint << " FAILED\n" << light << "\nFailures:\n";
   if (summary.others.empty()) out << "  <NO_OTHER_FAILURES>\n";
+  const WorkerFailure* root = summary.empty ? nullptr : &summary.rootCause;
   for (std::size_t i = 0; i < summary.others.size(); ++i)
-    appendFailure(out, i + 1, summary.others[i]);
+    appendFailure(out, i + 1, summary.others[i], root);
   out << light << "\nRoot Cause (first observed failure):\n";
-  if (!summary.empty) appendFailure(out, 0, summary.rootCause);
+  if (root != nullptr) appendFailure(out, 0, *root, nullptr);
   out << heavy << "\n";
   return out.str();
 }

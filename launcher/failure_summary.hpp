@@ -2,10 +2,25 @@
 // Rendezvous::reportFailure (as JSON, so every node prints the same job-wide summary), the parser
 // of torch's @record error files, and torchrun's summary table.
 //
-// Root cause: the job's first failure. Across nodes that is the first record published for the
-// failing generation (the store orders them); within a node, the worker whose failure the agent
-// saw first on its monotonic clock (millisecond resolution, not torchrun's whole seconds). Workers
-// ddprun itself stopped while tearing the group down are listed but are never the root cause.
+// The job's failure order (never a clock; wall and monotonic times are shown, never compared):
+//   1. failures with a failure sequence number (the generation's counter in the worker store,
+//      rendezvous/worker_store_keys.hpp), ascending. A worker linking worker_runtime takes its
+//      number itself when it fails, before closing its connections can make a peer fail, and
+//      writes it into its error file; the agent takes one when it reaps a failed worker that
+//      recorded none (torch workers, signals). So a peer's collateral error is numbered after the
+//      fault that caused it whenever that fault was numbered by its worker.
+//   2. then failures without a number (worker store unreachable), by node rank, then by the order
+//      in which their agent reaped them (reapSeq: exit notifications, node-local);
+//   3. the global rank breaks any remaining tie.
+// The root cause is the first failure in that order that is
+//   - not stopped by ddprun (signalled to stop before it exited, without a failure number of its
+//     own: a worker that numbered its failure failed before it was stopped), and
+//   - not collateral: a communication failure (isCommunicationFailure) is collateral when the
+//     same generation has a worker failing on its own (not a communication failure, not stopped)
+//     that is not provably later — i.e. unless that worker numbered its failure itself, after the
+//     communication failure's number. One generation's failures all fall into the teardown
+//     window of its first failure, so "in the same generation" is what "shortly after" means.
+// When no failure qualifies, the first failure in the order is shown.
 //
 // Thread safety: plain values and pure functions, except readErrorFile (reads one file).
 #pragma once
@@ -24,13 +39,21 @@ struct WorkerFailure {
   int pid = 0;
   int exitCode = 0;         // the exit status when it exited, else 0
   int signal = 0;           // the terminating signal, 0 when it exited
+  // Order (see the header comment). failureSeq 0 = no number was taken.
+  int64_t failureSeq = 0;
+  bool seqByWorker = false;  // the worker took failureSeq itself (its error file), not its agent
+  int64_t reapSeq = 0;       // 1, 2, ... in the order this node's agent reaped its workers
+  // Display only, never compared.
   int64_t monotonicMs = 0;  // agent's steady clock, ms since the generation's workers started
-  int64_t unixMs = 0;       // wall clock at the agent's observation, for display
-  std::string errorFile;    // TORCHELASTIC_ERROR_FILE ("" = none)
+  int64_t unixMs = 0;       // wall clock at the agent's observation
+  std::string errorFile;    // TORCHELASTIC_ERROR_FILE ("" = none, or no longer there)
   std::string message;      // from the error file ("" = not written)
   std::string traceback;    // from the error file ("" = none)
   std::vector<std::string> stderrTail;  // the worker's last stderr lines
-  bool stoppedByAgent = false;          // ddprun stopped it after another failure
+  bool stoppedByAgent = false;          // ddprun stopped it after another failure (see above)
+  // Set by summarize(): the node rank of the record it came from, and whether it is collateral.
+  int nodeRank = 0;
+  bool collateral = false;
 };
 
 // One node's failed workers for one generation.
@@ -46,6 +69,7 @@ struct ErrorFileContents {
   std::string message;
   std::string traceback;
   std::optional<int> errorCode;
+  std::optional<int64_t> failureSeq;  // extraInfo.failure_seq (worker_runtime's), when present
 };
 
 // Reads `path`; nullopt when it is missing, empty or not one of torch's forms. Never throws.
@@ -57,12 +81,17 @@ FailureRecord failureRecordFromJson(const std::string& json);
 
 struct FailureSummary {
   WorkerFailure rootCause;
-  std::vector<WorkerFailure> others;  // the rest of the failing generation, in observed order
+  std::vector<WorkerFailure> others;  // the rest of the failing generation, in the job's order
+  int64_t generation = 0;             // the failing generation (the last one with records)
   bool empty = true;
 };
 
-// Builds the summary of the last failed generation from every published record (oldest first).
+// Builds the summary of the last generation that has records, from every published record (any
+// order; a second record of the same node and generation is ignored). See the header comment.
 FailureSummary summarize(const std::vector<FailureRecord>& records);
+
+// True when `a` comes before `b` in the job's failure order (steps 1-3 of the header comment).
+bool failsBefore(const WorkerFailure& a, const WorkerFailure& b);
 
 // torchrun's ChildFailedError table, titled "<entrypoint> FAILED".
 std::string formatSummary(const FailureSummary& summary, const std::string& entrypoint);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rendezvous/error.hpp"
+#include "rendezvous/logging.hpp"
 
 namespace ddp {
 namespace fs = std::filesystem;
@@ -26,6 +27,17 @@ std::string makeTempRoot() {
   return buf.data();
 }
 
+// create_directories that tolerates other agents creating the same folders at the same time:
+// a component that appears between the check and the mkdir is fine as long as it is a folder.
+void makeDirs(const fs::path& dir) {
+  std::error_code ec;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    fs::create_directories(dir, ec);
+    if (!ec || fs::is_directory(dir)) return;
+  }
+  throw ConfigError("cannot create log dir " + dir.string() + ": " + ec.message());
+}
+
 }  // namespace
 
 LogLayout::LogLayout(const std::string& logDir, const std::string& runId, bool keepTemp)
@@ -33,29 +45,47 @@ LogLayout::LogLayout(const std::string& logDir, const std::string& runId, bool k
   temporaryRoot_ = logDir.empty();
   root_ = temporaryRoot_ ? makeTempRoot() : logDir;
   runDir_ = (fs::path(root_) / runId).string();
-  std::error_code ec;
-  fs::create_directories(runDir_, ec);
-  if (ec) throw ConfigError("cannot create log dir " + runDir_ + ": " + ec.message());
+  try {
+    makeDirs(runDir_);
+  } catch (...) {
+    cleanUp();
+    throw;
+  }
 }
 
-LogLayout::~LogLayout() {
-  if (!temporaryRoot_ || keepTemp_) return;
+LogLayout::~LogLayout() { cleanUp(); }
+
+void LogLayout::cleanUp() {
+  if (!temporaryRoot_ || cleanedUp_) return;
+  cleanedUp_ = true;
+  if (keepTemp_) {
+    logger("agent")->info("worker logs and error files kept in {}", runDir_);
+    return;
+  }
   std::error_code ignored;
   fs::remove_all(root_, ignored);
 }
 
+void LogLayout::beginGeneration(int64_t generation, int nodeRank) {
+  nodeRanks_[generation] = nodeRank;
+}
+
+int LogLayout::nodeRankOf(int64_t generation) const {
+  auto it = nodeRanks_.find(generation);
+  return it == nodeRanks_.end() ? 0 : it->second;
+}
+
 void LogLayout::prepare(int64_t generation, int nproc) const {
-  const fs::path attempt = fs::path(runDir_) / ("attempt_" + std::to_string(generation));
+  const fs::path attempt = fs::path(workerDir(generation, 0)).parent_path();
   std::error_code ec;
-  fs::remove_all(attempt, ec);
-  for (int rank = 0; rank < nproc && !ec; ++rank) {
-    fs::create_directories(attempt / std::to_string(rank), ec);
-  }
-  if (ec) throw ConfigError("cannot create log dir " + attempt.string() + ": " + ec.message());
+  fs::remove_all(attempt, ec);  // a stale attempt of this node (a reused run id), nobody else's
+  if (ec) throw ConfigError("cannot clear log dir " + attempt.string() + ": " + ec.message());
+  for (int rank = 0; rank < nproc; ++rank) makeDirs(attempt / std::to_string(rank));
 }
 
 std::string LogLayout::workerDir(int64_t generation, int localRank) const {
-  return (fs::path(runDir_) / ("attempt_" + std::to_string(generation)) / std::to_string(localRank))
+  return (fs::path(runDir_) / ("node_" + std::to_string(nodeRankOf(generation))) /
+          ("attempt_" + std::to_string(generation)) / std::to_string(localRank))
       .string();
 }
 
@@ -69,6 +99,11 @@ std::string LogLayout::stderrPath(int64_t generation, int localRank) const {
 
 std::string LogLayout::errorFilePath(int64_t generation, int localRank) const {
   return workerDir(generation, localRank) + "/error.json";
+}
+
+bool LogLayout::contains(const std::string& path) const {
+  const std::string prefix = fs::path(root_).lexically_normal().string() + "/";
+  return fs::path(path).lexically_normal().string().starts_with(prefix);
 }
 
 }  // namespace ddp

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <utility>
 
+#include "launcher/failure_sequence.hpp"
 #include "launcher/worker_process.hpp"
 #include "rendezvous/logging.hpp"
 
@@ -32,10 +34,33 @@ struct WorkerGroup::Worker {
   std::unique_ptr<OutputPump> err;
   bool exited = false;
   int status = 0;
-  int64_t monotonicMs = 0;
-  int64_t unixMs = 0;
-  bool stoppedByAgent = false;
+  // The exit record (see failure_summary.hpp for how these order failures).
+  int64_t reapSeq = 0;
+  int64_t failureSeq = 0;
+  bool seqByWorker = false;
+  bool signalledBeforeExit = false;  // a stop signal reached it while it still ran
+  std::optional<ErrorFileContents> errorFile;
+  int64_t monotonicMs = 0;  // display only
+  int64_t unixMs = 0;       // display only
 };
+
+namespace {
+
+bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+// True when `pid` has already exited (a zombie not yet reaped, or reaped by the ChildReaper's
+// current sweep): a signal sent now cannot be why it exited.
+bool hasExited(pid_t pid) {
+  siginfo_t info{};
+  int r;
+  do {
+    r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) return errno == ECHILD;
+  return info.si_pid == pid;
+}
+
+}  // namespace
 
 WorkerGroup::WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, GroupSettings settings,
                          const LogLayout& logs, int64_t generation)
@@ -116,7 +141,7 @@ void WorkerGroup::onReaped(Worker& w, int status) {
   w.monotonicMs = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::steady_clock::now() - startedAt_)
                       .count();
-  w.stoppedByAgent = stopping_;
+  numberExit(w);
   // Whatever the worker started in its process group goes with it (and releases the pipes).
   ::killpg(w.pid, SIGKILL);
   w.out->finish();
@@ -125,9 +150,27 @@ void WorkerGroup::onReaped(Worker& w, int status) {
   maybeStopped();
 }
 
+void WorkerGroup::numberExit(Worker& w) {
+  w.reapSeq = ++reaped_;
+  if (succeeded(w.status)) return;
+  w.errorFile = readErrorFile(w.spec.errorFile);
+  if (w.errorFile && w.errorFile->failureSeq) {
+    w.failureSeq = *w.errorFile->failureSeq;
+    w.seqByWorker = true;
+    return;
+  }
+  if (w.signalledBeforeExit) return;  // stopped by ddprun: never the root cause, no number needed
+  if (!sequencer_ && !workers_.empty()) {
+    sequencer_ = FailureSequencer::forWorkers(workers_.front()->spec.env, kSequenceBudget);
+  }
+  if (sequencer_) w.failureSeq = sequencer_->next().value_or(0);
+}
+
 void WorkerGroup::signalLive(int signal) {
   for (auto& w : workers_) {
-    if (!w->exited) ::killpg(w->pid, signal);
+    if (w->exited) continue;
+    if (!w->signalledBeforeExit) w->signalledBeforeExit = !hasExited(w->pid);
+    ::killpg(w->pid, signal);
   }
 }
 
@@ -172,7 +215,7 @@ bool WorkerGroup::allSucceeded() const {
 std::vector<WorkerFailure> WorkerGroup::failures() const {
   std::vector<WorkerFailure> out;
   for (const auto& w : workers_) {
-    if (!w->exited || (WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0)) continue;
+    if (!w->exited || succeeded(w->status)) continue;
     WorkerFailure f;
     f.globalRank = w->spec.globalRank;
     f.localRank = w->spec.localRank;
@@ -180,19 +223,23 @@ std::vector<WorkerFailure> WorkerGroup::failures() const {
     f.pid = w->pid;
     f.exitCode = WIFEXITED(w->status) ? WEXITSTATUS(w->status) : 0;
     f.signal = WIFSIGNALED(w->status) ? WTERMSIG(w->status) : 0;
+    f.failureSeq = w->failureSeq;
+    f.seqByWorker = w->seqByWorker;
+    f.reapSeq = w->reapSeq;
     f.monotonicMs = w->monotonicMs;
     f.unixMs = w->unixMs;
-    f.errorFile = w->spec.errorFile;
-    if (auto contents = readErrorFile(w->spec.errorFile)) {
-      f.message = contents->message;
-      f.traceback = contents->traceback;
+    if (w->errorFile) {
+      f.errorFile = w->spec.errorFile;
+      f.message = w->errorFile->message;
+      f.traceback = w->errorFile->traceback;
     }
     f.stderrTail.assign(w->err->tail().begin(), w->err->tail().end());
-    f.stoppedByAgent = w->stoppedByAgent;
+    // A worker that numbered its own failure failed before any stop signal could matter.
+    f.stoppedByAgent = w->signalledBeforeExit && !w->seqByWorker;
     out.push_back(std::move(f));
   }
   std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return a.monotonicMs < b.monotonicMs; });
+            [](const auto& a, const auto& b) { return a.reapSeq < b.reapSeq; });
   return out;
 }
 

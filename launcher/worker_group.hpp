@@ -32,6 +32,8 @@
 
 namespace ddp {
 
+class FailureSequencer;
+
 struct GroupSettings {
   // This host's name (summaries, {host} in prefixes) and --role.
   std::string host;
@@ -67,8 +69,10 @@ class WorkerGroup {
   void start(std::vector<WorkerSpec> specs, ExitCallback onExit);
 
   // Sends `signal` to every live worker's process group; SIGKILL after the shutdown grace; runs
-  // `done` once every worker was reaped (before returning if none is alive). Workers exiting now on
-  // are marked stoppedByAgent. A second call only forwards its signal. Non-blocking.
+  // `done` once every worker was reaped (before returning if none is alive). A worker still running
+  // when a stop signal reaches it is marked stoppedByAgent (unless it numbered its own failure);
+  // one that had already exited, reaped or not, is not. A second call only forwards its signal.
+  // Non-blocking.
   void stop(int signal, std::function<void()> done);
   // SIGKILLs every live worker's process group now (a second Ctrl-C). Non-blocking.
   void killNow();
@@ -76,7 +80,11 @@ class WorkerGroup {
   bool allExited() const;
   bool allSucceeded() const;
   bool stopping() const { return stopping_; }
-  // Workers that exited non-zero or by a signal, with everything the summary shows.
+  // Workers that exited non-zero or by a signal, with everything the summary shows, in the order
+  // they were reaped. Each exit gets the next reap sequence number (1, 2, ...) when it is reaped;
+  // a failed worker without a failure number in its error file gets one from the generation's
+  // counter in the worker store its env names (failure_sequence.hpp; blocks up to 1 s when that
+  // store does not answer, once per generation), unless ddprun had signalled it to stop.
   std::vector<WorkerFailure> failures() const;
   std::vector<pid_t> pids() const;
 
@@ -84,6 +92,7 @@ class WorkerGroup {
   struct Worker;
   void spawnOne(WorkerSpec spec);
   void onReaped(Worker& worker, int status);
+  void numberExit(Worker& worker);
   void signalLive(int signal);
   void maybeStopped();
 
@@ -98,6 +107,10 @@ class WorkerGroup {
   bool stopping_ = false;
   boost::asio::steady_timer graceTimer_;
   std::function<void()> stopped_;
+  // Exit numbering: reap order, and the job-wide failure counter (created at the first failure).
+  static constexpr std::chrono::milliseconds kSequenceBudget{1000};
+  int64_t reaped_ = 0;
+  std::unique_ptr<FailureSequencer> sequencer_;
 };
 
 }  // namespace ddp

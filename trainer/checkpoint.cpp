@@ -107,6 +107,19 @@ void saveCheckpoint(const std::filesystem::path& dir, const Checkpoint& ckpt) {
   }
 }
 
+std::size_t removeStaleTemporaries(const std::filesystem::path& dir) {
+  const std::string prefix = checkpointPath(dir).filename().string() + ".tmp.";
+  std::size_t removed = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (!it->path().filename().string().starts_with(prefix)) continue;
+    std::error_code ignored;
+    if (std::filesystem::remove(it->path(), ignored)) ++removed;
+  }
+  return removed;
+}
+
 std::optional<Checkpoint> loadCheckpoint(const std::filesystem::path& dir) {
   auto path = checkpointPath(dir);
   std::ifstream in(path, std::ios::binary);

@@ -12,9 +12,10 @@
 // All randomness of a run derives from sampler_seed (+ epoch) and init_seed, so these two plus
 // the sampler position (epoch, consumed, shard_base, shard_world) are the RNG state.
 //
-// Writing is atomic: a temporary in the same directory is written, fsync'ed and renamed over the
-// old file, then the directory is fsync'ed — a crash leaves the old or the new checkpoint, never
-// a torn one.
+// Writing is atomic: a temporary in the same directory (checkpoint.bin.tmp.<pid>) is written,
+// fsync'ed and renamed over the old file, then the directory is fsync'ed — a crash leaves the old
+// or the new checkpoint, never a torn one. A writer killed mid-write leaves its temporary behind;
+// the next run's rank 0 removes such leftovers at start (removeStaleTemporaries).
 //
 // Thread safety: plain functions; one writer per directory (rank 0).
 #pragma once
@@ -52,6 +53,10 @@ std::filesystem::path checkpointPath(const std::filesystem::path& dir);
 
 // Writes atomically (see above). Blocks on disk I/O. Throws ddp::Error naming the path.
 void saveCheckpoint(const std::filesystem::path& dir, const Checkpoint& ckpt);
+
+// Removes the temporaries (checkpoint.bin.tmp.*) that writers killed mid-write left in `dir`; call
+// it while no writer runs (rank 0, at start). Returns how many it removed. Never throws.
+std::size_t removeStaleTemporaries(const std::filesystem::path& dir);
 
 // Loads `<dir>/checkpoint.bin`; nullopt when there is none. Throws ConfigError for a damaged or
 // foreign file (bad magic, CRC mismatch, sizes inconsistent).

@@ -14,6 +14,8 @@ int parseAndRun(int argc, char** argv) {
   app.add_option("--data", train.data, "dataset directory (overrides config 'data')");
   app.add_option("--checkpoint-dir", train.checkpointDir, "checkpoint directory");
   app.add_option("--metrics", train.metrics, "JSON-lines metrics file (rank 0 appends)");
+  app.add_option("--tensorboard-dir", train.tensorboardDir,
+                 "TensorBoard event files (rank 0; overrides config 'tensorboard_dir')");
   app.add_option("--max-steps", train.maxSteps, "stop after this many optimizer steps");
   app.add_option("--backend", train.backend, "auto | gloo | nccl")
       ->check(CLI::IsMember({"auto", "gloo", "nccl"}));

@@ -1,7 +1,9 @@
 #include "trainer/tensorboard_writer.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
@@ -86,9 +88,23 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir, ec);
   char host[256] = "localhost";
   ::gethostname(host, sizeof(host) - 1);
-  path_ = dir / ("events.out.tfevents." + std::to_string(static_cast<int64_t>(now())) + "." + host);
+  const std::string base = "events.out.tfevents." + std::to_string(static_cast<int64_t>(now())) +
+                           "." + host + "." + std::to_string(::getpid()) + ".";
+  // Created exclusively: two runs (or writers) starting in the same second never share a file.
+  for (int n = 0;; ++n) {
+    path_ = dir / (base + std::to_string(n));
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::close(fd);
+      break;
+    }
+    if (errno != EEXIST || n >= 1000) {
+      throw Error("tensorboard: cannot create event file " + path_.string() + ": " +
+                  std::strerror(errno));
+    }
+  }
   out_.open(path_, std::ios::binary | std::ios::app);
-  if (!out_) throw Error("tensorboard: cannot create event file " + path_.string());
+  if (!out_) throw Error("tensorboard: cannot open event file " + path_.string());
   writeRecord(encodeFileVersion(now()));
 }
 

@@ -1,6 +1,8 @@
 // TensorBoardWriter: appends scalar summaries to a TensorBoard event file.
 //
-// File `<dir>/events.out.tfevents.<unix seconds>.<host>`: a sequence of TFRecords
+// File `<dir>/events.out.tfevents.<unix seconds>.<host>.<pid>.<n>` (TensorBoard's own naming; n
+// counts up from 0 until the name is free, the file being created exclusively, so every writer
+// has a file of its own): a sequence of TFRecords
 //   uint64 length (LE) | uint32 masked CRC-32C of the length bytes | data | uint32 masked CRC of data
 // whose data is a serialized tensorflow.Event protobuf, encoded by hand:
 //   Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }

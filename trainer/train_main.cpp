@@ -19,6 +19,7 @@ TrainConfig configWithOverrides(const TrainOptions& o) {
   if (o.data) c.data = *o.data;
   if (o.checkpointDir) c.checkpointDir = *o.checkpointDir;
   if (o.metrics) c.metrics = *o.metrics;
+  if (o.tensorboardDir) c.tensorboardDir = *o.tensorboardDir;
   if (o.maxSteps) c.maxSteps = *o.maxSteps;
   if (o.backend) c.backend = *o.backend;
   validateTrainConfig(c);

@@ -1,8 +1,8 @@
 // The `train` binary: options and entry point (main.cpp only parses flags into these).
 //
 //   train make-data --out DIR --samples N --features F --classes C --shards K [--seed S]
-//   train --config FILE [--data DIR] [--checkpoint-dir DIR] [--metrics FILE] [--max-steps N]
-//         [--backend auto|gloo|nccl] [--fail-at-step N --fail-rank R] [--log-level LEVEL]
+//   train --config FILE [--data DIR] [--checkpoint-dir DIR] [--metrics FILE]
+//         [--tensorboard-dir DIR] [--max-steps N] [--backend auto|gloo|nccl] [--fail-at-step N --fail-rank R] [--log-level LEVEL]
 //
 // With the torchrun env contract (RANK set) the worker connects to the worker store and builds a
 // communicator; without it, it trains as a single process (world size 1).
@@ -23,6 +23,7 @@ struct TrainOptions {
   std::optional<std::string> data;           // --data: overrides config "data"
   std::optional<std::string> checkpointDir;  // --checkpoint-dir
   std::optional<std::string> metrics;        // --metrics
+  std::optional<std::string> tensorboardDir;  // --tensorboard-dir
   std::optional<int64_t> maxSteps;           // --max-steps
   std::optional<std::string> backend;        // --backend
   int64_t failAtStep = -1;                   // --fail-at-step (generation 0 only)

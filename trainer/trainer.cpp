@@ -56,6 +56,7 @@ class TrainLoop {
   void restoreOrInit();
   float runStep(const std::vector<int64_t>& list, std::size_t& pos);
   void afterStep(float loss, float gradNorm, bool last);
+  void reportMetrics(float loss, float gradNorm, bool logNow, bool last);
   void checkParams();
   void saveCheckpoint();
   float meanOverRanks(float value);
@@ -92,6 +93,12 @@ void TrainLoop::restoreOrInit() {
   auto params = initMlpParams(shape_, cfg_.seed);
   state_ = {0, 0, 0, 0, ctx_.worldSize, ctx_.worldSize, ctx_.generation, cfg_.seed, cfg_.seed};
   std::optional<Checkpoint> ckpt;
+  if (ctx_.rank == 0 && !cfg_.checkpointDir.empty()) {
+    if (const std::size_t n = removeStaleTemporaries(cfg_.checkpointDir)) {
+      logger("trainer")->info("removed {} temporary checkpoint file(s) a killed writer left in {}",
+                              n, cfg_.checkpointDir);
+    }
+  }
   if (!cfg_.checkpointDir.empty()) ckpt = loadCheckpoint(cfg_.checkpointDir);
   if (ckpt) {
     if (ckpt->shape.inputs != shape_.inputs || ckpt->shape.hidden != shape_.hidden ||
@@ -209,13 +216,11 @@ void TrainLoop::saveCheckpoint() {
   ddp::saveCheckpoint(cfg_.checkpointDir, c);
 }
 
+// A step's metrics line is written before its checkpoint: a kill between the two then repeats the
+// line when the step is redone after the resume, instead of losing it.
 void TrainLoop::afterStep(float loss, float gradNorm, bool last) {
   const int64_t step = state_.step;
   if (cfg_.checkParamsEvery > 0 && comm_ && step % cfg_.checkParamsEvery == 0) checkParams();
-  if (ctx_.rank == 0 && !cfg_.checkpointDir.empty() &&
-      (last || (cfg_.checkpointEvery > 0 && step % cfg_.checkpointEvery == 0))) {
-    saveCheckpoint();
-  }
   lossSinceLog_ += loss;
   ++stepsSinceLog_;
   const bool logNow = last || step % cfg_.logEvery == 0;
@@ -225,7 +230,15 @@ void TrainLoop::afterStep(float loss, float gradNorm, bool last) {
     lossSinceLog_ = 0;
     stepsSinceLog_ = 0;
   }
-  if (!metrics_) return;
+  if (metrics_) reportMetrics(loss, gradNorm, logNow, last);
+  if (ctx_.rank == 0 && !cfg_.checkpointDir.empty() &&
+      (last || (cfg_.checkpointEvery > 0 && step % cfg_.checkpointEvery == 0))) {
+    saveCheckpoint();
+  }
+}
+
+void TrainLoop::reportMetrics(float loss, float gradNorm, bool logNow, bool last) {
+  const int64_t step = state_.step;
   auto now = Clock::now();
   double elapsed = std::chrono::duration<double>(now - lastLog_).count();
   StepMetrics m{step, state_.epoch, totalSteps_, loss, optimizer_->lrAt(step - 1), gradNorm,

@@ -57,12 +57,12 @@ std::string exceptionChain(std::exception_ptr error) {
 }
 
 void writeErrorFile(const std::string& path, const std::string& message,
-                    const std::string& traceback, std::time_t timestamp) {
+                    const std::string& traceback, std::time_t timestamp,
+                    std::optional<int64_t> failureSeq) {
   namespace fs = std::filesystem;
-  nlohmann::json doc = {
-      {"message",
-       {{"message", message},
-        {"extraInfo", {{"py_callstack", traceback}, {"timestamp", std::to_string(timestamp)}}}}}};
+  nlohmann::json extra = {{"py_callstack", traceback}, {"timestamp", std::to_string(timestamp)}};
+  if (failureSeq) extra["failure_seq"] = std::to_string(*failureSeq);
+  nlohmann::json doc = {{"message", {{"message", message}, {"extraInfo", extra}}}};
   const fs::path target(path);
   std::error_code ec;
   if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);

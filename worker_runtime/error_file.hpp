@@ -2,23 +2,31 @@
 // (reference/torchrun.md §4.6), so ddprun's and torchrun's failure summaries show the root cause:
 //
 //   {"message": {"message": "<Type>: <text>",
-//                "extraInfo": {"py_callstack": "<traceback>", "timestamp": "<unix seconds>"}}}
+//                "extraInfo": {"py_callstack": "<traceback>", "timestamp": "<unix seconds>",
+//                              "failure_seq": "<n>"}}}
+//
+// failure_seq (ours; torch ignores extra extraInfo fields) is the worker's place in the job-wide
+// order of failures (failure_sequence.hpp); absent when none was taken.
 //
 // Thread safety: writeErrorFile may be called from any thread; concurrent writers to one path
 // leave one complete file (each writes a private temporary and renames it into place).
 #pragma once
 
+#include <cstdint>
 #include <ctime>
 #include <exception>
+#include <optional>
 #include <string>
 
 namespace ddp {
 
 // Writes the error file at `path` atomically (temporary file + rename; the parent folder is
-// created if missing). `message` is "<Type>: <text>"; `timestamp` defaults to now.
+// created if missing). `message` is "<Type>: <text>"; `timestamp` defaults to now;
+// `failureSeq` is written as extraInfo.failure_seq when given.
 // Throws ddp::Error naming the path when it cannot be written.
 void writeErrorFile(const std::string& path, const std::string& message,
-                    const std::string& traceback, std::time_t timestamp = std::time(nullptr));
+                    const std::string& traceback, std::time_t timestamp = std::time(nullptr),
+                    std::optional<int64_t> failureSeq = std::nullopt);
 
 // "<Type>: <what()>" for an exception (demangled type name, e.g. "ddp::CommError: ...").
 std::string describeException(const std::exception& e);

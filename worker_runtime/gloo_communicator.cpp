@@ -1,6 +1,7 @@
 #include "worker_runtime/gloo_communicator.hpp"
 
 #include <cstring>
+#include <exception>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -11,6 +12,7 @@
 
 #include "rendezvous/error.hpp"
 #include "rendezvous/logging.hpp"
+#include "worker_runtime/failure_sequence.hpp"
 #include "worker_runtime/detail/gloo_store_adapter.hpp"
 #include "rendezvous/local_address.hpp"
 #include "worker_runtime/detail/reductions.hpp"
@@ -75,7 +77,11 @@ GlooCommunicator::GlooCommunicator(const WorkerEnv& env, Store& store, const Com
                           bindAddress_, ms.count());
 }
 
-GlooCommunicator::~GlooCommunicator() = default;
+GlooCommunicator::~GlooCommunicator() {
+  // Torn down by an exception: take this failure's place in the job's order before the
+  // connections close, since closing them is what makes the peers fail (failure_sequence.hpp).
+  if (std::uncaught_exceptions() > 0) claimFailureSequence();
+}
 
 void GlooCommunicator::setTimeout(std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0) throw ConfigError("communicator timeout must be positive");

@@ -1,6 +1,7 @@
 #include "worker_runtime/nccl_communicator.hpp"
 
 #include <cstring>
+#include <exception>
 #include <thread>
 
 #include <cuda_runtime_api.h>
@@ -9,6 +10,7 @@
 #include "rendezvous/error.hpp"
 #include "rendezvous/logging.hpp"
 #include "rendezvous/store.hpp"
+#include "worker_runtime/failure_sequence.hpp"
 #include "worker_runtime/detail/reductions.hpp"
 #include "worker_runtime/worker_env.hpp"
 
@@ -159,7 +161,11 @@ NcclCommunicator::NcclCommunicator(const WorkerEnv& env, Store& store, const Com
   logger("worker")->debug("nccl communicator {} ready", who);
 }
 
-NcclCommunicator::~NcclCommunicator() = default;
+NcclCommunicator::~NcclCommunicator() {
+  // Torn down by an exception: take this failure's place in the job's order before the
+  // connections close, since closing them is what makes the peers fail (failure_sequence.hpp).
+  if (std::uncaught_exceptions() > 0) claimFailureSequence();
+}
 
 void NcclCommunicator::setStream(void* cudaStream) {
   state_->userStream = cudaStream == nullptr ? cudaStreamLegacy

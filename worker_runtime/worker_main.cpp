@@ -7,6 +7,7 @@
 #include "rendezvous/error.hpp"
 #include "rendezvous/logging.hpp"
 #include "worker_runtime/error_file.hpp"
+#include "worker_runtime/failure_sequence.hpp"
 
 namespace ddp {
 
@@ -41,6 +42,9 @@ std::string headline(std::exception_ptr error) {
 }
 
 int reportFailure(std::exception_ptr error) {
+  // First the failure's place in the job's order (a no-op when a communicator already took it
+  // while the exception unwound past it).
+  const std::optional<int64_t> seq = claimFailureSequence();
   const int code = exitCodeFor(error);
   const std::string message = headline(error);
   auto log = logger("worker");
@@ -48,7 +52,7 @@ int reportFailure(std::exception_ptr error) {
   const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
   if (path != nullptr && *path != '\0') {
     try {
-      writeErrorFile(path, message, exceptionChain(error));
+      writeErrorFile(path, message, exceptionChain(error), std::time(nullptr), seq);
     } catch (const std::exception& e) {
       log->error("{}", e.what());
     }

@@ -26,9 +26,10 @@ constexpr int kExitStoreError = 4;
 // The exit code for the exception held by `error` (see the table above). Never throws.
 int exitCodeFor(std::exception_ptr error);
 
-// Runs fn(argc, argv) and returns its result; on an exception, logs it on the `worker` logger,
-// writes $TORCHELASTIC_ERROR_FILE (a failure to write is logged, not thrown) and returns the
-// exit code above. Never throws.
+// Runs fn(argc, argv) and returns its result; on an exception, takes the failure's sequence number
+// (failure_sequence.hpp; up to 2 s when the worker store does not answer), logs it on the `worker`
+// logger, writes $TORCHELASTIC_ERROR_FILE with the number (a failure to write is logged, not
+// thrown) and returns the exit code above. Never throws.
 int runWorkerMain(int argc, char** argv, const std::function<int(int, char**)>& fn);
 
 }  // namespace ddp

@@ -50,7 +50,7 @@ std::vector<OptionSpec> buildTable() {
       torchOpt("nproc_per_node", false, "N|gpu|cpu|auto",
                "workers per node (default 1); gpu: one per visible GPU, an error if none; cpu: one "
                "per usable CPU; auto: GPUs if any, else CPUs", kNodes),
-      torchOpt("node_rank", false, "N", "this node's rank (default: assigned by the rendezvous; 0 for static)", kNodes),
+      torchOpt("node_rank", false, "N", "this node's rank, honoured by every backend (default assigned)", kNodes),
       torchOpt("max_restarts", false, "N", "job-wide budget of worker-group restarts after failures (default 0)", kNodes),
       torchOpt("monitor_interval", false, "SECONDS", "accepted for compatibility; ddprun reacts to events, it does not poll", kNodes),
       torchOpt("role", false, "NAME", "worker role: ROLE_NAME and the log prefix (default 'default')", kNodes),
@@ -61,28 +61,34 @@ std::vector<OptionSpec> buildTable() {
       torchOpt("rdzv_endpoint", false, "HOST[:PORT]",
                "rendezvous store, e.g. a ddprund (port default: c10d " + std::to_string(kDefaultC10dPort) +
                    ", etcd " + std::to_string(kDefaultEtcdPort) +
-                   "; static needs HOST:PORT; IPv6 as [addr]:port; etcd: a comma list)", kRdzv),
+                   "; static needs HOST:PORT; IPv6 as [addr]:port; etcd: a comma list) (default c10d "
+                   "localhost:" + std::to_string(kDefaultC10dPort) + ", etcd localhost:" +
+                   std::to_string(kDefaultEtcdPort) + ", static 127.0.0.1:" +
+                   std::to_string(kDefaultMasterPort) + ")", kRdzv),
       torchOpt("rdzv_id", false, "ID",
                "job id shared by all nodes; becomes TORCHELASTIC_RUN_ID (default 'none'; required by a "
                "multi-node c10d/etcd job unless TORCHELASTIC_RUN_ID or Slurm provides it)", kRdzv),
       torchOpt("rdzv_conf", false, "KEY=VALUE,...",
                "rendezvous settings (durations in seconds, fractions ok, or 250ms): " + confKeys(), kRdzv),
-      torchOpt("standalone", true, "", "one node, nothing else to start: embedded store on a free port, random run id", kRdzv),
+      torchOpt("standalone", true, "", "one node, nothing else to start: the rendezvous store in this process, random run id", kRdzv),
       torchOpt("master_addr", false, "ADDR", "static backend: address of node 0's store (default 127.0.0.1)", kRdzv),
       torchOpt("master_port", false, "PORT",
                "static backend: port of node 0's store (default " + std::to_string(kDefaultMasterPort) + ")", kRdzv),
-      torchOpt("local_addr", false, "ADDR", "address other nodes reach this node at (default: detected)", kRdzv),
+      torchOpt("local_addr", false, "ADDR", "address other nodes reach this node at (default detected)", kRdzv),
       withEnv(torchOpt("no_slurm", true, "", "ignore SLURM_* even inside a Slurm step", kRdzv), {"DDP_NO_SLURM"}),
       torchOpt("module", true, "", "run the entry point as a Python module: python -u -m MODULE", kEntry, {"-m"}),
       torchOpt("no_python", true, "", "run the entry point as a program, never under python", kEntry),
       torchOpt("run_path", true, "", "run the entry point as a Python script (like a .py file)", kEntry),
       withEnv(torchOpt("use_env", true, "", "accepted for torch.distributed.launch users; ddprun never passes --local-rank", kEntry), {}),
-      torchOpt("log_dir", false, "DIR", "write <DIR>/<run-id>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json", kLogs),
-      torchOpt("redirects", false, "0-3|RANK:0-3,...", "worker streams to files only: 0 none, 1 stdout, 2 stderr, 3 both; or per local rank", kLogs, {"-r"}),
-      torchOpt("tee", false, "0-3|RANK:0-3,...", "worker streams to files and the console (same values as --redirects)", kLogs, {"-t"}),
+      torchOpt("log_dir", false, "DIR", "write <DIR>/<run-id>/node_<node rank>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json "
+               "(default none: a private temp dir, removed at exit unless a failure summary names "
+               "files in it)", kLogs),
+      torchOpt("redirects", false, "0-3|RANK:0-3,...", "worker streams to files only: 0 none, 1 stdout, 2 stderr, 3 both; or per local rank (default 0)", kLogs, {"-r"}),
+      torchOpt("tee", false, "0-3|RANK:0-3,...", "worker streams to files and the console (same values as --redirects) (default 0)", kLogs, {"-t"}),
       torchOpt("local_ranks_filter", false, "RANK,...", "local ranks whose output reaches the console (default all)", kLogs),
       withEnv(torchOpt("log_prefix", false, "TEMPLATE",
-                       "console line prefix with {rank} {local_rank} {host} {role} (default '" + LaunchConfig{}.logPrefix + "')", kLogs),
+                       "console line prefix with {rank} (global rank) {local_rank} {host} {role} (default '" +
+                           LaunchConfig{}.logPrefix + "')", kLogs),
               {"DDP_LOG_PREFIX"}),
       withEnv(torchOpt("log_level", false, "LEVEL", "trace, debug, info, warn, error, critical or off (default info)", kLogs),
               {"DDP_LOG_LEVEL"}),

@@ -107,12 +107,12 @@ void resolveRunId(LaunchConfig& c, const EnvLookup& getenv) {
 
 }  // namespace
 
-void applyStandalone(LaunchConfig& c) {
+void applyStandalone(LaunchConfig& c, const std::string& origin) {
   const bool implicit = !c.standalone && c.rdzvBackend == RdzvBackend::kStatic &&
                         !c.explicitOptions.contains("rdzv_endpoint") && !c.masterPort && c.maxNodes == 1;
   if (!c.standalone && !implicit) return;
   if (c.maxNodes > 1)
-    throw UsageError("--standalone runs exactly one node, but nnodes is " + nodeRange(c));
+    throw UsageError(origin + " runs exactly one node, but nnodes is " + nodeRange(c));
   c.standalone = true;
   c.minNodes = c.maxNodes = 1;
   c.rdzvBackend = RdzvBackend::kC10d;
@@ -122,7 +122,7 @@ void applyStandalone(LaunchConfig& c) {
     c.rdzvIdSource = "random (standalone)";
   }
   c.notes.push_back(std::string(implicit ? "single node without --master-port: " : "") +
-                    "standalone: c10d rendezvous on an embedded store at localhost:<free port>, run id " +
+                    "standalone: one node, rendezvous store in this process, run id " +
                     c.rdzvId);
 }
 

@@ -25,8 +25,9 @@
 namespace ddp::detail {
 
 // Turns the configuration into a standalone one when asked (see above). Throws UsageError when
-// --standalone meets more than one node.
-void applyStandalone(LaunchConfig& config);
+// --standalone meets more than one node; `origin` ("--standalone" or "PET_STANDALONE", where the
+// switch came from) names it.
+void applyStandalone(LaunchConfig& config, const std::string& origin);
 
 // Resolves endpoints, run id and settings as above. `rdzvConf` is the parsed --rdzv-conf map,
 // already checked by applyRdzvConf when it was read (so that errors name its flag or variable).

@@ -227,6 +227,8 @@ TEST_CASE("bad values are rejected with the flag, the value and what was expecte
   CHECK_THAT(errorOf({"--nnodes"}), Contains("--nnodes"));
   CHECK_THAT(errorOf({"--nnodes=2", "--node-rank=2", "x"}), Contains("--node-rank 2 is outside nnodes 2:2"));
   CHECK_THAT(errorOf({"--standalone", "--nnodes=2", "x"}), Contains("--standalone runs exactly one node"));
+  CHECK_THAT(errorOf({"--nnodes=2", "x"}, {{"PET_STANDALONE", "1"}}),
+             Contains("PET_STANDALONE runs exactly one node"));
   CHECK_THAT(errorOf({"--nnodes=2", "--rdzv-backend=c10d", "x"}), Contains("--rdzv-endpoint is required"));
   CHECK_THAT(errorOf({"--rdzv-backend=c10d", "--rdzv-endpoint=head:99999", "x"}), Contains("port must be an integer"));
   CHECK_THAT(errorOf({"x"}, {{"PET_NNODES", "0"}}), Contains("PET_NNODES '0'"));

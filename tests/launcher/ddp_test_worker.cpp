@@ -15,6 +15,9 @@
 //   --ignore-term         with --wait: ignore SIGTERM (tests the SIGKILL after the grace)
 //   --ignore-int          with --wait: ignore SIGINT too
 //   --sleep-ms MS         sleep before exiting (succeeding ranks)
+//   --fail-on-signal      with --wait: failing ranks too wait for a signal, then fail
+//   --comm-error-rank R   when failing, rank R fails like a peer's victim instead: exit 3 with a
+//                         "Connection reset by peer" error file
 #include <signal.h>
 #include <unistd.h>
 
@@ -49,7 +52,8 @@ void writeFile(const std::string& path, const std::string& text) {
 int main(int argc, char** argv) {
   std::string envFile, readyFile, signalFile, errorMessage;
   int print = 0, failRank = -1, failUntil = -1, exitCode = 0, raiseSig = 0, sleepMs = 0;
-  bool wait = false, ignoreTerm = false, ignoreInt = false;
+  bool wait = false, ignoreTerm = false, ignoreInt = false, failOnSignal = false;
+  int commErrorRank = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -79,6 +83,10 @@ int main(int argc, char** argv) {
       ignoreTerm = true;
     else if (a == "--ignore-int")
       ignoreInt = true;
+    else if (a == "--fail-on-signal")
+      failOnSignal = true;
+    else if (a == "--comm-error-rank")
+      commErrorRank = std::stoi(next());
   }
   const int rank = envInt("RANK", 0), localRank = envInt("LOCAL_RANK", 0);
   const int attempt = envInt("TORCHELASTIC_RESTART_COUNT", 0);
@@ -91,17 +99,33 @@ int main(int argc, char** argv) {
     std::cout << "out " << rank << " line " << i << std::endl;
     std::cerr << "err " << rank << " line " << i << std::endl;
   }
+  // Signals are blocked until sigsuspend(), so one arriving right after the ready file is never
+  // lost between the check of gSignal and the wait.
+  sigset_t waitMask, oldMask;
+  sigemptyset(&waitMask);
   if (wait) {
-    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) ::signal(sig, onSignal);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+      ::signal(sig, onSignal);
+      sigaddset(&waitMask, sig);
+    }
     if (ignoreTerm) ::signal(SIGTERM, SIG_IGN);
     if (ignoreInt) ::signal(SIGINT, SIG_IGN);
   }
+  ::sigprocmask(SIG_BLOCK, &waitMask, &oldMask);
   if (!readyFile.empty())
     writeFile(readyFile + "." + std::to_string(rank), std::to_string(getpid()));
   const bool failing = (exitCode != 0 || raiseSig != 0) && (failRank < 0 || failRank == rank) &&
                        (failUntil < 0 || attempt < failUntil);
+  if (failing && rank == commErrorRank) {
+    exitCode = 3;
+    raiseSig = 0;
+    errorMessage = "ddp::CommError: allreduce failed: Connection reset by peer";
+  }
+  if (wait && (!failing || failOnSignal)) {
+    while (gSignal == 0) ::sigsuspend(&oldMask);
+  }
+  ::sigprocmask(SIG_SETMASK, &oldMask, nullptr);
   if (wait && !failing) {
-    while (gSignal == 0) ::pause();
     if (!signalFile.empty()) {
       writeFile(signalFile + "." + std::to_string(rank),
                 std::string("SIG") + sigabbrev_np(gSignal));
@@ -111,8 +135,10 @@ int main(int argc, char** argv) {
   if (failing) {
     const char* errorFile = std::getenv("TORCHELASTIC_ERROR_FILE");
     if (!errorMessage.empty() && errorFile != nullptr && *errorFile != '\0') {
+      const bool typed = errorMessage.find(": ") != std::string::npos;
       writeFile(errorFile,
-                "{\"message\": {\"message\": \"RuntimeError: " + errorMessage +
+                "{\"message\": {\"message\": \"" + (typed ? "" : std::string("RuntimeError: ")) +
+                    errorMessage +
                     "\", \"extraInfo\": {\"py_callstack\": \"Traceback: line 1\\nline 2\", "
                     "\"timestamp\": \"1700000000\"}}}");
     }

@@ -121,7 +121,7 @@ TEST_CASE("every worker gets torchrun's env contract", "[ddprun]") {
     CHECK(env["TORCHELASTIC_RUN_ID"] == "job42");
     CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "True");
     CHECK(env["TORCHELASTIC_ERROR_FILE"] ==
-          dir + "/logs/job42/attempt_0/" + std::to_string(lr) + "/error.json");
+          dir + "/logs/job42/node_0/attempt_0/" + std::to_string(lr) + "/error.json");
     CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
     CHECK(env["OMP_NUM_THREADS"] == "1");
     CHECK(env["DDP_INHERITED_PROBE"] == "kept");
@@ -226,7 +226,7 @@ TEST_CASE("log files, tee, prefixes and the local-ranks filter", "[ddprun]") {
         std::vector<std::string>{p + "out 1 line 0", p + "out 1 line 1", p + "out 1 line 2"});
   CHECK(run.err().find("err 0 line") == std::string::npos);  // stderr redirected, not teed
   for (int lr = 0; lr < 2; ++lr) {
-    const std::string base = dir + "/logs/logjob/attempt_0/" + std::to_string(lr);
+    const std::string base = dir + "/logs/logjob/node_0/attempt_0/" + std::to_string(lr);
     const std::string n = std::to_string(lr);
     CHECK(test::readFile(base + "/stdout.log") ==
           "out " + n + " line 0\nout " + n + " line 1\nout " + n + " line 2\n");

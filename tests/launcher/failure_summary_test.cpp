@@ -1,6 +1,8 @@
-// Failure records (JSON round trip), torch error files (both forms), root cause, the table.
+// Failure records (JSON round trip), torch error files (both forms), the job's failure order and
+// its root cause (never by clock, never by which node reported first), the table.
 #include "launcher/failure_summary.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <fstream>
@@ -11,6 +13,7 @@
 namespace ddp {
 namespace {
 
+// `ms` is only ever displayed: the order comes from failureSeq / reapSeq.
 WorkerFailure failure(int rank, int64_t ms, int code, int signal = 0, bool stopped = false) {
   WorkerFailure f;
   f.globalRank = rank;
@@ -49,6 +52,25 @@ TEST_CASE("a failure record survives JSON", "[summary]") {
   CHECK_THROWS_AS(failureRecordFromJson("not json"), ProtocolError);
 }
 
+TEST_CASE("a record carries the failure numbers, and older records still parse", "[summary]") {
+  FailureRecord record{0, 0, "node0", {failure(1, 5, 1)}};
+  record.failures[0].failureSeq = 7;
+  record.failures[0].seqByWorker = true;
+  record.failures[0].reapSeq = 2;
+  const auto back = failureRecordFromJson(toJson(record));
+  REQUIRE(back.failures.size() == 1);
+  CHECK(back.failures[0].failureSeq == 7);
+  CHECK(back.failures[0].seqByWorker);
+  CHECK(back.failures[0].reapSeq == 2);
+  const auto old = failureRecordFromJson(
+      R"({"version": 1, "generation": 0, "node_rank": 0, "host": "h", "failures": [
+         {"global_rank": 0, "local_rank": 0, "host": "h", "pid": 1, "exit_code": 1, "signal": 0,
+          "monotonic_ms": 1, "unix_ms": 1, "error_file": "", "message": "", "traceback": "",
+          "stderr_tail": [], "stopped_by_agent": false}]})");
+  REQUIRE(old.failures.size() == 1);
+  CHECK(old.failures[0].failureSeq == 0);
+}
+
 TEST_CASE("torch @record error files are read in both forms", "[summary]") {
   const auto nested = readErrorFile(writeTemp(
       "nested.json",
@@ -62,24 +84,133 @@ TEST_CASE("torch @record error files are read in both forms", "[summary]") {
   REQUIRE(flat);
   CHECK(flat->message == "plain text");
   CHECK(flat->traceback.empty());
+  CHECK_FALSE(nested->failureSeq);
+  const auto numbered = readErrorFile(writeTemp(
+      "numbered.json",
+      R"({"message": {"message": "ddp::Error: x", "extraInfo": {"py_callstack": "", "timestamp": "1", "failure_seq": "4"}}})"));
+  REQUIRE(numbered);
+  CHECK(numbered->failureSeq == 4);
+  const auto asNumber = readErrorFile(writeTemp(
+      "number.json", R"({"message": {"message": "x", "extraInfo": {"failure_seq": 9}}})"));
+  REQUIRE(asNumber);
+  CHECK(asNumber->failureSeq == 9);
+  const auto garbage = readErrorFile(writeTemp(
+      "garbage.json", R"({"message": {"message": "x", "extraInfo": {"failure_seq": "9x"}}})"));
+  REQUIRE(garbage);
+  CHECK_FALSE(garbage->failureSeq);
   CHECK_FALSE(readErrorFile(writeTemp("bad.json", "{oops")));
   CHECK_FALSE(readErrorFile("/nonexistent/error.json"));
   CHECK_FALSE(readErrorFile(""));
 }
 
-TEST_CASE("the root cause is the first real failure of the first reporting node", "[summary]") {
-  // Node 1 reported first for generation 2; generation 1's failure is history.
+WorkerFailure numbered(WorkerFailure f, int64_t seq, bool byWorker) {
+  f.failureSeq = seq;
+  f.seqByWorker = byWorker;
+  return f;
+}
+
+WorkerFailure commError(int rank, int64_t ms) {
+  WorkerFailure f = failure(rank, ms, 3);
+  f.message = "ddp::CommError: allreduce of 4 bytes failed: Connection reset by peer";
+  return f;
+}
+
+TEST_CASE("only the last generation is summarised, once per node", "[summary]") {
   std::vector<FailureRecord> records = {
-      {1, 0, "node0", {failure(0, 1, 1)}},
-      {2, 1, "node1", {failure(3, 5, 0, SIGTERM, true), failure(2, 9, 4), failure(3, 12, 6)}},
-      {2, 0, "node0", {failure(1, 2, 5)}},
+      {1, 0, "node0", {numbered(failure(0, 1, 1), 1, true)}},
+      {2, 1, "node1", {failure(3, 5, 0, SIGTERM, true), numbered(failure(2, 9, 4), 2, false)}},
+      {2, 0, "node0", {numbered(failure(1, 2, 5), 1, false)}},
+      {2, 0, "node0", {numbered(failure(0, 2, 6), 0, false)}},  // a second record: ignored
   };
   const auto summary = summarize(records);
   REQUIRE_FALSE(summary.empty);
-  CHECK(summary.rootCause.globalRank == 2);
-  CHECK(exitCodeFor(summary.rootCause) == 4);
-  CHECK(summary.others.size() == 3);  // generation 2 only
+  CHECK(summary.generation == 2);
+  CHECK(summary.rootCause.globalRank == 1);  // #1 of generation 2, on the node reporting second
+  CHECK(summary.rootCause.nodeRank == 0);
+  CHECK(exitCodeFor(summary.rootCause) == 5);
+  REQUIRE(summary.others.size() == 2);
+  CHECK(summary.others[0].globalRank == 2);
+  CHECK(summary.others[1].globalRank == 3);
   CHECK(summarize({}).empty);
+}
+
+TEST_CASE("the failure order is the numbers, then node and reap order, never a clock",
+          "[summary]") {
+  // Clocks say rank 3 first; the numbers say rank 2 then 1; rank 0 has no number.
+  auto r0 = failure(0, 1, 1);
+  r0.reapSeq = 1;
+  auto r1 = numbered(failure(1, 500, 1), 2, true);
+  auto r2 = numbered(failure(2, 900, 1), 1, false);
+  auto r3 = failure(3, 0, 1);
+  r3.reapSeq = 2;
+  std::vector<FailureRecord> records = {{0, 1, "node1", {r2, r3}}, {0, 0, "node0", {r0, r1}}};
+  const auto summary = summarize(records);
+  CHECK(summary.rootCause.globalRank == 2);
+  std::vector<int> order;
+  for (const auto& f : summary.others) order.push_back(f.globalRank);
+  CHECK(order == std::vector<int>{1, 0, 3});  // unnumbered: node 0 before node 1
+  CHECK(failsBefore(r2, r1));
+  CHECK_FALSE(failsBefore(r1, r2));
+}
+
+TEST_CASE("a worker ddprun stopped is never the root cause", "[summary]") {
+  // Stopped with the lower number; the real failure numbered after it.
+  auto stopped = numbered(failure(0, 1, 0, SIGTERM, true), 1, false);
+  auto real = numbered(failure(1, 2, 7), 2, false);
+  const auto summary = summarize({{0, 0, "node0", {stopped, real}}});
+  CHECK(summary.rootCause.globalRank == 1);
+  // With nothing but stopped workers, the first of them is still shown.
+  const auto onlyStopped = summarize({{0, 0, "node0", {stopped}}});
+  REQUIRE_FALSE(onlyStopped.empty);
+  CHECK(onlyStopped.rootCause.globalRank == 0);
+}
+
+TEST_CASE("a communication error after a peer's own failure is collateral", "[summary]") {
+  SECTION("the victim numbered first, the culprit numbered by its agent (a signal)") {
+    auto victim = numbered(commError(0, 1), 1, true);
+    auto culprit = numbered(failure(1, 2, 0, SIGSEGV), 2, false);
+    const auto summary = summarize({{0, 0, "node0", {victim, culprit}}});
+    CHECK(summary.rootCause.globalRank == 1);
+    REQUIRE(summary.others.size() == 1);
+    CHECK(summary.others[0].collateral);
+  }
+  SECTION("nobody numbered (worker store gone): the victim reaped first") {
+    auto victim = commError(0, 1);
+    victim.reapSeq = 1;
+    auto culprit = failure(1, 2, 1);
+    culprit.reapSeq = 2;
+    CHECK(summarize({{0, 0, "node0", {victim, culprit}}}).rootCause.globalRank == 1);
+  }
+  SECTION("a communication error provably before the other failure is the root cause") {
+    auto first = numbered(commError(0, 1), 1, true);
+    auto later = numbered(failure(1, 2, 1), 2, true);  // numbered by the worker itself, after
+    const auto summary = summarize({{0, 0, "node0", {first, later}}});
+    CHECK(summary.rootCause.globalRank == 0);
+    CHECK_FALSE(summary.rootCause.collateral);
+  }
+  SECTION("only communication errors: the first one") {
+    auto a = numbered(commError(0, 1), 2, true);
+    auto b = numbered(commError(1, 1), 1, true);
+    CHECK(summarize({{0, 0, "node0", {a, b}}}).rootCause.globalRank == 1);
+  }
+}
+
+TEST_CASE("every node builds the same summary whatever order the records came in", "[summary]") {
+  // Node 0's victim reported first; the culprit is on node 1, which reported second.
+  FailureRecord first{0, 0, "node0", {numbered(commError(0, 1), 2, true)}};
+  FailureRecord second{0, 1, "node1", {numbered(failure(1, 9, 1), 1, true),
+                                       failure(2, 9, 0, SIGTERM, true)}};
+  FailureRecord stoppedOnly{0, 2, "node2", {failure(3, 9, 0, SIGTERM, true)}};
+  std::vector<FailureRecord> records = {first, second, stoppedOnly};
+  std::sort(records.begin(), records.end(),
+            [](const auto& a, const auto& b) { return a.nodeRank < b.nodeRank; });
+  const std::string expected = formatSummary(summarize(records), "train");
+  CHECK(summarize(records).rootCause.globalRank == 1);
+  do {
+    CHECK(formatSummary(summarize(records), "train") == expected);
+  } while (std::next_permutation(records.begin(), records.end(), [](const auto& a, const auto& b) {
+    return a.nodeRank < b.nodeRank;
+  }));
 }
 
 TEST_CASE("the table names ranks, hosts, codes, signals and stderr", "[summary]") {
@@ -100,6 +231,36 @@ TEST_CASE("the table names ranks, hosts, codes, signals and stderr", "[summary]"
   CHECK(text.find("stopped by ddprun") != std::string::npos);
   CHECK(exitCodeFor(root) == 128 + SIGSEGV);
   CHECK(signalName(SIGKILL) == "SIGKILL");
+}
+
+TEST_CASE("the table shows the order and collateral, and no traceback line twice", "[summary]") {
+  auto culprit = numbered(failure(1, 5, 1), 1, true);
+  culprit.message = "ddp::Error: injected failure: rank 1 stops at step 150";
+  culprit.traceback = "ddp::Error: injected failure: rank 1 stops at step 150\n";
+  culprit.errorFile = "/logs/node_0/attempt_0/1/error.json";
+  auto victim = numbered(commError(0, 6), 2, true);
+  const auto text = formatSummary(summarize({{0, 0, "node0", {victim, culprit}}}), "train");
+  CHECK(text.find("order     : #1 in the job's failure order (numbered by the worker") !=
+        std::string::npos);
+  CHECK(text.find("note      : collateral") != std::string::npos);
+  CHECK(text.find("host      : node0 (node rank 0)") != std::string::npos);
+  const std::string line = "injected failure: rank 1 stops at step 150";
+  const auto firstAt = text.find(line);
+  REQUIRE(firstAt != std::string::npos);
+  CHECK(text.find(line, firstAt + 1) == std::string::npos);
+  // A Python traceback ends with the message: shown once as well.
+  auto py = failure(0, 1, 1);
+  py.message = "ValueError: bad";
+  py.traceback = "Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: bad";
+  const auto pyText = formatSummary(summarize({{0, 0, "n", {py}}}), "x.py");
+  const auto at = pyText.find("ValueError: bad");
+  REQUIRE(at != std::string::npos);
+  CHECK(pyText.find("ValueError: bad", at + 1) == std::string::npos);
+  // An error file without a message, or whose path was dropped, is not named.
+  auto gone = failure(0, 1, 1);
+  gone.message = "x";
+  CHECK(formatSummary(summarize({{0, 0, "n", {gone}}}), "x").find("error_file: <N/A>") !=
+        std::string::npos);
 }
 
 TEST_CASE("communication errors are told apart from a worker's own fault", "[summary]") {

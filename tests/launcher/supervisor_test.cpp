@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,15 +15,24 @@
 #include "launcher/log_layout.hpp"
 #include "launcher/worker_process.hpp"
 #include "launcher_test_util.hpp"
+#include "rendezvous/store_server.hpp"
 
 namespace ddp {
 namespace {
 
 using namespace std::chrono_literals;
 
+StoreServerOptions workerStoreOptions() {
+  StoreServerOptions o;
+  o.host = "127.0.0.1";
+  o.name = "worker store (test)";
+  return o;
+}
+
 struct Fixture {
   explicit Fixture(const std::string& name, int n)
-      : dir(test::scratchDir(name)), logs(dir + "/logs", "run", true) {
+      : dir(test::scratchDir(name)), logs(dir + "/logs", "run", true),
+        workerStore(workerStoreOptions()) {
     config.nprocPerNode = n;
     consolePath = dir + "/console.txt";
     console = ::open(consolePath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -42,7 +52,8 @@ struct Fixture {
     round.worldSize = round.roleWorldSize = config.nprocPerNode;
     std::vector<WorkerSpec> out;
     for (int lr = 0; lr < config.nprocPerNode; ++lr) {
-      out.push_back(builder.build(lr, round, {"127.0.0.1", 1}, logs.errorFilePath(generation, lr)));
+      out.push_back(builder.build(lr, round, {"127.0.0.1", workerStore.port()},
+                                  logs.errorFilePath(generation, lr)));
     }
     return out;
   }
@@ -55,6 +66,8 @@ struct Fixture {
 
   std::string dir;
   LogLayout logs;
+  // The generation's worker store (MASTER_ADDR:MASTER_PORT): the agent numbers failures in it.
+  StoreServerThread workerStore;
   LaunchConfig config;
   GroupSettings settings;
   std::string consolePath;
@@ -114,6 +127,49 @@ TEST_CASE("one failure stops the rest and is the root cause", "[supervisor]") {
   const auto summary = summarize({FailureRecord{0, 0, "testhost", outcome.failures}});
   CHECK(summary.rootCause.globalRank == 1);
   CHECK(exitCodeFor(summary.rootCause) == 3);
+  CHECK(root.failureSeq == 1);  // numbered by the agent from the worker store's counter
+  CHECK_FALSE(root.seqByWorker);
+}
+
+// Blocks the supervisor's event loop while both workers fail at the same moment, so their exits
+// are reaped together: what the root cause is must not depend on which exit is handled first.
+TEST_CASE("simultaneous exits: the own failure is the root cause, 50 times out of 50",
+          "[supervisor]") {
+  Fixture fx("simultaneous", 2);
+  Supervisor sup(fx.settings, {});
+  for (int64_t generation = 0; generation < 50; ++generation) {
+    INFO("generation " << generation);
+    const std::string ready = fx.dir + "/ready" + std::to_string(generation);
+    // Rank 0 fails like a victim (exit 3, "Connection reset by peer"), rank 1 on its own.
+    std::thread release([&] {
+      REQUIRE(test::waitForFiles(fx.perRank(ready)));
+      std::vector<pid_t> pids;
+      for (const auto& f : fx.perRank(ready)) pids.push_back(std::stoi(test::readFile(f)));
+      boost::asio::post(sup.io(), [pids] {
+        for (pid_t pid : pids) ::kill(pid, SIGUSR2);
+        for (pid_t pid : pids) {  // both are zombies before the loop can see either exit
+          siginfo_t info{};
+          while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) < 0 &&
+                 errno == EINTR) {
+          }
+        }
+      });
+    });
+    auto outcome = sup.runGeneration(
+        fx.specs({"--wait", "--fail-on-signal", "--ready-file", ready, "--exit", "1",
+                  "--error-message", "boom", "--comm-error-rank", "0"},
+                 generation),
+        fx.logs, generation);
+    release.join();
+    REQUIRE(outcome.kind == OutcomeKind::kFailed);
+    REQUIRE(outcome.failures.size() == 2);
+    for (const auto& f : outcome.failures) CHECK_FALSE(f.stoppedByAgent);  // both exited first
+    const auto summary = summarize({FailureRecord{generation, 0, "testhost", outcome.failures}});
+    CHECK(summary.rootCause.globalRank == 1);
+    CHECK(summary.rootCause.exitCode == 1);
+    REQUIRE(summary.others.size() == 1);
+    CHECK(summary.others[0].collateral);
+  }
 }
 
 TEST_CASE("a worker killed by SIGKILL is reported with the signal", "[supervisor]") {

@@ -1,12 +1,17 @@
 # A PyTorch DDP training script in the shape of seed 001's train_ddp.py, on CPU with Gloo:
 # DistributedSampler (set_epoch), gradient accumulation with no_sync(), rank-0 checkpoint (atomic),
-# resume from the checkpoint after a restart. Run by tests/launcher/torch_ddp_test.sh via ddprun.
+# resume from the checkpoint after a restart. Run by tests/launcher/torch_ddp_test.sh via ddprun,
+# and by the README's usage examples.
 #
-#   train_ddp.py OUT_DIR [--epochs N] [--crash-rank R --crash-attempt A --crash-epoch E]
+#   train_ddp.py [OUT_DIR] [--epochs N] [--crash-rank R --crash-attempt A --crash-epoch E]
+#
+# OUT_DIR (checkpoint.pt, result.json) defaults to $TMPDIR/train_ddp_<TORCHELASTIC_RUN_ID>: the
+# same folder for every rank and every restart of one job.
 import argparse
 import contextlib
 import json
 import os
+import tempfile
 
 import torch
 import torch.distributed as dist
@@ -18,7 +23,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 @record
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("out")
+    parser.add_argument("out", nargs="?")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--crash-rank", type=int, default=-1)
     parser.add_argument("--crash-attempt", type=int, default=0)
@@ -26,6 +31,10 @@ def main():
     args = parser.parse_args()
 
     attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+    if args.out is None:
+        args.out = os.path.join(tempfile.gettempdir(),
+                                "train_ddp_" + os.environ.get("TORCHELASTIC_RUN_ID", "none"))
+    os.makedirs(args.out, exist_ok=True)
     dist.init_process_group(backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
@@ -47,6 +56,7 @@ def main():
         optimizer.load_state_dict(state["optimizer"])
         start_epoch = state["epoch"] + 1
 
+    loss = torch.tensor(float("nan"))  # stays so when the checkpoint says every epoch is done
     for epoch in range(start_epoch, args.epochs):
         if rank == args.crash_rank and attempt == args.crash_attempt and epoch == args.crash_epoch:
             raise RuntimeError(f"injected crash on rank {rank} at epoch {epoch}, attempt {attempt}")
@@ -75,6 +85,7 @@ def main():
         with open(os.path.join(args.out, "result.json"), "w") as f:
             json.dump({"world": world, "attempt": attempt, "start_epoch": start_epoch,
                        "consistent": consistent, "loss": float(loss)}, f)
+        print("checkpoint and result.json in %s" % args.out)
     dist.destroy_process_group()
 
 

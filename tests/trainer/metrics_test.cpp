@@ -1,4 +1,5 @@
-// CRC-32C, TensorBoard event framing, metrics JSON lines, config parsing and checkpoint damage.
+// CRC-32C, TensorBoard event framing and file names, metrics JSON lines (and their order against
+// checkpoints), config parsing, checkpoint damage and leftover temporaries.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -10,8 +11,10 @@
 #include "tests/trainer/test_support.hpp"
 #include "trainer/checkpoint.hpp"
 #include "trainer/crc32c.hpp"
+#include "trainer/make_data.hpp"
 #include "trainer/metrics.hpp"
 #include "trainer/train_config.hpp"
+#include "trainer/trainer.hpp"
 
 using namespace ddp;
 namespace fs = std::filesystem;
@@ -145,4 +148,89 @@ TEST_CASE("checkpoints round-trip and damage is detected", "[checkpoint]") {
     f.write("\x7f", 1);
   }
   REQUIRE_THROWS_WITH(loadCheckpoint(dir), Catch::Contains("CRC mismatch"));
+}
+
+TEST_CASE("two event writers starting in the same second get files of their own", "[metrics]") {
+  auto dir = test::scratchDir("tb-two");
+  {
+    TensorBoardWriter a(dir), b(dir);
+    REQUIRE(a.path() != b.path());
+    a.addScalars(20, {{"train/loss", 1.0f}});
+    b.addScalars(20, {{"train/loss", 2.0f}});
+  }
+  std::vector<fs::path> files(fs::directory_iterator(dir), fs::directory_iterator{});
+  REQUIRE(files.size() == 2);
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    CHECK(readRecords(bytes).size() == 2);  // its own version record and its own step 20
+  }
+}
+
+TEST_CASE("temporaries of killed checkpoint writers are removed at start", "[checkpoint]") {
+  auto dir = test::scratchDir("ckpt-tmp");
+  Checkpoint c;
+  c.optimizer = "sgd";
+  c.shape = {1, {1}, 1};
+  c.params = {1};
+  saveCheckpoint(dir, c);
+  for (const char* name : {"checkpoint.bin.tmp.111", "checkpoint.bin.tmp.222", "notes.txt"}) {
+    std::ofstream(dir / name) << "x";
+  }
+  CHECK(removeStaleTemporaries(dir) == 2);
+  CHECK(fs::exists(dir / "checkpoint.bin"));
+  CHECK(fs::exists(dir / "notes.txt"));
+  CHECK_FALSE(fs::exists(dir / "checkpoint.bin.tmp.111"));
+  CHECK(removeStaleTemporaries(dir / "missing") == 0);
+}
+
+namespace {
+
+TrainConfig smallRun(const fs::path& dir) {
+  makeSyntheticData({dir / "data", 128, 4, 2, 1, 1});
+  TrainConfig c;
+  c.data = (dir / "data").string();
+  c.hidden = {4};
+  c.device = "cpu";
+  c.maxSteps = 8;
+  c.batchSize = 8;
+  c.logEvery = 4;
+  c.checkpointEvery = 4;
+  c.progressSeconds = 1e9;
+  c.metrics = (dir / "metrics.jsonl").string();
+  return c;
+}
+
+std::vector<int64_t> loggedSteps(const fs::path& metrics) {
+  std::vector<int64_t> steps;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) steps.push_back(nlohmann::json::parse(line).at("step"));
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("a step's metrics line is written before its checkpoint", "[metrics][checkpoint]") {
+  auto dir = test::scratchDir("metrics-first");
+  TrainConfig c = smallRun(dir);
+  std::ofstream(dir / "blocker") << "a file where the checkpoint folder would go";
+  c.checkpointDir = (dir / "blocker" / "ckpt").string();  // the first checkpoint write fails
+  RunContext single{0, 1, 0, 0, -1, -1};
+  CHECK_THROWS_WITH(train(c, single, nullptr), Catch::Contains("checkpoint"));
+  CHECK(loggedSteps(c.metrics) == std::vector<int64_t>{4});
+}
+
+TEST_CASE("rank 0 removes leftover checkpoint temporaries when training starts", "[checkpoint]") {
+  auto dir = test::scratchDir("ckpt-start");
+  TrainConfig c = smallRun(dir);
+  c.checkpointDir = (dir / "ckpt").string();
+  fs::create_directories(c.checkpointDir);
+  std::ofstream(fs::path(c.checkpointDir) / "checkpoint.bin.tmp.4242") << "torn";
+  RunContext single{0, 1, 0, 0, -1, -1};
+  train(c, single, nullptr);
+  std::vector<fs::path> files(fs::directory_iterator(c.checkpointDir), fs::directory_iterator{});
+  REQUIRE(files.size() == 1);
+  CHECK(files[0].filename() == "checkpoint.bin");
+  CHECK(loggedSteps(c.metrics) == std::vector<int64_t>{4, 8});
 }

@@ -22,6 +22,12 @@ JSON
 grep -q "^\[train\] epoch 2 step 188/188" "$TMP/out.txt" || { cat "$TMP/out.txt"; fail "no final progress line"; }
 [[ -f "$TMP/ckpt/checkpoint.bin" ]] || fail "no checkpoint"
 ls "$TMP"/tb/events.out.tfevents.* > /dev/null 2>&1 || fail "no TensorBoard event file"
+# --tensorboard-dir overrides the config's, and each run writes an events file of its own.
+for run in 1 2; do
+  "$BIN/train" --config "$TMP/cfg.json" --max-steps 10 --tensorboard-dir "$TMP/tb2" > /dev/null 2>&1 ||
+    fail "--tensorboard-dir run exited $?"
+done
+[[ $(ls "$TMP"/tb2/events.out.tfevents.* | wc -l) == 2 ]] || fail "want 2 event files in tb2: $(ls "$TMP/tb2")"
 /usr/bin/python3 - "$TMP/m.jsonl" <<'PYEOF' || fail "metrics lines"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]

@@ -1,0 +1,28 @@
+// Worker store keys that ddprun agents and worker_runtime share (the worker store itself: DESIGN.md
+// "Two stores"; reference/torchrun.md §2.2). Workers' own keys live under
+// "/worker/attempt_<generation>/" (worker_runtime/worker_store.hpp); these live under "/ddp/".
+//
+//   /ddp/attempt_<g>/failure_seq   the generation's failure counter (an ADD counter, starting at 1):
+//                                  a worker that fails takes the next number before anything it
+//                                  does can make a peer fail (worker_runtime/failure_sequence.hpp)
+//                                  and writes it into its error file; an agent takes one when it
+//                                  reaps a failed worker that recorded none (launcher/
+//                                  failure_sequence.hpp). Every agent and worker of the generation
+//                                  reaches this store at MASTER_ADDR:MASTER_PORT, so one counter
+//                                  orders the generation's failures job-wide, without clocks.
+//
+// Keys go on the wire verbatim (no PrefixStore).
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ddp {
+
+inline std::string failureSequenceKey(int64_t generation) {
+  return "/ddp/attempt_" + std::to_string(generation) + "/failure_seq";
+}
+
+}  // namespace ddp

@@ -1,0 +1,165 @@
+// finishFailedJob over a Rendezvous that records what it is told: this node's record published
+// once (also when its workers were only stopped), the other nodes' records waited for (bounded),
+// the root cause from all of them, error files shown only while they exist.
+#include "launcher/job_summary.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+
+#include "launcher_test_util.hpp"
+
+namespace ddp {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Holds the published records; `onRead` runs before each failureRecords() (another node acting).
+class RecordingRendezvous final : public Rendezvous {
+ public:
+  RendezvousResult next() override { throw Error("not used"); }
+  void publishWorkerStore(const std::string&, uint16_t) override {}
+  std::pair<std::string, uint16_t> workerStore() override { throw Error("not used"); }
+  void watch(std::function<void(const RendezvousEvent&)>) override {}
+  void stopWatching() override {}
+  bool reportFailure(const std::string& json) override {
+    records.push_back(json);
+    ++reports;
+    return false;
+  }
+  std::vector<std::string> failureRecords() override {
+    ++reads;
+    if (onRead) onRead(reads);
+    return records;
+  }
+  ExitOutcome exitBarrier(std::chrono::milliseconds) override { return ExitOutcome::kJobFailed; }
+  void leave() override {}
+  bool awaitOthersLeft(std::chrono::milliseconds) override { return true; }
+
+  std::vector<std::string> records;
+  std::function<void(int)> onRead;
+  int reports = 0;
+  int reads = 0;
+};
+
+WorkerFailure worker(int rank, int code, int64_t seq, int signal = 0, bool stopped = false) {
+  WorkerFailure f;
+  f.globalRank = rank;
+  f.host = "node" + std::to_string(rank);
+  f.pid = 100 + rank;
+  f.exitCode = code;
+  f.signal = signal;
+  f.failureSeq = seq;
+  f.seqByWorker = seq > 0;
+  f.stoppedByAgent = stopped;
+  return f;
+}
+
+RendezvousResult round(int nodeRank, int nodes) {
+  RendezvousResult r;
+  r.generation = 2;
+  r.nodeRank = nodeRank;
+  r.nodeCount = nodes;
+  return r;
+}
+
+struct Output {
+  explicit Output(const std::string& dir) : path(dir + "/summary.txt") {
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
+  ~Output() { ::close(fd); }
+  std::string text() const { return test::readFile(path); }
+  std::string path;
+  int fd;
+};
+
+}  // namespace
+
+TEST_CASE("a node whose workers were only stopped publishes its record and waits for the rest",
+          "[job_summary]") {
+  const auto dir = test::scratchDir("jobsummary");
+  LogLayout logs(dir + "/logs", "job", false);
+  Output out(dir);
+  RecordingRendezvous rdzv;
+  // Node 1 (the culprit's) publishes only after this node has read the records twice.
+  rdzv.onRead = [&](int reads) {
+    if (reads == 3) rdzv.records.push_back(toJson({2, 1, "node1", {worker(1, 1, 1)}}));
+  };
+  const FailedJob job{round(0, 2), {worker(0, 0, 0, SIGTERM, true)}};
+  const int code = finishFailedJob(rdzv, job, {"node0", "train", 30s, out.fd}, logs);
+  CHECK(code == 1);  // node 1's worker's exit code
+  CHECK(rdzv.reports == 1);
+  REQUIRE(rdzv.records.size() == 2);
+  CHECK(failureRecordFromJson(rdzv.records[0]).nodeRank == 0);
+  const std::string text = out.text();
+  const std::string root = text.substr(text.find("Root Cause"));
+  CHECK(root.find("rank      : 1 ") != std::string::npos);
+  CHECK(text.find("stopped by ddprun") != std::string::npos);
+}
+
+TEST_CASE("a published record is not published again; a missing node is waited for boundedly",
+          "[job_summary]") {
+  const auto dir = test::scratchDir("jobsummary-bounded");
+  LogLayout logs(dir + "/logs", "job", false);
+  Output out(dir);
+  RecordingRendezvous rdzv;
+  rdzv.records.push_back(toJson({2, 0, "node0", {worker(0, 7, 1)}}));
+  const FailedJob job{round(0, 3), {worker(0, 7, 1)}};
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(finishFailedJob(rdzv, job, {"node0", "train", 50ms, out.fd}, logs) == 7);
+  CHECK(std::chrono::steady_clock::now() - start >= 50ms);
+  CHECK(rdzv.reports == 0);
+  CHECK(rdzv.reads >= 2);
+}
+
+TEST_CASE("an error file of this node is named only while it exists, and a temp dir holding it "
+          "is kept", "[job_summary]") {
+  const auto dir = test::scratchDir("jobsummary-files");
+  const auto tmp = dir + "/tmp";
+  std::filesystem::create_directories(tmp);
+  const char* oldTmp = std::getenv("TMPDIR");
+  const std::string restore = oldTmp != nullptr ? oldTmp : "";
+  ::setenv("TMPDIR", tmp.c_str(), 1);
+  std::string kept;
+  {
+    LogLayout logs("", "job", false);
+    logs.beginGeneration(2, 0);
+    logs.prepare(2, 2);
+    Output out(dir);
+    auto present = worker(0, 1, 1);
+    present.errorFile = logs.errorFilePath(2, 0);
+    present.message = "ddp::Error: boom";
+    std::ofstream(present.errorFile) << "{}";
+    auto gone = worker(1, 3, 2);
+    gone.errorFile = logs.errorFilePath(2, 1);  // never written
+    gone.message = "ddp::CommError: reset";
+    RecordingRendezvous rdzv;
+    CHECK(finishFailedJob(rdzv, {round(0, 1), {present, gone}}, {"node0", "t", 1s, out.fd},
+                          logs) == 1);
+    const std::string text = out.text();
+    CHECK(text.find("error_file: " + present.errorFile) != std::string::npos);
+    CHECK(text.find(gone.errorFile) == std::string::npos);
+    kept = present.errorFile;
+  }
+  if (restore.empty()) {
+    ::unsetenv("TMPDIR");
+  } else {
+    ::setenv("TMPDIR", restore.c_str(), 1);
+  }
+  CHECK(kept.rfind(tmp + "/ddprun_", 0) == 0);
+  CHECK(std::filesystem::exists(kept));
+}
+
+TEST_CASE("everyNodeReported counts the nodes of one generation", "[job_summary]") {
+  const std::vector<FailureRecord> records = {{1, 0, "a", {}}, {2, 0, "a", {}}, {2, 2, "c", {}}};
+  CHECK_FALSE(everyNodeReported(records, 2, 3));
+  CHECK(everyNodeReported(records, 2, 1));
+  CHECK(everyNodeReported({{2, 0, "a", {}}, {2, 1, "b", {}}}, 2, 2));
+}
+
+}  // namespace ddp
