@@ -1,16 +1,23 @@
 #include "launcher/child_reaper.hpp"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <boost/asio/post.hpp>
 #include <cerrno>
 #include <utility>
 #include <vector>
 
+#include "launcher/process_tree.hpp"
+
 namespace ddp {
 
-ChildReaper::ChildReaper(boost::asio::io_context& io) : io_(io), sigchld_(io, SIGCHLD) { arm(); }
+ChildReaper::ChildReaper(boost::asio::io_context& io) : io_(io), sigchld_(io, SIGCHLD) {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  arm();
+}
 
 ChildReaper::~ChildReaper() {
   boost::system::error_code ignored;
@@ -29,6 +36,21 @@ void ChildReaper::watch(pid_t pid, ExitHandler onExit) {
   handlers_[pid] = std::move(onExit);
   // The child may have exited before it was registered; its SIGCHLD may already be consumed.
   boost::asio::post(io_, [this] { reapReady(); });
+}
+
+void ChildReaper::sweepStrays() {
+  std::vector<pid_t> children;
+  forEachChild(
+      ::getpid(), [](pid_t child, void* out) { static_cast<std::vector<pid_t>*>(out)->push_back(child); },
+      &children);
+  bool any = false;
+  for (pid_t pid : children) {
+    if (handlers_.count(pid) != 0) continue;
+    ::kill(pid, SIGKILL);
+    handlers_[pid] = [this](pid_t, int) { sweepStrays(); };
+    any = true;
+  }
+  if (any) boost::asio::post(io_, [this] { reapReady(); });
 }
 
 void ChildReaper::reapReady() {

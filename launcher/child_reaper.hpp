@@ -1,8 +1,12 @@
 // ChildReaper: turns child-process exits into io_context events.
 //
 // One asio signal_set on SIGCHLD; on each notification it calls waitpid(pid, WNOHANG) for the
-// children it was asked to watch (never waitpid(-1): other code in the process may own children).
-// No polling: with no SIGCHLD nothing runs.
+// children it was asked to watch (never waitpid(-1)). No polling: with no SIGCHLD nothing runs.
+//
+// It also makes the process a child subreaper (PR_SET_CHILD_SUBREAPER): a process orphaned below
+// it (the worker of a guardian that was killed, and what that worker started) becomes its child
+// instead of init's, and sweepStrays() kills and reaps such strays. The launcher starts no
+// children other than the ones it watches, so every unwatched child is a stray.
 //
 // Thread safety: use from the io_context's thread only. The io_context must outlive it.
 #pragma once
@@ -32,6 +36,10 @@ class ChildReaper {
 
   // Stops watching `pid` without reaping it (its owner reaps it itself). Non-blocking.
   void forget(pid_t pid) { handlers_.erase(pid); }
+
+  // SIGKILLs every child of this process that is not watched and reaps it; as each one goes, its
+  // own children (now ours) are swept the same way. Non-blocking (scans /proc).
+  void sweepStrays();
 
   // Number of children watched and not yet reaped.
   std::size_t pending() const { return handlers_.size(); }

@@ -27,7 +27,8 @@ int64_t unixNowMs() {
 
 struct WorkerGroup::Worker {
   WorkerSpec spec;
-  pid_t pid = -1;
+  pid_t pid = -1;  // the worker (its guardian is proc.guardianPid)
+  SpawnedProcess proc;
   std::unique_ptr<OutputPump> out;
   std::unique_ptr<OutputPump> err;
   bool exited = false;
@@ -47,13 +48,19 @@ WorkerGroup::WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, Group
       graceTimer_(io) {}
 
 WorkerGroup::~WorkerGroup() {
-  for (auto& w : workers_) {
-    if (w->exited) continue;
-    reaper_.forget(w->pid);
-    ::killpg(w->pid, SIGKILL);
-    while (::waitpid(w->pid, nullptr, 0) < 0 && errno == EINTR) {
+  for (auto& w : workers_) killAndReap(*w);
+}
+
+// SIGKILLs a worker that was not reaped yet; its guardian kills the rest of its tree and exits.
+void WorkerGroup::killAndReap(Worker& w) {
+  if (!w.exited) {
+    reaper_.forget(w.proc.guardianPid);
+    ::killpg(w.pid, SIGKILL);
+    while (::waitpid(w.proc.guardianPid, nullptr, 0) < 0 && errno == EINTR) {
     }
+    w.exited = true;
   }
+  closeHandles(w.proc);
 }
 
 void WorkerGroup::start(std::vector<WorkerSpec> specs, ExitCallback onExit) {
@@ -63,13 +70,7 @@ void WorkerGroup::start(std::vector<WorkerSpec> specs, ExitCallback onExit) {
   try {
     for (auto& spec : specs) spawnOne(std::move(spec));
   } catch (...) {
-    for (auto& w : workers_) {
-      reaper_.forget(w->pid);
-      ::killpg(w->pid, SIGKILL);
-      while (::waitpid(w->pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      w->exited = true;
-    }
+    for (auto& w : workers_) killAndReap(*w);
     throw;
   }
 }
@@ -95,6 +96,7 @@ void WorkerGroup::spawnOne(WorkerSpec spec) {
   auto worker = std::make_unique<Worker>();
   const SpawnedProcess proc = spawnWorker(spec.argv, spec.env);
   worker->pid = proc.pid;
+  worker->proc = proc;
   worker->spec = std::move(spec);
   Worker& w = *worker;
   workers_.push_back(std::move(worker));  // from here start() kills and reaps it on an error
@@ -104,7 +106,13 @@ void WorkerGroup::spawnOne(WorkerSpec spec) {
   w.err = std::make_unique<OutputPump>(io_, proc.stderrFd,
                                        route(StdStreams::kStderr, logs_.stderrPath(generation_, lr),
                                              settings_.consoleErr, settings_.stderrTailLines));
-  reaper_.watch(proc.pid, [this, &w](pid_t, int status) { onReaped(w, status); });
+  reaper_.watch(proc.guardianPid, [this, &w](pid_t, int guardianStatus) {
+    bool reported = true;
+    const int status = workerExitStatus(w.proc, guardianStatus, reported);
+    closeHandles(w.proc);
+    if (!reported) onGuardianLost(w);
+    onReaped(w, status);
+  });
   w.out->start();
   w.err->start();
 }
@@ -117,12 +125,26 @@ void WorkerGroup::onReaped(Worker& w, int status) {
                       std::chrono::steady_clock::now() - startedAt_)
                       .count();
   w.stoppedByAgent = stopping_;
-  // Whatever the worker started in its process group goes with it (and releases the pipes).
-  ::killpg(w.pid, SIGKILL);
+  // Nothing the worker started is left: its guardian killed and reaped the whole tree first.
   w.out->finish();
   w.err->finish();
   if (onExit_) onExit_(w.spec.localRank);
   maybeStopped();
+}
+
+// The guardian was killed (its worker got SIGKILL from its parent-death signal): what the worker
+// left behind was orphaned to the agent, which is a child subreaper; kill and reap it.
+void WorkerGroup::onGuardianLost(Worker& w) {
+  logger("agent")->warn("the guardian (pid {}) of worker rank {} (pid {}) was killed; the worker "
+                        "and everything it started are killed too",
+                        w.proc.guardianPid, w.spec.globalRank, w.pid);
+  reaper_.sweepStrays();
+}
+
+void WorkerGroup::notify(int signal) {
+  for (auto& w : workers_) {
+    if (!w->exited) ::killpg(w->pid, signal);
+  }
 }
 
 void WorkerGroup::signalLive(int signal) {

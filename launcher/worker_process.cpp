@@ -1,14 +1,19 @@
 #include "launcher/worker_process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
-#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <sstream>
+
+#include "launcher/guardian.hpp"
 
 namespace ddp {
 namespace {
@@ -31,36 +36,37 @@ void closeFd(int& fd) {
   fd = -1;
 }
 
-// Runs in the child between fork and exec: async-signal-safe calls only.
-[[noreturn]] void execChild(pid_t agent, const Pipe& out, const Pipe& err, const Pipe& status,
-                            const char* program, char* const* argv, char* const* envp) {
-  auto fail = [&](int code) {
-    (void)!::write(status.write, &code, sizeof(code));
-    ::_exit(127);
-  };
-  ::setpgid(0, 0);
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
-  if (::getppid() != agent) ::_exit(137);  // the agent died before prctl took effect
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::signal(SIGPIPE, SIG_DFL);  // the agent ignores it; workers get the default back
-  if (::dup2(out.write, STDOUT_FILENO) < 0 || ::dup2(err.write, STDERR_FILENO) < 0) fail(errno);
-  // Close everything else above stderr except the status pipe (close-on-exec, it reports success
-  // by closing).
-  const unsigned keep = static_cast<unsigned>(status.write);
-  if (keep > 3) ::close_range(3, keep - 1, 0);
-  ::close_range(keep + 1, ~0U, 0);
-  ::execve(program, argv, envp);
-  fail(errno);
-  ::_exit(127);
-}
-
 std::vector<char*> cStrings(std::vector<std::string>& storage) {
   std::vector<char*> out;
   for (auto& s : storage) out.push_back(s.data());
   out.push_back(nullptr);
   return out;
+}
+
+// Forks the guardian with every signal blocked in this thread, so that no handler of the agent
+// runs in the child before runGuardian() resets them. Returns fork's result and errno.
+pid_t forkGuardian(const GuardianPlan& plan, int& forkErrno) {
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = ::fork();
+  if (pid == 0) runGuardian(plan);
+  forkErrno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return pid;
+}
+
+bool readReport(int fd, GuardianReport& r) {
+  ssize_t n;
+  do {
+    n = ::read(fd, &r, sizeof(r));
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(sizeof(r));
+}
+
+void reap(pid_t pid) {
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
 }
 
 }  // namespace
@@ -91,32 +97,76 @@ SpawnedProcess spawnWorker(const std::vector<std::string>& argv, const EnvMap& e
   std::vector<char*> cArgv = cStrings(argStorage);
   std::vector<char*> cEnv = cStrings(envStorage);
 
-  Pipe out = makePipe(), err = makePipe(), status = makePipe();
-  const pid_t agent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) execChild(agent, out, err, status, program.c_str(), cArgv.data(), cEnv.data());
-  const int forkErrno = errno;
+  Pipe out = makePipe(), err = makePipe(), report = makePipe();
+  GuardianPlan plan;
+  plan.agent = ::getpid();
+  plan.program = program.c_str();
+  plan.argv = cArgv.data();
+  plan.envp = cEnv.data();
+  plan.stdoutFd = out.write;
+  plan.stderrFd = err.write;
+  plan.reportFd = report.write;
+  int forkErrno = 0;
+  const pid_t guardian = forkGuardian(plan, forkErrno);
   closeFd(out.write);
   closeFd(err.write);
-  closeFd(status.write);
-  if (pid < 0) {
-    closeFd(out.read), closeFd(err.read), closeFd(status.read);
+  closeFd(report.write);
+  auto closeReadEnds = [&] { closeFd(out.read), closeFd(err.read), closeFd(report.read); };
+  if (guardian < 0) {
+    closeReadEnds();
     throw Error(std::string("cannot fork a worker: ") + std::strerror(forkErrno));
   }
-  ::setpgid(pid, pid);  // also in the child: whichever runs first wins the race harmlessly
+  ::setpgid(guardian, guardian);  // also in the child: whichever runs first wins harmlessly
 
-  int childErrno = 0;
-  ssize_t n;
-  do {
-    n = ::read(status.read, &childErrno, sizeof(childErrno));
-  } while (n < 0 && errno == EINTR);
-  closeFd(status.read);
-  if (n == static_cast<ssize_t>(sizeof(childErrno))) {
-    ::waitpid(pid, nullptr, 0);
-    closeFd(out.read), closeFd(err.read);
-    throw SpawnError("cannot run '" + program + "': " + std::strerror(childErrno));
+  GuardianReport started;
+  if (!readReport(report.read, started) || started.kind != GuardianReport::kStarted) {
+    reap(guardian);
+    closeReadEnds();
+    throw Error("the guardian of worker '" + program + "' ended before starting it");
   }
-  return {pid, out.read, err.read};
+  if (started.value != 0) {
+    reap(guardian);
+    closeReadEnds();
+    throw SpawnError("cannot run '" + program + "': " + std::strerror(started.value));
+  }
+  SpawnedProcess p;
+  p.pid = started.pid;
+  p.guardianPid = guardian;
+  p.stdoutFd = out.read;
+  p.stderrFd = err.read;
+  p.reportFd = report.read;
+  p.pidFd = static_cast<int>(::syscall(SYS_pidfd_open, started.pid, 0));
+  return p;
+}
+
+int workerExitStatus(const SpawnedProcess& process, int guardianStatus, bool& reported) {
+  GuardianReport exited;
+  // The guardian is gone, so the pipe holds its last record or is at EOF: this never blocks.
+  reported = process.reportFd >= 0 && readReport(process.reportFd, exited) &&
+             exited.kind == GuardianReport::kExited;
+  return reported ? exited.value : guardianStatus;
+}
+
+bool hasExited(const SpawnedProcess& process) {
+  if (process.pidFd >= 0) {
+    pollfd p{process.pidFd, POLLIN, 0};
+    int r;
+    do {
+      r = ::poll(&p, 1, 0);
+    } while (r < 0 && errno == EINTR);
+    return r > 0;  // a pidfd is readable once its process exited
+  }
+  if (::kill(process.pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(process.pid) + "/stat");
+  std::string all;
+  std::getline(stat, all);
+  const auto close = all.rfind(')');
+  return close != std::string::npos && close + 2 < all.size() && all[close + 2] == 'Z';
+}
+
+void closeHandles(SpawnedProcess& process) {
+  closeFd(process.reportFd);
+  closeFd(process.pidFd);
 }
 
 }  // namespace ddp
