@@ -65,8 +65,10 @@ void Supervisor::onSignal(const ReceivedSignal& s) {
         return;
       }
       group_->stop(s.signo, nullptr);  // already stopping: only forwards it
-      pending_.kind = OutcomeKind::kSignalled;
-      pending_.signal = s.signo;
+      if (pending_.kind != OutcomeKind::kSignalled) {  // the first stop signal is why it stopped
+        pending_.kind = OutcomeKind::kSignalled;
+        pending_.signal = s.signo;
+      }
       return;
     case SignalAction::kStop:
       log->info("received {}; forwarding it to the workers (grace {} ms)", name,
