@@ -1,5 +1,6 @@
 #include "launcher/guardian.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "launcher/process_tree.hpp"
 
@@ -34,11 +36,39 @@ void closeAllExcept(int* keep, int n) {
   ::close_range(next, ~0U, 0);
 }
 
+// The caught-signal mask (SigCgt of /proc/self/status), so that only those need a system call;
+// all ones when it cannot be read.
+unsigned long long caughtSignals() {
+  const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ~0ULL;
+  char buf[2048];
+  ssize_t n;
+  do {
+    n = ::read(fd, buf, sizeof(buf) - 1);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n <= 0) return ~0ULL;
+  buf[n] = '\0';
+  const char* p = std::strstr(buf, "SigCgt:");
+  if (p == nullptr) return ~0ULL;
+  for (p += 7; *p == ' ' || *p == '\t'; ++p) {
+  }
+  unsigned long long mask = 0;
+  for (;; ++p) {
+    const char c = *p;
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) break;
+    mask = (mask << 4) | static_cast<unsigned>(digit);
+  }
+  return mask;
+}
+
 // Handlers inherited from the agent must not run here: back to the default action. Ignored
 // signals stay ignored (SIGHUP under nohup reaches the worker ignored, as the shell meant).
 void resetHandlers() {
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
+  const unsigned long long caught = caughtSignals();
+  for (int sig = 1; sig < NSIG && sig <= 64; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP || ((caught >> (sig - 1)) & 1) == 0) continue;
     struct sigaction old {};
     if (::sigaction(sig, nullptr, &old) != 0) continue;
     if (old.sa_handler == SIG_DFL || old.sa_handler == SIG_IGN) continue;

@@ -67,21 +67,29 @@ void WorkerGroup::start(std::vector<WorkerSpec> specs, ExitCallback onExit) {
   onExit_ = std::move(onExit);
   startedAt_ = std::chrono::steady_clock::now();
   logs_.prepare(generation_, static_cast<int>(specs.size()));
+  std::vector<SpawnedProcess> procs = spawnWorkers(specs);  // throws with nothing left running
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    auto w = std::make_unique<Worker>();
+    w->pid = procs[i].pid;
+    w->proc = procs[i];
+    w->spec = std::move(specs[i]);
+    workers_.push_back(std::move(w));
+  }
   try {
-    for (auto& spec : specs) spawnOne(std::move(spec));
+    for (auto& w : workers_) watchOne(*w);
   } catch (...) {
     for (auto& w : workers_) killAndReap(*w);
     throw;
   }
 }
 
-void WorkerGroup::spawnOne(WorkerSpec spec) {
-  const int lr = spec.localRank;
+void WorkerGroup::watchOne(Worker& w) {
+  const int lr = w.spec.localRank;
   const bool onConsole =
       settings_.localRanksFilter.empty() ||
       std::find(settings_.localRanksFilter.begin(), settings_.localRanksFilter.end(), lr) !=
           settings_.localRanksFilter.end();
-  const std::string prefix = formatLogPrefix(settings_.prefixTemplate, spec.globalRank, lr,
+  const std::string prefix = formatLogPrefix(settings_.prefixTemplate, w.spec.globalRank, lr,
                                              settings_.host, settings_.role);
   auto route = [&](StdStreams which, const std::string& path, int console, std::size_t tail) {
     const bool redirect = hasStream(settings_.redirects.forRank(lr), which);
@@ -93,20 +101,15 @@ void WorkerGroup::spawnOne(WorkerSpec spec) {
     r.tailLines = tail;
     return r;
   };
-  auto worker = std::make_unique<Worker>();
-  const SpawnedProcess proc = spawnWorker(spec.argv, spec.env);
-  worker->pid = proc.pid;
-  worker->proc = proc;
-  worker->spec = std::move(spec);
-  Worker& w = *worker;
-  workers_.push_back(std::move(worker));  // from here start() kills and reaps it on an error
+  const int outFd = std::exchange(w.proc.stdoutFd, -1);  // the pumps own them from here
+  const int errFd = std::exchange(w.proc.stderrFd, -1);
   w.out = std::make_unique<OutputPump>(
-      io_, proc.stdoutFd,
+      io_, outFd,
       route(StdStreams::kStdout, logs_.stdoutPath(generation_, lr), settings_.consoleOut, 0));
-  w.err = std::make_unique<OutputPump>(io_, proc.stderrFd,
+  w.err = std::make_unique<OutputPump>(io_, errFd,
                                        route(StdStreams::kStderr, logs_.stderrPath(generation_, lr),
                                              settings_.consoleErr, settings_.stderrTailLines));
-  reaper_.watch(proc.guardianPid, [this, &w](pid_t, int guardianStatus) {
+  reaper_.watch(w.proc.guardianPid, [this, &w](pid_t, int guardianStatus) {
     bool reported = true;
     const int status = workerExitStatus(w.proc, guardianStatus, reported);
     closeHandles(w.proc);

@@ -87,7 +87,7 @@ class WorkerGroup {
 
  private:
   struct Worker;
-  void spawnOne(WorkerSpec spec);
+  void watchOne(Worker& worker);
   void onReaped(Worker& worker, int status);
   void onGuardianLost(Worker& worker);
   void killAndReap(Worker& worker);

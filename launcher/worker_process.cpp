@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <sstream>
 
@@ -83,12 +84,21 @@ std::string resolveProgram(const std::string& program, const std::string& path) 
   return "";
 }
 
-SpawnedProcess spawnWorker(const std::vector<std::string>& argv, const EnvMap& env) {
+namespace {
+
+// A guardian forked and not yet heard from: guardianPid and the read ends are set, pid is not.
+struct Pending {
+  std::string program;
+  SpawnedProcess process;
+};
+
+Pending forkWorker(const std::vector<std::string>& argv, const EnvMap& env) {
   if (argv.empty()) throw SpawnError("no worker command given");
   auto pathIt = env.find("PATH");
-  const std::string program = resolveProgram(
-      argv[0], pathIt == env.end() ? "/usr/local/bin:/usr/bin:/bin" : pathIt->second);
-  if (program.empty()) throw SpawnError("cannot run '" + argv[0] + "': not found on PATH");
+  Pending p;
+  p.program = resolveProgram(argv[0],
+                             pathIt == env.end() ? "/usr/local/bin:/usr/bin:/bin" : pathIt->second);
+  if (p.program.empty()) throw SpawnError("cannot run '" + argv[0] + "': not found on PATH");
 
   // Everything the child needs is built before fork: the child may not allocate.
   std::vector<std::string> argStorage = argv;
@@ -100,7 +110,7 @@ SpawnedProcess spawnWorker(const std::vector<std::string>& argv, const EnvMap& e
   Pipe out = makePipe(), err = makePipe(), report = makePipe();
   GuardianPlan plan;
   plan.agent = ::getpid();
-  plan.program = program.c_str();
+  plan.program = p.program.c_str();
   plan.argv = cArgv.data();
   plan.envp = cEnv.data();
   plan.stdoutFd = out.write;
@@ -111,32 +121,75 @@ SpawnedProcess spawnWorker(const std::vector<std::string>& argv, const EnvMap& e
   closeFd(out.write);
   closeFd(err.write);
   closeFd(report.write);
-  auto closeReadEnds = [&] { closeFd(out.read), closeFd(err.read), closeFd(report.read); };
   if (guardian < 0) {
-    closeReadEnds();
+    closeFd(out.read), closeFd(err.read), closeFd(report.read);
     throw Error(std::string("cannot fork a worker: ") + std::strerror(forkErrno));
   }
   ::setpgid(guardian, guardian);  // also in the child: whichever runs first wins harmlessly
-
-  GuardianReport started;
-  if (!readReport(report.read, started) || started.kind != GuardianReport::kStarted) {
-    reap(guardian);
-    closeReadEnds();
-    throw Error("the guardian of worker '" + program + "' ended before starting it");
-  }
-  if (started.value != 0) {
-    reap(guardian);
-    closeReadEnds();
-    throw SpawnError("cannot run '" + program + "': " + std::strerror(started.value));
-  }
-  SpawnedProcess p;
-  p.pid = started.pid;
-  p.guardianPid = guardian;
-  p.stdoutFd = out.read;
-  p.stderrFd = err.read;
-  p.reportFd = report.read;
-  p.pidFd = static_cast<int>(::syscall(SYS_pidfd_open, started.pid, 0));
+  p.process.guardianPid = guardian;
+  p.process.stdoutFd = out.read;
+  p.process.stderrFd = err.read;
+  p.process.reportFd = report.read;
   return p;
+}
+
+// Waits for the guardian's start record. Throws, after reaping the guardian and closing its
+// pipes, when the worker did not start.
+SpawnedProcess awaitStart(Pending& p) {
+  SpawnedProcess& s = p.process;
+  GuardianReport started;
+  const bool heard = readReport(s.reportFd, started) && started.kind == GuardianReport::kStarted;
+  if (!heard || started.value != 0) {
+    reap(s.guardianPid);
+    closeHandles(s);
+    if (!heard) throw Error("the guardian of worker '" + p.program + "' ended before starting it");
+    throw SpawnError("cannot run '" + p.program + "': " + std::strerror(started.value));
+  }
+  s.pid = started.pid;
+  s.pidFd = static_cast<int>(::syscall(SYS_pidfd_open, started.pid, 0));
+  return s;
+}
+
+// Kills a started worker (its guardian clears the rest), reaps the guardian, closes everything.
+void discard(SpawnedProcess& s) {
+  ::killpg(s.pid, SIGKILL);
+  reap(s.guardianPid);
+  closeHandles(s);
+}
+
+}  // namespace
+
+std::vector<SpawnedProcess> spawnWorkers(const std::vector<WorkerSpec>& specs) {
+  std::vector<Pending> pending;
+  std::exception_ptr error;
+  for (const auto& spec : specs) {  // every guardian forks first: they start their workers at once
+    try {
+      pending.push_back(forkWorker(spec.argv, spec.env));
+    } catch (...) {
+      error = std::current_exception();
+      break;
+    }
+  }
+  std::vector<SpawnedProcess> started;
+  for (auto& p : pending) {
+    try {
+      started.push_back(awaitStart(p));
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) {
+    for (auto& s : started) discard(s);
+    std::rethrow_exception(error);
+  }
+  return started;
+}
+
+SpawnedProcess spawnWorker(const std::vector<std::string>& argv, const EnvMap& env) {
+  WorkerSpec spec;
+  spec.argv = argv;
+  spec.env = env;
+  return spawnWorkers({spec}).front();
 }
 
 int workerExitStatus(const SpawnedProcess& process, int guardianStatus, bool& reported) {
@@ -165,6 +218,8 @@ bool hasExited(const SpawnedProcess& process) {
 }
 
 void closeHandles(SpawnedProcess& process) {
+  closeFd(process.stdoutFd);
+  closeFd(process.stderrFd);
   closeFd(process.reportFd);
   closeFd(process.pidFd);
 }

@@ -37,10 +37,10 @@ class SpawnError : public ConfigError {
 struct SpawnedProcess {
   pid_t pid = -1;          // the worker; also its process-group id
   pid_t guardianPid = -1;  // the agent's child: watch and reap this one
-  int stdoutFd = -1;       // read ends (close-on-exec), owned by the caller
+  int stdoutFd = -1;       // read ends (close-on-exec); set them to -1 when taking them over
   int stderrFd = -1;
-  int reportFd = -1;  // the guardian's report pipe (read end); closeHandles() closes it
-  int pidFd = -1;     // pidfd of the worker (-1 when it was gone already); closeHandles() closes it
+  int reportFd = -1;  // the guardian's report pipe (read end)
+  int pidFd = -1;     // pidfd of the worker (-1 when it was gone already)
 };
 
 // Looks `program` up on `path` (a PATH value) unless it contains '/'. Returns "" when not found.
@@ -50,6 +50,12 @@ std::string resolveProgram(const std::string& program, const std::string& path);
 // failed (microseconds to milliseconds). Throws SpawnError naming the program and the errno text
 // when exec fails (the guardian is reaped), Error when fork or pipe fail.
 SpawnedProcess spawnWorker(const std::vector<std::string>& argv, const EnvMap& env);
+
+// Starts every spec's argv with its env, in spec order: all guardians are forked first, then their
+// reports are read, so the workers start side by side. Blocks until every exec succeeded or failed.
+// On any failure nothing is left running (started workers are killed, every guardian reaped) and
+// the first error is thrown, as spawnWorker throws it.
+std::vector<SpawnedProcess> spawnWorkers(const std::vector<WorkerSpec>& specs);
 
 // The worker's raw wait status, once its guardian was reaped with `guardianStatus`. `reported` is
 // false when the guardian died without reporting (it was killed): then the worker got SIGKILL from
@@ -61,7 +67,7 @@ int workerExitStatus(const SpawnedProcess& process, int guardianStatus, bool& re
 // doing. Exact through the worker's pidfd. Non-blocking.
 bool hasExited(const SpawnedProcess& process);
 
-// Closes the report pipe and the pidfd. Idempotent.
+// Closes whichever of its descriptors are still open (>= 0) and sets them to -1. Idempotent.
 void closeHandles(SpawnedProcess& process);
 
 }  // namespace ddp

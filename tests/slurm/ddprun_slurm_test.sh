@@ -238,7 +238,7 @@ scancel)
   jid=$(squeue -h -n "ddp-usr1-$$" -o %i | head -1)
   [[ -n "$jid" ]] || fail "no job ddp-usr1-$$ in the queue"
   JOBS+=("$jid")
-  pids=$(cat "$W"/marks/started.* | tr '\n' ' ')   # worker pid + its ddprun's pid, per worker
+  pids=$(cat "$W"/marks/started.* | tr '\n' ' ')   # worker pid + its parent's (the guardian), per worker
   scancel --signal=USR1 "$jid"
   deadline=$(( $(now_ms) + 30000 ))
   until [[ $(count "$W/marks" 'signal.*') == 8 ]]; do
