@@ -39,18 +39,24 @@ void ChildReaper::watch(pid_t pid, ExitHandler onExit) {
 }
 
 void ChildReaper::sweepStrays() {
-  std::vector<pid_t> children;
-  forEachChild(
-      ::getpid(), [](pid_t child, void* out) { static_cast<std::vector<pid_t>*>(out)->push_back(child); },
-      &children);
-  bool any = false;
-  for (pid_t pid : children) {
-    if (handlers_.count(pid) != 0) continue;
-    ::kill(pid, SIGKILL);
-    handlers_[pid] = [this](pid_t, int) { sweepStrays(); };
-    any = true;
+  // Layer by layer: the children of each reaped stray are ours by the time waitpid returns.
+  for (;;) {
+    std::vector<pid_t> children;
+    forEachChild(
+        ::getpid(),
+        [](pid_t child, void* out) { static_cast<std::vector<pid_t>*>(out)->push_back(child); },
+        &children);
+    std::vector<pid_t> strays;
+    for (pid_t pid : children) {
+      if (handlers_.count(pid) == 0) strays.push_back(pid);
+    }
+    if (strays.empty()) return;
+    for (pid_t pid : strays) ::kill(pid, SIGKILL);
+    for (pid_t pid : strays) {
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
   }
-  if (any) boost::asio::post(io_, [this] { reapReady(); });
 }
 
 void ChildReaper::reapReady() {

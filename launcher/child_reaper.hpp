@@ -37,8 +37,9 @@ class ChildReaper {
   // Stops watching `pid` without reaping it (its owner reaps it itself). Non-blocking.
   void forget(pid_t pid) { handlers_.erase(pid); }
 
-  // SIGKILLs every child of this process that is not watched and reaps it; as each one goes, its
-  // own children (now ours) are swept the same way. Non-blocking (scans /proc).
+  // SIGKILLs every child of this process that is not watched and reaps it, then the children
+  // those left (ours now), until no unwatched child is left. Blocks until they are reaped
+  // (milliseconds: they are SIGKILLed; longer only for a process in uninterruptible sleep).
   void sweepStrays();
 
   // Number of children watched and not yet reaped.
