@@ -101,7 +101,8 @@ Agent::Agent(const LaunchConfig& config)
       rdzvStore_(openRendezvousStore(config)),
       advertisedAddr_(advertisedAddress(config, rdzvStore_, host_)),
       envBuilder_(config, runId_, currentEnvironment()),
-      supervisor_(groupSettings(config, host_), config.signalsToHandle) {
+      supervisor_(groupSettings(config, host_), config.signalsToHandle,
+                  config.explicitOptions.contains("signals_to_handle")) {
   NodeDescriptor self;
   self.host = host_;
   self.addr = advertisedAddr_;

@@ -1,6 +1,7 @@
 #include "launcher/child_reaper.hpp"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,8 @@
 #include <optional>
 #include <utility>
 #include <vector>
+
+#include "launcher/process_tree.hpp"
 
 namespace ddp {
 namespace {
@@ -39,7 +42,10 @@ std::optional<int> tryReap(pid_t pid) {
 
 }  // namespace
 
-ChildReaper::ChildReaper(boost::asio::io_context& io) : io_(io), sigchld_(io, SIGCHLD) { arm(); }
+ChildReaper::ChildReaper(boost::asio::io_context& io) : io_(io), sigchld_(io, SIGCHLD) {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  arm();
+}
 
 ChildReaper::~ChildReaper() {
   boost::system::error_code ignored;
@@ -90,6 +96,27 @@ bool ChildReaper::reapOne(pid_t pid) {
   pidfds_.erase(pid);
   handler(pid, *status);
   return true;
+}
+
+void ChildReaper::sweepStrays() {
+  // Layer by layer: the children of each reaped stray are ours by the time waitpid returns.
+  for (;;) {
+    std::vector<pid_t> children;
+    forEachChild(
+        ::getpid(),
+        [](pid_t child, void* out) { static_cast<std::vector<pid_t>*>(out)->push_back(child); },
+        &children);
+    std::vector<pid_t> strays;
+    for (pid_t pid : children) {
+      if (handlers_.count(pid) == 0) strays.push_back(pid);
+    }
+    if (strays.empty()) return;
+    for (pid_t pid : strays) ::kill(pid, SIGKILL);
+    for (pid_t pid : strays) {
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
 }
 
 void ChildReaper::reapReady() {

@@ -8,6 +8,11 @@
 // watches without a pidfd (never waitpid(-1): other code in the process may own children).
 // No polling: with no exit nothing runs.
 //
+// It also makes the process a child subreaper (PR_SET_CHILD_SUBREAPER): a process orphaned below
+// it (the worker of a guardian that was killed, and what that worker started) becomes its child
+// instead of init's, and sweepStrays() kills and reaps such strays. The launcher starts no
+// children other than the ones it watches, so every unwatched child is a stray.
+//
 // Thread safety: use from the io_context's thread only. The io_context must outlive it.
 #pragma once
 
@@ -38,6 +43,11 @@ class ChildReaper {
 
   // Stops watching `pid` without reaping it (its owner reaps it itself). Non-blocking.
   void forget(pid_t pid);
+
+  // SIGKILLs every child of this process that is not watched and reaps it, then the children
+  // those left (ours now), until no unwatched child is left. Blocks until they are reaped
+  // (milliseconds: they are SIGKILLed; longer only for a process in uninterruptible sleep).
+  void sweepStrays();
 
   // Number of children watched and not yet reaped.
   std::size_t pending() const { return handlers_.size(); }

@@ -9,59 +9,75 @@
 
 namespace ddp {
 
-Supervisor::Supervisor(GroupSettings settings, const std::vector<int>& extraSignals)
+namespace {
+
+std::vector<int> handledSignals(const std::vector<int>& extra) {
+  std::vector<int> handled = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  handled.insert(handled.end(), extra.begin(), extra.end());
+  return handled;
+}
+
+std::string sender(const ReceivedSignal& s) {
+  if (s.sender <= 0) return s.code == SI_KERNEL ? "the kernel (a terminal)" : "the kernel";
+  return "pid " + std::to_string(s.sender) + (s.relay ? ", a relay in ddprun's process group" : "");
+}
+
+}  // namespace
+
+Supervisor::Supervisor(GroupSettings settings, const std::vector<int>& extraSignals,
+                       bool extraNamed)
     : work_(boost::asio::make_work_guard(io_)),
       settings_(std::move(settings)),
       reaper_(io_),
-      signals_(io_) {
-  std::vector<int> handled = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-  handled.insert(handled.end(), extraSignals.begin(), extraSignals.end());
-  for (int sig : handled) {
-    boost::system::error_code ec;
-    signals_.add(sig, ec);
-    if (ec && ec != boost::asio::error::already_open) {
-      throw Error("cannot handle signal " + signalName(sig) + ": " + ec.message());
-    }
+      signals_(io_, handledSignals(extraSignals), extraNamed ? extraSignals : std::vector<int>{},
+               [this](const ReceivedSignal& s) { onSignal(s); }) {
+  for (int sig : signals_.leftIgnored()) {
+    logger("agent")->debug("{} was ignored when ddprun started (nohup?); it stays ignored",
+                           signalName(sig));
   }
-  armSignals();
 }
 
-Supervisor::~Supervisor() {
-  boost::system::error_code ignored;
-  signals_.cancel(ignored);
-}
+Supervisor::~Supervisor() = default;
 
-void Supervisor::armSignals() {
-  signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
-    if (ec) return;
-    onSignal(signal);
-    armSignals();
-  });
-}
-
-void Supervisor::onSignal(int signal) {
-  if (group_ == nullptr || outcome_) {
-    pendingSignal_ = signal;
-    return;
-  }
+void Supervisor::onSignal(const ReceivedSignal& s) {
   auto log = logger("agent");
-  const bool again = pending_.kind == OutcomeKind::kSignalled;
-  if (again && signal == SIGINT) {
-    log->warn("second SIGINT: killing the workers now");
-    group_->killNow();
+  const std::string name = signalName(s.signo);
+  if (group_ == nullptr || outcome_) {
+    if (!asksToStop(s.signo)) {
+      log->info("received {} while no workers run; nothing to forward it to", name);
+    } else if (!pendingSignal_) {
+      pendingSignal_ = s;
+    }
     return;
   }
-  if (again || group_->stopping()) {
-    group_->stop(signal, nullptr);  // only forwards it
-    pending_.kind = OutcomeKind::kSignalled;
-    pending_.signal = signal;
-    return;
+  switch (tally_.onSignal(s, group_->stopping())) {
+    case SignalAction::kDrop:
+      log->info("received {} again (from {}); the workers already got it", name, sender(s));
+      return;
+    case SignalAction::kKillNow:
+      log->warn("second SIGINT (from {}): killing the workers now", sender(s));
+      group_->killNow();
+      return;
+    case SignalAction::kForward:
+      if (!asksToStop(s.signo)) {
+        log->info("received {}; forwarding it to the workers (they keep running)", name);
+        group_->notify(s.signo);
+        return;
+      }
+      group_->stop(s.signo, nullptr);  // already stopping: only forwards it
+      if (pending_.kind != OutcomeKind::kSignalled) {  // the first stop signal is why it stopped
+        pending_.kind = OutcomeKind::kSignalled;
+        pending_.signal = s.signo;
+      }
+      return;
+    case SignalAction::kStop:
+      log->info("received {}; forwarding it to the workers (grace {} ms)", name,
+                settings_.shutdownTimeout.count());
+      pending_.kind = OutcomeKind::kSignalled;
+      pending_.signal = s.signo;
+      group_->stop(s.signo, [this] { finish(pending_.kind); });
+      return;
   }
-  log->info("received {}; forwarding it to the workers (grace {} ms)", signalName(signal),
-            settings_.shutdownTimeout.count());
-  pending_.kind = OutcomeKind::kSignalled;
-  pending_.signal = signal;
-  group_->stop(signal, [this] { finish(pending_.kind); });
 }
 
 void Supervisor::onWorkerExit(int localRank) {
@@ -101,9 +117,10 @@ void Supervisor::postRendezvousEvent(const RendezvousEvent& event) {
 }
 
 std::optional<int> Supervisor::takePendingSignal() {
-  auto out = pendingSignal_;
+  if (!pendingSignal_) return std::nullopt;
+  const int signo = pendingSignal_->signo;
   pendingSignal_.reset();
-  return out;
+  return signo;
 }
 
 GenerationOutcome Supervisor::runGeneration(std::vector<WorkerSpec> specs, const LogLayout& logs,
@@ -112,9 +129,14 @@ GenerationOutcome Supervisor::runGeneration(std::vector<WorkerSpec> specs, const
   outcome_.reset();
   pending_ = GenerationOutcome{};
   generation_ = generation;
+  tally_ = SignalTally{};
   group.start(std::move(specs), [this](int localRank) { onWorkerExit(localRank); });
   group_ = &group;
-  if (auto signal = takePendingSignal()) onSignal(*signal);  // arrived before the start
+  if (pendingSignal_) {  // arrived before the start
+    const ReceivedSignal early = *pendingSignal_;
+    pendingSignal_.reset();
+    onSignal(early);
+  }
   while (!outcome_) io_.run_one();
   group_ = nullptr;
   return std::move(*outcome_);

@@ -2,10 +2,12 @@
 // child exits (ChildReaper), worker output (OutputPump), signals (asio signal_set), shutdown
 // grace timers and rendezvous events posted from the heartbeat thread — so nothing polls.
 //
-// runGeneration() runs one generation's WorkerGroup until it ends: every worker exited 0, one
-// failed (the rest are then stopped with SIGTERM, the shutdown grace, SIGKILL), a handled signal
-// arrived (forwarded to every worker's process group; a second SIGINT kills at once), or a
-// rendezvous event for this generation was posted (the group is stopped the same way).
+// runGeneration() runs one generation's WorkerGroup until it ends: every worker exited (all 0 =
+// success), one failed (the rest are then stopped with SIGTERM, the shutdown grace, SIGKILL), a
+// handled stop signal arrived (forwarded to every worker's process group, then the same grace), or
+// a rendezvous event for this generation was posted (the group is stopped the same way). A handled
+// signal that does not ask to stop (SIGUSR1, ...) is only forwarded. What each copy of a signal
+// means (repeats, relays from ddprun's process group, a second Ctrl-C) is signal_rules.hpp.
 //
 // Thread safety: everything runs on the thread that calls runGeneration()/runBlocking() (which
 // must be the thread that lives as long as the workers: the parent-death signal follows it),
@@ -15,7 +17,6 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -27,6 +28,8 @@
 #include <vector>
 
 #include "launcher/child_reaper.hpp"
+#include "launcher/signal_receiver.hpp"
+#include "launcher/signal_rules.hpp"
 #include "launcher/worker_group.hpp"
 #include "rendezvous/rendezvous.hpp"
 
@@ -35,7 +38,7 @@ namespace ddp {
 enum class OutcomeKind {
   kSucceeded,        // every worker exited 0
   kFailed,           // a worker failed; the group was stopped
-  kSignalled,        // the agent got a handled signal; it was forwarded and the group stopped
+  kSignalled,        // the agent got a stop signal; it was forwarded and the group stopped
   kRendezvousEvent,  // the rendezvous ended this generation; the group was stopped
 };
 
@@ -49,8 +52,10 @@ struct GenerationOutcome {
 class Supervisor {
  public:
   // Handles SIGTERM, SIGINT, SIGHUP, SIGQUIT and `extraSignals` (--signals-to-handle) from now
-  // until destruction. Throws Error when a signal cannot be handled.
-  Supervisor(GroupSettings settings, const std::vector<int>& extraSignals);
+  // until destruction, except those ignored at start (nohup) unless `extraNamed` (the user gave
+  // --signals-to-handle) and the list has them. Throws Error when a signal cannot be handled.
+  Supervisor(GroupSettings settings, const std::vector<int>& extraSignals,
+             bool extraNamed = false);
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
@@ -63,20 +68,21 @@ class Supervisor {
   // Thread-safe, non-blocking: ends the running generation if `event` is for it; otherwise dropped.
   void postRendezvousEvent(const RendezvousEvent& event);
 
-  // A handled signal that arrived while no generation ran (nullopt = none). Clears it.
+  // A stop signal that arrived while no generation ran (nullopt = none). Clears it. (A notice that
+  // arrives then is logged and dropped: there is nobody to forward it to.)
   std::optional<int> takePendingSignal();
 
   // Runs the blocking `fn` (a rendezvous call) on a helper thread while signals are still
   // answered. Returns fn's result (or rethrows its exception). If a handled signal arrives first,
   // calls onSignal(signal), which must not return (the helper still uses the rendezvous).
+  // Notices (signals that do not ask to stop) do not end the wait.
   template <class F, class OnSignal>
   std::invoke_result_t<F> runBlocking(F fn, OnSignal onSignal);
 
   boost::asio::io_context& io() { return io_; }
 
  private:
-  void armSignals();
-  void onSignal(int signal);
+  void onSignal(const ReceivedSignal& s);
   void onWorkerExit(int localRank);
   void finish(OutcomeKind kind);
 
@@ -84,13 +90,14 @@ class Supervisor {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   GroupSettings settings_;
   ChildReaper reaper_;
-  boost::asio::signal_set signals_;
+  SignalReceiver signals_;
   // State of the running generation (io thread only).
   WorkerGroup* group_ = nullptr;
   int64_t generation_ = -1;
   std::optional<GenerationOutcome> outcome_;
   GenerationOutcome pending_;
-  std::optional<int> pendingSignal_;
+  SignalTally tally_;
+  std::optional<ReceivedSignal> pendingSignal_;
 };
 
 template <class F, class OnSignal>

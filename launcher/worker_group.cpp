@@ -29,7 +29,8 @@ int64_t unixNowMs() {
 
 struct WorkerGroup::Worker {
   WorkerSpec spec;
-  pid_t pid = -1;
+  pid_t pid = -1;  // the worker (its guardian is proc.guardianPid)
+  SpawnedProcess proc;
   std::unique_ptr<OutputPump> out;
   std::unique_ptr<OutputPump> err;
   bool exited = false;
@@ -48,18 +49,6 @@ namespace {
 
 bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
-// True when `pid` has already exited (a zombie not yet reaped, or reaped by the ChildReaper's
-// current sweep): a signal sent now cannot be why it exited.
-bool hasExited(pid_t pid) {
-  siginfo_t info{};
-  int r;
-  do {
-    r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
-  } while (r < 0 && errno == EINTR);
-  if (r < 0) return errno == ECHILD;
-  return info.si_pid == pid;
-}
-
 }  // namespace
 
 WorkerGroup::WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, GroupSettings settings,
@@ -72,40 +61,48 @@ WorkerGroup::WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, Group
       graceTimer_(io) {}
 
 WorkerGroup::~WorkerGroup() {
-  for (auto& w : workers_) {
-    if (w->exited) continue;
-    reaper_.forget(w->pid);
-    ::killpg(w->pid, SIGKILL);
-    while (::waitpid(w->pid, nullptr, 0) < 0 && errno == EINTR) {
+  for (auto& w : workers_) killAndReap(*w);
+}
+
+// SIGKILLs a worker that was not reaped yet; its guardian kills the rest of its tree and exits.
+void WorkerGroup::killAndReap(Worker& w) {
+  if (!w.exited) {
+    reaper_.forget(w.proc.guardianPid);
+    ::killpg(w.pid, SIGKILL);
+    while (::waitpid(w.proc.guardianPid, nullptr, 0) < 0 && errno == EINTR) {
     }
+    w.exited = true;
   }
+  closeHandles(w.proc);
 }
 
 void WorkerGroup::start(std::vector<WorkerSpec> specs, ExitCallback onExit) {
   onExit_ = std::move(onExit);
   startedAt_ = std::chrono::steady_clock::now();
   logs_.prepare(generation_, static_cast<int>(specs.size()));
+  std::vector<SpawnedProcess> procs = spawnWorkers(specs);  // throws with nothing left running
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    auto w = std::make_unique<Worker>();
+    w->pid = procs[i].pid;
+    w->proc = procs[i];
+    w->spec = std::move(specs[i]);
+    workers_.push_back(std::move(w));
+  }
   try {
-    for (auto& spec : specs) spawnOne(std::move(spec));
+    for (auto& w : workers_) watchOne(*w);
   } catch (...) {
-    for (auto& w : workers_) {
-      reaper_.forget(w->pid);
-      ::killpg(w->pid, SIGKILL);
-      while (::waitpid(w->pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      w->exited = true;
-    }
+    for (auto& w : workers_) killAndReap(*w);
     throw;
   }
 }
 
-void WorkerGroup::spawnOne(WorkerSpec spec) {
-  const int lr = spec.localRank;
+void WorkerGroup::watchOne(Worker& w) {
+  const int lr = w.spec.localRank;
   const bool onConsole =
       settings_.localRanksFilter.empty() ||
       std::find(settings_.localRanksFilter.begin(), settings_.localRanksFilter.end(), lr) !=
           settings_.localRanksFilter.end();
-  const std::string prefix = formatLogPrefix(settings_.prefixTemplate, spec.globalRank, lr,
+  const std::string prefix = formatLogPrefix(settings_.prefixTemplate, w.spec.globalRank, lr,
                                              settings_.host, settings_.role);
   auto route = [&](StdStreams which, const std::string& path, int console, std::size_t tail) {
     const bool redirect = hasStream(settings_.redirects.forRank(lr), which);
@@ -117,19 +114,21 @@ void WorkerGroup::spawnOne(WorkerSpec spec) {
     r.tailLines = tail;
     return r;
   };
-  auto worker = std::make_unique<Worker>();
-  const SpawnedProcess proc = spawnWorker(spec.argv, spec.env);
-  worker->pid = proc.pid;
-  worker->spec = std::move(spec);
-  Worker& w = *worker;
-  workers_.push_back(std::move(worker));  // from here start() kills and reaps it on an error
+  const int outFd = std::exchange(w.proc.stdoutFd, -1);  // the pumps own them from here
+  const int errFd = std::exchange(w.proc.stderrFd, -1);
   w.out = std::make_unique<OutputPump>(
-      io_, proc.stdoutFd,
+      io_, outFd,
       route(StdStreams::kStdout, logs_.stdoutPath(generation_, lr), settings_.consoleOut, 0));
-  w.err = std::make_unique<OutputPump>(io_, proc.stderrFd,
+  w.err = std::make_unique<OutputPump>(io_, errFd,
                                        route(StdStreams::kStderr, logs_.stderrPath(generation_, lr),
                                              settings_.consoleErr, settings_.stderrTailLines));
-  reaper_.watch(proc.pid, [this, &w](pid_t, int status) { onReaped(w, status); });
+  reaper_.watch(w.proc.guardianPid, [this, &w](pid_t, int guardianStatus) {
+    bool reported = true;
+    const int status = workerExitStatus(w.proc, guardianStatus, reported);
+    closeHandles(w.proc);
+    if (!reported) onGuardianLost(w);
+    onReaped(w, status);
+  });
   w.out->start();
   w.err->start();
 }
@@ -142,8 +141,7 @@ void WorkerGroup::onReaped(Worker& w, int status) {
                       std::chrono::steady_clock::now() - startedAt_)
                       .count();
   numberExit(w);
-  // Whatever the worker started in its process group goes with it (and releases the pipes).
-  ::killpg(w.pid, SIGKILL);
+  // Nothing the worker started is left: its guardian killed and reaped the whole tree first.
   w.out->finish();
   w.err->finish();
   if (onExit_) onExit_(w.spec.localRank);
@@ -166,10 +164,25 @@ void WorkerGroup::numberExit(Worker& w) {
   if (sequencer_) w.failureSeq = sequencer_->next().value_or(0);
 }
 
+// The guardian was killed (its worker got SIGKILL from its parent-death signal): what the worker
+// left behind was orphaned to the agent, which is a child subreaper; kill and reap it.
+void WorkerGroup::onGuardianLost(Worker& w) {
+  logger("agent")->warn("the guardian (pid {}) of worker rank {} (pid {}) was killed; the worker "
+                        "and everything it started are killed too",
+                        w.proc.guardianPid, w.spec.globalRank, w.pid);
+  reaper_.sweepStrays();
+}
+
+void WorkerGroup::notify(int signal) {
+  for (auto& w : workers_) {
+    if (!w->exited) ::killpg(w->pid, signal);
+  }
+}
+
 void WorkerGroup::signalLive(int signal) {
   for (auto& w : workers_) {
     if (w->exited) continue;
-    if (!w->signalledBeforeExit) w->signalledBeforeExit = !hasExited(w->pid);
+    if (!w->signalledBeforeExit) w->signalledBeforeExit = !hasExited(w->proc);
     ::killpg(w->pid, signal);
   }
 }

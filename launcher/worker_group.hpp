@@ -1,12 +1,14 @@
 // WorkerGroup: this node's workers of one generation — started together, watched together,
 // stopped together.
 //
-// start() spawns one process per WorkerSpec (see worker_process.hpp) and routes its output
-// (output_pump.hpp). Every exit is an event from the ChildReaper; the owner learns of it through
-// the exit callback and decides what to do. stop() forwards a signal to every live worker's
-// process group, waits up to the shutdown grace on a steady_timer, then SIGKILLs what is left and
-// reaps everything; when the leader of a group exits, whatever it left in its process group is
-// killed too, so nothing outlives the group.
+// start() spawns one process per WorkerSpec, each under its own guardian (worker_process.hpp,
+// guardian.hpp), and routes its output (output_pump.hpp). Every exit is an event from the
+// ChildReaper (the guardian's exit, carrying the worker's exact wait status); the owner learns of
+// it through the exit callback and decides what to do. stop() forwards a signal to every live
+// worker's process group, waits up to the shutdown grace on a steady_timer, then SIGKILLs what is
+// left and reaps everything. When a worker exits, its guardian kills whatever it started (its
+// process group and every other descendant, setsid() or not) before reporting, so nothing
+// outlives the worker.
 //
 // Thread safety: use from the io_context's thread only. Destroying a group with live workers kills
 // and reaps them synchronously.
@@ -76,6 +78,9 @@ class WorkerGroup {
   void stop(int signal, std::function<void()> done);
   // SIGKILLs every live worker's process group now (a second Ctrl-C). Non-blocking.
   void killNow();
+  // Sends a signal that does not ask to stop (SIGUSR1, ...) to every live worker's process group:
+  // no grace timer, no change of state. Non-blocking.
+  void notify(int signal);
 
   bool allExited() const;
   bool allSucceeded() const;
@@ -90,9 +95,11 @@ class WorkerGroup {
 
  private:
   struct Worker;
-  void spawnOne(WorkerSpec spec);
+  void watchOne(Worker& worker);
   void onReaped(Worker& worker, int status);
   void numberExit(Worker& worker);
+  void onGuardianLost(Worker& worker);
+  void killAndReap(Worker& worker);
   void signalLive(int signal);
   void maybeStopped();
 

@@ -1,14 +1,20 @@
 #include "launcher/worker_process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
-#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <fstream>
 #include <sstream>
+
+#include "launcher/guardian.hpp"
 
 namespace ddp {
 namespace {
@@ -31,36 +37,37 @@ void closeFd(int& fd) {
   fd = -1;
 }
 
-// Runs in the child between fork and exec: async-signal-safe calls only.
-[[noreturn]] void execChild(pid_t agent, const Pipe& out, const Pipe& err, const Pipe& status,
-                            const char* program, char* const* argv, char* const* envp) {
-  auto fail = [&](int code) {
-    (void)!::write(status.write, &code, sizeof(code));
-    ::_exit(127);
-  };
-  ::setpgid(0, 0);
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
-  if (::getppid() != agent) ::_exit(137);  // the agent died before prctl took effect
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::signal(SIGPIPE, SIG_DFL);  // the agent ignores it; workers get the default back
-  if (::dup2(out.write, STDOUT_FILENO) < 0 || ::dup2(err.write, STDERR_FILENO) < 0) fail(errno);
-  // Close everything else above stderr except the status pipe (close-on-exec, it reports success
-  // by closing).
-  const unsigned keep = static_cast<unsigned>(status.write);
-  if (keep > 3) ::close_range(3, keep - 1, 0);
-  ::close_range(keep + 1, ~0U, 0);
-  ::execve(program, argv, envp);
-  fail(errno);
-  ::_exit(127);
-}
-
 std::vector<char*> cStrings(std::vector<std::string>& storage) {
   std::vector<char*> out;
   for (auto& s : storage) out.push_back(s.data());
   out.push_back(nullptr);
   return out;
+}
+
+// Forks the guardian with every signal blocked in this thread, so that no handler of the agent
+// runs in the child before runGuardian() resets them. Returns fork's result and errno.
+pid_t forkGuardian(const GuardianPlan& plan, int& forkErrno) {
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = ::fork();
+  if (pid == 0) runGuardian(plan);
+  forkErrno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return pid;
+}
+
+bool readReport(int fd, GuardianReport& r) {
+  ssize_t n;
+  do {
+    n = ::read(fd, &r, sizeof(r));
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(sizeof(r));
+}
+
+void reap(pid_t pid) {
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
 }
 
 }  // namespace
@@ -77,12 +84,21 @@ std::string resolveProgram(const std::string& program, const std::string& path) 
   return "";
 }
 
-SpawnedProcess spawnWorker(const std::vector<std::string>& argv, const EnvMap& env) {
+namespace {
+
+// A guardian forked and not yet heard from: guardianPid and the read ends are set, pid is not.
+struct Pending {
+  std::string program;
+  SpawnedProcess process;
+};
+
+Pending forkWorker(const std::vector<std::string>& argv, const EnvMap& env) {
   if (argv.empty()) throw SpawnError("no worker command given");
   auto pathIt = env.find("PATH");
-  const std::string program = resolveProgram(
-      argv[0], pathIt == env.end() ? "/usr/local/bin:/usr/bin:/bin" : pathIt->second);
-  if (program.empty()) throw SpawnError("cannot run '" + argv[0] + "': not found on PATH");
+  Pending p;
+  p.program = resolveProgram(argv[0],
+                             pathIt == env.end() ? "/usr/local/bin:/usr/bin:/bin" : pathIt->second);
+  if (p.program.empty()) throw SpawnError("cannot run '" + argv[0] + "': not found on PATH");
 
   // Everything the child needs is built before fork: the child may not allocate.
   std::vector<std::string> argStorage = argv;
@@ -91,32 +107,121 @@ SpawnedProcess spawnWorker(const std::vector<std::string>& argv, const EnvMap& e
   std::vector<char*> cArgv = cStrings(argStorage);
   std::vector<char*> cEnv = cStrings(envStorage);
 
-  Pipe out = makePipe(), err = makePipe(), status = makePipe();
-  const pid_t agent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) execChild(agent, out, err, status, program.c_str(), cArgv.data(), cEnv.data());
-  const int forkErrno = errno;
+  Pipe out = makePipe(), err = makePipe(), report = makePipe();
+  GuardianPlan plan;
+  plan.agent = ::getpid();
+  plan.program = p.program.c_str();
+  plan.argv = cArgv.data();
+  plan.envp = cEnv.data();
+  plan.stdoutFd = out.write;
+  plan.stderrFd = err.write;
+  plan.reportFd = report.write;
+  int forkErrno = 0;
+  const pid_t guardian = forkGuardian(plan, forkErrno);
   closeFd(out.write);
   closeFd(err.write);
-  closeFd(status.write);
-  if (pid < 0) {
-    closeFd(out.read), closeFd(err.read), closeFd(status.read);
+  closeFd(report.write);
+  if (guardian < 0) {
+    closeFd(out.read), closeFd(err.read), closeFd(report.read);
     throw Error(std::string("cannot fork a worker: ") + std::strerror(forkErrno));
   }
-  ::setpgid(pid, pid);  // also in the child: whichever runs first wins the race harmlessly
+  ::setpgid(guardian, guardian);  // also in the child: whichever runs first wins harmlessly
+  p.process.guardianPid = guardian;
+  p.process.stdoutFd = out.read;
+  p.process.stderrFd = err.read;
+  p.process.reportFd = report.read;
+  return p;
+}
 
-  int childErrno = 0;
-  ssize_t n;
-  do {
-    n = ::read(status.read, &childErrno, sizeof(childErrno));
-  } while (n < 0 && errno == EINTR);
-  closeFd(status.read);
-  if (n == static_cast<ssize_t>(sizeof(childErrno))) {
-    ::waitpid(pid, nullptr, 0);
-    closeFd(out.read), closeFd(err.read);
-    throw SpawnError("cannot run '" + program + "': " + std::strerror(childErrno));
+// Waits for the guardian's start record. Throws, after reaping the guardian and closing its
+// pipes, when the worker did not start.
+SpawnedProcess awaitStart(Pending& p) {
+  SpawnedProcess& s = p.process;
+  GuardianReport started;
+  const bool heard = readReport(s.reportFd, started) && started.kind == GuardianReport::kStarted;
+  if (!heard || started.value != 0) {
+    reap(s.guardianPid);
+    closeHandles(s);
+    if (!heard) throw Error("the guardian of worker '" + p.program + "' ended before starting it");
+    throw SpawnError("cannot run '" + p.program + "': " + std::strerror(started.value));
   }
-  return {pid, out.read, err.read};
+  s.pid = started.pid;
+  s.pidFd = static_cast<int>(::syscall(SYS_pidfd_open, started.pid, 0));
+  return s;
+}
+
+// Kills a started worker (its guardian clears the rest), reaps the guardian, closes everything.
+void discard(SpawnedProcess& s) {
+  ::killpg(s.pid, SIGKILL);
+  reap(s.guardianPid);
+  closeHandles(s);
+}
+
+}  // namespace
+
+std::vector<SpawnedProcess> spawnWorkers(const std::vector<WorkerSpec>& specs) {
+  std::vector<Pending> pending;
+  std::exception_ptr error;
+  for (const auto& spec : specs) {  // every guardian forks first: they start their workers at once
+    try {
+      pending.push_back(forkWorker(spec.argv, spec.env));
+    } catch (...) {
+      error = std::current_exception();
+      break;
+    }
+  }
+  std::vector<SpawnedProcess> started;
+  for (auto& p : pending) {
+    try {
+      started.push_back(awaitStart(p));
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) {
+    for (auto& s : started) discard(s);
+    std::rethrow_exception(error);
+  }
+  return started;
+}
+
+SpawnedProcess spawnWorker(const std::vector<std::string>& argv, const EnvMap& env) {
+  WorkerSpec spec;
+  spec.argv = argv;
+  spec.env = env;
+  return spawnWorkers({spec}).front();
+}
+
+int workerExitStatus(const SpawnedProcess& process, int guardianStatus, bool& reported) {
+  GuardianReport exited;
+  // The guardian is gone, so the pipe holds its last record or is at EOF: this never blocks.
+  reported = process.reportFd >= 0 && readReport(process.reportFd, exited) &&
+             exited.kind == GuardianReport::kExited;
+  return reported ? exited.value : guardianStatus;
+}
+
+bool hasExited(const SpawnedProcess& process) {
+  if (process.pidFd >= 0) {
+    pollfd p{process.pidFd, POLLIN, 0};
+    int r;
+    do {
+      r = ::poll(&p, 1, 0);
+    } while (r < 0 && errno == EINTR);
+    return r > 0;  // a pidfd is readable once its process exited
+  }
+  if (::kill(process.pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(process.pid) + "/stat");
+  std::string all;
+  std::getline(stat, all);
+  const auto close = all.rfind(')');
+  return close != std::string::npos && close + 2 < all.size() && all[close + 2] == 'Z';
+}
+
+void closeHandles(SpawnedProcess& process) {
+  closeFd(process.stdoutFd);
+  closeFd(process.stderrFd);
+  closeFd(process.reportFd);
+  closeFd(process.pidFd);
 }
 
 }  // namespace ddp

@@ -38,8 +38,7 @@ RULES = [
     (r"^\./scripts/test\.sh$", "skip", "runs the whole test suite, this test included"),
     (r"^\./scripts/quickstart\.sh$", "quickstart", None),
     (r"--nproc-per-node=gpu|--gpus-per-node|gpu_check\.sh", "skip", GPU),
-    (r"^sbatch scripts/slurm/ddprun\.sbatch$", "skip",
-     GPU + " as shipped (the template asks for --gres=gpu:8 and one worker per GPU)"),
+    (r"^sbatch scripts/slurm/ddprun\.sbatch$", "sbatch", None),
     (r"^srun ", "slurm", None),
     (r"^ddprund\b", "daemon", None),
     (r"^(?=.*--rdzv-backend=static)(?=.*--node-rank=0)", "static_pair", None),
@@ -198,6 +197,15 @@ class Runner:
             check(rc == 0, "static node %d exited %d:\n%s" %
                   (rank, rc, open(os.path.join(TMP, "static%d.log" % rank)).read()[-3000:]))
 
+    def sbatch(self, cmd):
+        """The template as shipped; `sbatch --wait` exits with the batch job's own exit code."""
+        log = os.path.join(TMP, "sbatch-%j.out")
+        self.run(cmd.replace("sbatch ", "sbatch --wait --output=%s " % log, 1))
+        outs = [os.path.join(TMP, n) for n in os.listdir(TMP) if n.startswith("sbatch-")]
+        check(len(outs) == 1, "sbatch wrote %d output files" % len(outs))
+        text = open(outs[0], errors="replace").read()
+        check("FAILED" not in text, "the batch job reports a failure:\n" + text[-4000:])
+
     def expect_root_cause(self, cmd):
         text = self.run(cmd, expect=1)
         root = text[text.index("Root Cause"):]
@@ -237,9 +245,9 @@ def main():
         for cmd, action, detail in plan:
             if action == "skip":
                 skipped.append((cmd, detail))
-            elif action == "slurm" and mode == "local":
+            elif action in ("slurm", "sbatch") and mode == "local":
                 skipped.append((cmd, "needs Slurm: run by integration_readme_examples_slurm_test"))
-            elif (action == "slurm") != (mode == "slurm") and action != "quickstart":
+            elif (action in ("slurm", "sbatch")) != (mode == "slurm") and action != "quickstart":
                 continue
             elif action == "quickstart" and mode == "slurm":
                 if not os.path.exists(os.path.join(SRC, "build", "quickstart", "data")):
@@ -248,7 +256,7 @@ def main():
                 {"quickstart": runner.quickstart, "daemon": runner.daemon,
                  "static_pair": runner.static_pair, "expect_root_cause": runner.expect_root_cause,
                  "run": lambda c: runner.run(runner.substitute(c)),
-                 "slurm": runner.run}[action](cmd)
+                 "slurm": runner.run, "sbatch": runner.sbatch}[action](cmd)
                 ran += 1
         runner.stop()
         for cmd, why in skipped:

@@ -14,6 +14,12 @@
 //   --signal-file PATH    where --wait records the signal name
 //   --ignore-term         with --wait: ignore SIGTERM (tests the SIGKILL after the grace)
 //   --ignore-int          with --wait: ignore SIGINT too
+//   --linger-file PATH    with --wait: after the first signal, keep running (still recording
+//                         signals) until PATH exists; the signal file then lists every signal
+//                         received, space-separated
+//   --exit-after-signal C with --wait: exit with C after the signal instead of 128+signal
+//   --dispositions-file PATH  at start, write the SigIgn mask of /proc/self/status (hex) to
+//                         PATH.<RANK>
 //   --sleep-ms MS         sleep before exiting (succeeding ranks)
 //   --fail-on-signal      with --wait: failing ranks too wait for a signal, then fail
 //   --comm-error-rank R   when failing, rank R fails like a peer's victim instead: exit 3 with a
@@ -24,6 +30,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -34,7 +41,33 @@ extern char** environ;
 namespace {
 
 volatile sig_atomic_t gSignal = 0;
-void onSignal(int sig) { gSignal = sig; }
+volatile sig_atomic_t gSeen[16];
+volatile sig_atomic_t gSeenCount = 0;
+void onSignal(int sig) {
+  if (gSignal == 0) gSignal = sig;
+  const int n = gSeenCount;
+  if (n < 16) {
+    gSeen[n] = sig;
+    gSeenCount = n + 1;
+  }
+}
+
+std::string seenSignals() {
+  std::string out;
+  for (int i = 0; i < gSeenCount; ++i) {
+    out += (i > 0 ? " " : "") + std::string("SIG") + sigabbrev_np(gSeen[i]);
+  }
+  return out;
+}
+
+std::string ignoredMask() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigIgn:", 0) == 0) return line.substr(line.find_first_not_of(" \t", 7));
+  }
+  return "";
+}
 
 int envInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -50,10 +83,10 @@ void writeFile(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string envFile, readyFile, signalFile, errorMessage;
+  std::string envFile, readyFile, signalFile, errorMessage, lingerFile, dispositionsFile;
   int print = 0, failRank = -1, failUntil = -1, exitCode = 0, raiseSig = 0, sleepMs = 0;
+  int exitAfterSignal = -1, commErrorRank = -1;
   bool wait = false, ignoreTerm = false, ignoreInt = false, failOnSignal = false;
-  int commErrorRank = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -77,6 +110,12 @@ int main(int argc, char** argv) {
       raiseSig = std::stoi(next());
     else if (a == "--sleep-ms")
       sleepMs = std::stoi(next());
+    else if (a == "--linger-file")
+      lingerFile = next();
+    else if (a == "--exit-after-signal")
+      exitAfterSignal = std::stoi(next());
+    else if (a == "--dispositions-file")
+      dispositionsFile = next();
     else if (a == "--wait")
       wait = true;
     else if (a == "--ignore-term")
@@ -94,6 +133,9 @@ int main(int argc, char** argv) {
     std::string text;
     for (char** e = environ; *e != nullptr; ++e) text += std::string(*e) + "\n";
     writeFile(envFile + "." + std::to_string(localRank), text);
+  }
+  if (!dispositionsFile.empty()) {
+    writeFile(dispositionsFile + "." + std::to_string(rank), ignoredMask());
   }
   for (int i = 0; i < print; ++i) {
     std::cout << "out " << rank << " line " << i << std::endl;
@@ -126,11 +168,11 @@ int main(int argc, char** argv) {
   }
   ::sigprocmask(SIG_SETMASK, &oldMask, nullptr);
   if (wait && !failing) {
-    if (!signalFile.empty()) {
-      writeFile(signalFile + "." + std::to_string(rank),
-                std::string("SIG") + sigabbrev_np(gSignal));
+    while (!lingerFile.empty() && !std::filesystem::exists(lingerFile)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    return 128 + gSignal;
+    if (!signalFile.empty()) writeFile(signalFile + "." + std::to_string(rank), seenSignals());
+    return exitAfterSignal >= 0 ? exitAfterSignal : 128 + gSignal;
   }
   if (failing) {
     const char* errorFile = std::getenv("TORCHELASTIC_ERROR_FILE");

@@ -32,6 +32,10 @@ class Ddprun {
     args.insert(args.begin(), test::binDir() + "/" + program);
     pid_ = ::fork();
     if (pid_ == 0) {
+      // In its own process group with default dispositions, as a shell with job control starts
+      // a command: the test's signals then come from outside ddprun's group (not relays).
+      ::setpgid(0, 0);
+      for (int sig : {SIGINT, SIGQUIT, SIGHUP, SIGTERM}) ::signal(sig, SIG_DFL);
       const int o = ::open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       const int e = ::open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(o, 1);

@@ -190,11 +190,11 @@ TEST_CASE("a worker killed by SIGKILL is reported with the signal", "[supervisor
   CHECK(formatSummary(summary, "worker").find("SIGKILL") != std::string::npos);
 }
 
-TEST_CASE("a signal to the agent is forwarded to every worker", "[supervisor]") {
+TEST_CASE("a stop signal to the agent is forwarded to every worker", "[supervisor]") {
   Fixture fx("forward", 2);
   Supervisor sup(fx.settings, {SIGUSR1});
   const std::string ready = fx.dir + "/ready", sig = fx.dir + "/sig";
-  int which = GENERATE(SIGTERM, SIGUSR1);
+  int which = GENERATE(SIGTERM, SIGHUP);
   auto sender = signalWhenReady(fx.perRank(ready), which);
   auto outcome = sup.runGeneration(
       fx.specs({"--wait", "--ready-file", ready, "--signal-file", sig}), fx.logs, 0);
@@ -203,6 +203,41 @@ TEST_CASE("a signal to the agent is forwarded to every worker", "[supervisor]") 
   CHECK(outcome.signal == which);
   for (const auto& file : fx.perRank(sig)) CHECK(test::readFile(file) == signalName(which));
   for (const auto& f : outcome.failures) CHECK(f.exitCode == 128 + which);
+}
+
+TEST_CASE("a notice (SIGUSR1) is forwarded without a kill timer; workers exiting 0 succeed",
+          "[supervisor]") {
+  Fixture fx("notice", 2);
+  fx.settings.shutdownTimeout = 1ms;  // a kill timer, if one started, would fire at once
+  Supervisor sup(fx.settings, {SIGUSR1});
+  const std::string ready = fx.dir + "/ready", sig = fx.dir + "/sig";
+  auto sender = signalWhenReady(fx.perRank(ready), SIGUSR1);
+  auto outcome = sup.runGeneration(fx.specs({"--wait", "--exit-after-signal", "0", "--ready-file",
+                                             ready, "--signal-file", sig}),
+                                   fx.logs, 0);
+  sender.join();
+  CHECK(outcome.kind == OutcomeKind::kSucceeded);
+  CHECK(outcome.failures.empty());
+  for (const auto& file : fx.perRank(sig)) CHECK(test::readFile(file) == "SIGUSR1");
+}
+
+TEST_CASE("a worker's exit comes through its guardian exactly, with the worker's pid",
+          "[supervisor]") {
+  Fixture fx("exact", 2);
+  Supervisor sup(fx.settings, {});
+  const std::string ready = fx.dir + "/ready";
+  auto outcome = sup.runGeneration(
+      fx.specs({"--fail-rank", "1", "--raise", std::to_string(SIGUSR2), "--ready-file", ready}),
+      fx.logs, 0);
+  REQUIRE(outcome.kind == OutcomeKind::kFailed);
+  // Rank 0 exits 0 unless the stop after rank 1's failure reaches it first.
+  auto it = std::find_if(outcome.failures.begin(), outcome.failures.end(),
+                         [](const WorkerFailure& f) { return f.globalRank == 1; });
+  REQUIRE(it != outcome.failures.end());
+  const WorkerFailure& f = *it;
+  CHECK(f.signal == SIGUSR2);
+  CHECK(f.exitCode == 0);
+  CHECK(f.pid == std::stoi(test::readFile(ready + ".1")));  // the worker, not its guardian
 }
 
 TEST_CASE("workers ignoring SIGTERM are killed after the grace", "[supervisor]") {
