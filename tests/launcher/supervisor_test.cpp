@@ -3,7 +3,9 @@
 #include "launcher/supervisor.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -147,11 +149,15 @@ TEST_CASE("simultaneous exits: the own failure is the root cause, 50 times out o
       for (const auto& f : fx.perRank(ready)) pids.push_back(std::stoi(test::readFile(f)));
       boost::asio::post(sup.io(), [pids] {
         for (pid_t pid : pids) ::kill(pid, SIGUSR2);
-        for (pid_t pid : pids) {  // both are zombies before the loop can see either exit
-          siginfo_t info{};
-          while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) < 0 &&
-                 errno == EINTR) {
+        // Both have exited before the loop can see either exit. The workers are their guardians'
+        // children, not ours: wait on a pidfd (readable once the process exited).
+        for (pid_t pid : pids) {
+          const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+          if (fd < 0) continue;  // already gone
+          pollfd p{fd, POLLIN, 0};
+          while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
           }
+          ::close(fd);
         }
       });
     });
