@@ -102,7 +102,7 @@ TEST_CASE("the table names ranks, hosts, codes, signals and stderr", "[summary]"
   CHECK(signalName(SIGKILL) == "SIGKILL");
 }
 
-}  // namespace ddpTEST_CASE("communication errors are told apart from a worker's own fault", "[summary]") {
+TEST_CASE("communication errors are told apart from a worker's own fault", "[summary]") {
   WorkerFailure own = failure(0, 10, 1);
   own.message = "RuntimeError: injected crash on rank 0";
   CHECK_FALSE(isCommunicationFailure(own));
@@ -118,4 +118,4 @@ TEST_CASE("the table names ranks, hosts, codes, signals and stderr", "[summary]"
   CHECK(isCommunicationFailure(tail));
 }
 
-
+}  // namespace ddp
