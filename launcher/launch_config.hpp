@@ -113,6 +113,10 @@ struct LaunchConfig {
   std::optional<int> masterPort;
   // --node-rank (explicitly given or not).
   std::optional<int> nodeRank;
+  // Orders this node among those without a --node-rank (lower first), without fixing its rank:
+  // SLURM_NODEID under an elastic Slurm job (min_nodes < max_nodes), so survivors of a lost node
+  // are renumbered compactly in Slurm's order. nullopt = no order (host, address, pid decide).
+  std::optional<int> nodeOrder;
   // --virtual-local-rank
   bool virtualLocalRank = false;
   // --start-method (accepted; ddprun always spawns processes).

@@ -56,7 +56,11 @@ void applySlurmDetection(LaunchConfig& c, const EnvLookup& getenv) {
     c.minNodes = c.maxNodes = ctx.nnodes;
     filled += " nnodes " + std::to_string(ctx.nnodes);
   }
-  if (!given(c, "node_rank")) {
+  if (!given(c, "node_rank") && c.minNodes < c.maxNodes) {
+    // Elastic: SLURM_NODEID only orders the nodes, so survivors of a loss renumber compactly.
+    c.nodeOrder = ctx.nodeRank;
+    filled += " node order " + std::to_string(ctx.nodeRank);
+  } else if (!given(c, "node_rank")) {
     c.nodeRank = ctx.nodeRank;
     filled += " node rank " + std::to_string(ctx.nodeRank);
   }

@@ -25,10 +25,8 @@ std::vector<int> watchedBy(int rank, int n) {
 
 }  // namespace
 
-RoundMonitor::RoundMonitor(Store& store, const RendezvousKeys& keys,
-                           const RendezvousSettings& settings)
+RoundMonitor::RoundMonitor(Store& store, const RendezvousSettings& settings)
     : store_(store),
-      keys_(keys),
       interval_(settings.keepAliveInterval),
       heartbeatTimeout_(effectiveHeartbeatTimeout(settings)),
       log_(logger("rdzv")),
@@ -121,9 +119,16 @@ void RoundMonitor::tick(const MonitoredRound& round, uint64_t epoch) {
     }
   }
   try {
-    store_.add(keys_.heartbeat(round.generation, round.rank), 1);
-    watchPeers(round);
-    checkEnd(round, epoch);
+    // The end first: a round whose keys were deleted (this node was away) has no heartbeat keys
+    // left to bump or to watch. An ended round is still heartbeated: the next round waits for
+    // members that are still stopping their workers.
+    const auto end = readRoundEnd(store_, round.keys, round.generation);
+    if (!end || !end->removed) store_.add(round.keys.heartbeat(round.generation, round.rank), 1);
+    if (end) {
+      deliver({end->kind, round.generation, end->detail, end->lostRank}, epoch);
+    } else {
+      watchPeers(round);
+    }
     lastOk_ = Clock::now();
     failing_ = false;
   } catch (const std::exception& e) {
@@ -145,7 +150,7 @@ void RoundMonitor::tick(const MonitoredRound& round, uint64_t epoch) {
 void RoundMonitor::watchPeers(const MonitoredRound& round) {
   if (watched_.empty()) return;
   std::vector<std::string> names;
-  for (const auto& peer : watched_) names.push_back(keys_.heartbeat(round.generation, peer.rank));
+  for (const auto& peer : watched_) names.push_back(round.keys.heartbeat(round.generation, peer.rank));
   const auto values = store_.multiGet(names);
   const auto now = Clock::now();
   const Watched* lost = nullptr;
@@ -158,24 +163,14 @@ void RoundMonitor::watchPeers(const MonitoredRound& round) {
       lost = &peer;
     }
   }
-  if (lost == nullptr || store_.check({keys_.exitDone(round.generation)})) return;
+  if (lost == nullptr || store_.check({round.keys.exitDone(round.generation)})) return;
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - lost->changedAt);
   const std::string detail = "node rank " + std::to_string(lost->rank) + " (" +
                              round.hosts[lost->rank] + ") sent no heartbeat for " + ms(silent) +
                              " (heartbeat_timeout " + ms(heartbeatTimeout_) + "), seen by node rank " +
                              std::to_string(round.rank);
-  endRound(store_, keys_, round.generation, {RendezvousEventKind::kPeerLost, detail});
-}
-
-void RoundMonitor::checkEnd(const MonitoredRound& round, uint64_t epoch) {
-  auto value = tryGet(store_, keys_.end(round.generation));
-  if (!value) return;
-  RoundEnd end = decodeRoundEnd(*value);
-  if (end.kind != RendezvousEventKind::kJobFailed) {
-    // The budget may have been spent while another reason ended the round first.
-    if (auto failed = tryGet(store_, keys_.ended())) end = {RendezvousEventKind::kJobFailed, *failed};
-  }
-  deliver({end.kind, round.generation, end.detail}, epoch);
+  endRound(store_, round.keys, round.generation,
+           {RendezvousEventKind::kPeerLost, detail, lost->rank});
 }
 
 void RoundMonitor::deliver(const RendezvousEvent& event, uint64_t epoch) {

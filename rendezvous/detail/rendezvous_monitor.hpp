@@ -7,10 +7,11 @@
 //                                              per tick for one node only), every other node
 //                                              watches its successor (rank + 1) mod N, so a lost
 //                                              node is seen even when node rank 0 is the lost one;
-//   * check(r/<g>/end)                          how everybody learns the round ended.
+//   * readRoundEnd(): the round hint             how everybody learns the round ended (a
+//                                              deleted round reads as ended too).
 // A watched counter that has not changed for heartbeatTimeout on this observer's steady clock
-// (no clock synchronisation) makes the observer end the round with kPeerLost (one compareSet; the
-// first reason wins), unless the round's exit barrier already completed. Store errors that last
+// (no clock synchronisation) makes the observer end the round with kPeerLost naming the lost rank
+// (one compareSet; the first reason wins), unless the round's exit barrier already completed. Store errors that last
 // heartbeatTimeout are reported as kStoreLost.
 //
 // Thread safety: all methods are safe from any thread. The callback runs on the monitor thread, at
@@ -44,6 +45,7 @@ struct MonitoredRound {
   int64_t generation = 0;
   int rank = 0;
   std::vector<std::string> hosts;  // by node rank, for messages
+  RendezvousKeys keys;             // of the round's incarnation
 };
 
 class RoundMonitor {
@@ -51,7 +53,7 @@ class RoundMonitor {
   using Callback = std::function<void(const RendezvousEvent&)>;
 
   // Starts the thread (idle until enter()).
-  RoundMonitor(Store& store, const RendezvousKeys& keys, const RendezvousSettings& settings);
+  RoundMonitor(Store& store, const RendezvousSettings& settings);
   // Stops and joins the thread. Does not end the round (a destroyed agent looks lost to others).
   ~RoundMonitor();
   RoundMonitor(const RoundMonitor&) = delete;
@@ -60,7 +62,8 @@ class RoundMonitor {
   // Starts heartbeating and watching `round` (the first tick within one keep-alive interval, at
   // a random point of it). Non-blocking.
   void enter(MonitoredRound round);
-  // Stops heartbeating; events of the old round are no longer delivered. Non-blocking.
+  // Stops heartbeating; events of the old round are no longer delivered. Non-blocking. Until then
+  // it heartbeats even after the round ended: the next round waits for members still stopping.
   void exit();
   // Installs (replaces) / removes the event callback. clearCallback() waits for a running callback.
   void setCallback(Callback callback);
@@ -78,11 +81,9 @@ class RoundMonitor {
   void run();
   void tick(const MonitoredRound& round, uint64_t epoch);
   void watchPeers(const MonitoredRound& round);
-  void checkEnd(const MonitoredRound& round, uint64_t epoch);
   void deliver(const RendezvousEvent& event, uint64_t epoch);
 
   Store& store_;
-  const RendezvousKeys& keys_;
   const std::chrono::milliseconds interval_;
   const std::chrono::milliseconds heartbeatTimeout_;
   std::shared_ptr<spdlog::logger> log_;
