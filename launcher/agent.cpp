@@ -71,12 +71,14 @@ std::string wallTime(int64_t unixMs) {
 }
 
 // How long an agent whose workers failed with communication errors waits for a lost peer to be
-// noticed: the heartbeat timeout (interval x attempts when unset) plus one keep-alive tick.
+// noticed: the heartbeat timeout (interval x attempts when unset) plus three keep-alive ticks
+// (the observer sees the dead peer's last heartbeat up to one tick late, checks once per tick,
+// and its ticks drift by their own duration).
 std::chrono::milliseconds peerCauseBound(const RendezvousSettings& s) {
   const auto heartbeat = s.heartbeatTimeout.count() > 0
                              ? s.heartbeatTimeout
                              : s.keepAliveInterval * std::max(s.keepAliveMaxAttempt, 1);
-  return heartbeat + s.keepAliveInterval;
+  return heartbeat + 3 * s.keepAliveInterval;
 }
 
 // True when every failure ddprun did not cause itself looks like a peer's collateral damage.

@@ -24,6 +24,8 @@ std::string budget(const PolicyInput& in) {
 }
 
 // The round ended for `kind`: what every situation past the workers' own outcome does with it.
+// A job that failed elsewhere is reported by next() (which knows this node's part in it); only
+// the node whose own report spent the budget prints the summary at once.
 Decision afterRoundEnd(RendezvousEventKind kind, const PolicyInput& in) {
   switch (kind) {
     case RendezvousEventKind::kScaleUp:
@@ -33,7 +35,10 @@ Decision afterRoundEnd(RendezvousEventKind kind, const PolicyInput& in) {
     case RendezvousEventKind::kRestartRequested:
       return act(Action::kRejoin, "workers failed: restarting the job");
     case RendezvousEventKind::kJobFailed:
-      return act(Action::kJobFailed, "the job failed");
+      if (in.situation == Situation::kFailureReported) {
+        return act(Action::kJobFailed, "this node's failure spent the job's restart budget");
+      }
+      return act(Action::kRejoin, "the job failed: next() reports how, and this node's part");
     case RendezvousEventKind::kStoreLost:
       return exitWith(kRendezvousFailedExitCode, false, "the rendezvous store was lost");
   }

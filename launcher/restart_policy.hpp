@@ -11,7 +11,7 @@
 //   signalled            -                        exit 128 + signal (after leaving)
 //   workers failed       - (own fault)            report the failure (spends a restart)
 //   workers failed       - (all look like a       await the round's end for another cause,
-//                          peer's collateral)     bounded by the heartbeat timeout
+//                          peer's collateral)     bounded by heartbeat_timeout + 3 keep-alives
 //   peer cause awaited   none                     report the failure
 //   peer cause awaited   peer lost / scale-up     rejoin; the local failures are collateral:
 //                                                 not published, no restart spent
@@ -19,7 +19,9 @@
 //                                                 already spent this generation's restart)
 //   round ended, or      scale-up / peer lost /   rejoin
 //   failure reported     restart requested
-//   any                  job failed               print the job's summary, exit with its code
+//   failure reported     job failed               print the job's summary, exit with its code
+//   other                job failed               next(): it reports the job's end and this
+//                                                 node's part in it (member, dropped, ...)
 //   any                  store lost               exit 1 (the rendezvous failed)
 //
 // Thread safety: pure functions over values.
@@ -63,10 +65,10 @@ struct PolicyInput {
 
 enum class Action {
   kAwaitExitBarrier,  // Rendezvous::exitBarrier()
-  kAwaitPeerCause,    // Rendezvous::awaitRoundEnd(heartbeat timeout + one keep-alive)
+  kAwaitPeerCause,    // Rendezvous::awaitRoundEnd(heartbeat timeout + 3 keep-alives)
   kReportFailure,     // Rendezvous::reportFailure(this node's record)
-  kRejoin,            // Rendezvous::next()
-  kJobFailed,         // print the job's failure summary; exit with the root cause's code
+  kRejoin,            // Rendezvous::next(): the next round, or how the job ended
+  kJobFailed,         // this node spent the budget: print the summary, exit with its code
   kSucceed,           // leave the job; exit 0
   kExit,              // exit with exitCode (leaving first when `leave`)
 };

@@ -56,9 +56,13 @@ void RoundMonitor::enter(MonitoredRound round) {
 }
 
 void RoundMonitor::exit() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   round_.reset();
   ++epoch_;
+  // A tick of the old round may be in flight: wait for it (bounded, so a hung store cannot hold
+  // the caller), so that its heartbeat cannot land after the caller deleted the round's keys.
+  if (std::this_thread::get_id() == thread_.get_id()) return;
+  wake_.wait_for(lock, heartbeatTimeout_, [this] { return !ticking_; });
 }
 
 void RoundMonitor::setCallback(Callback callback) {
@@ -100,9 +104,12 @@ void RoundMonitor::run() {
     kick_ = false;
     const MonitoredRound round = *round_;
     const uint64_t epoch = epoch_;
+    ticking_ = true;
     lock.unlock();
     tick(round, epoch);
     lock.lock();
+    ticking_ = false;
+    wake_.notify_all();
     if (epoch == epoch_) nextTick_ = Clock::now() + interval_;
   }
 }

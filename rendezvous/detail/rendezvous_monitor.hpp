@@ -62,7 +62,8 @@ class RoundMonitor {
   // Starts heartbeating and watching `round` (the first tick within one keep-alive interval, at
   // a random point of it). Non-blocking.
   void enter(MonitoredRound round);
-  // Stops heartbeating; events of the old round are no longer delivered. Non-blocking. Until then
+  // Stops heartbeating; events of the old round are no longer delivered. Waits for a tick in
+  // flight (at most heartbeatTimeout), so no heartbeat lands after it returns. Until then
   // it heartbeats even after the round ended: the next round waits for members still stopping.
   void exit();
   // Installs (replaces) / removes the event callback. clearCallback() waits for a running callback.
@@ -93,6 +94,7 @@ class RoundMonitor {
   // Guarded by mutex_
   bool stop_ = false;
   bool kick_ = false;
+  bool ticking_ = false;  // the monitor thread is inside tick()
   Clock::time_point nextTick_;
   std::minstd_rand random_{std::random_device{}()};
   uint64_t epoch_ = 0;  // bumped by enter() and exit()

@@ -21,6 +21,7 @@ std::string RoundState::self() const {
 
 void RoundState::enter(const RendezvousResult& round) {
   current_ = Current{round.generation, round};
+  member_ = current_;
   history_ = MemberHistory{round.nodeRank, round.generation};
 }
 
@@ -162,37 +163,40 @@ ExitBarrierResult RoundState::exitBarrier(std::chrono::milliseconds timeout) {
 }
 
 void RoundState::leave() {
-  if (!current_) return;
-  const int64_t g = current_->generation;
-  const int rank = current_->result.nodeRank;
-  const int nodes = current_->result.nodeCount;
   current_.reset();
+  if (!member_) return;
+  const int64_t g = member_->generation;
+  const int rank = member_->result.nodeRank;
+  const int nodes = member_->result.nodeCount;
+  member_.reset();
   try {
-    // Once every node passed the exit barrier, or the job failed, leaving is the normal end:
-    // nobody re-rendezvous. Otherwise the others must re-form without this node.
-    const bool jobOver = store_.check({keys_->exitDone(g)}) || store_.check({keys_->ended()});
-    if (!jobOver) {
+    if (auto ended = peek(store_, keys_->ended())) {
+      // A node dropped before the job's last round has nothing to count: that round's members
+      // delete the job's keys (and this node's round may be gone already).
+      if (decodeJobEnd(*ended).generation == g) finishLeaving(g, nodes);
+    } else if (store_.check({keys_->exitDone(g)})) {
+      finishLeaving(g, nodes);  // every node passed the exit barrier: the normal end
+    } else {
+      // The job goes on: the others must re-form without this node.
       store_.append(keys_->gone(g), std::to_string(rank) + "\n");
       endRound(store_, *keys_, g,
                {RendezvousEventKind::kPeerLost,
                 self() + " (node rank " + std::to_string(rank) + ") left the job", rank});
+      finishLeaving(g, nodes);
     }
-    finishLeaving(g, nodes, jobOver);
     leftGeneration_ = g;
   } catch (const std::exception& e) {
     log_->warn("rendezvous '{}': leaving generation {} failed: {}", settings_.runId, g, e.what());
   }
 }
 
-void RoundState::finishLeaving(int64_t g, int nodes, bool jobOver) {
+void RoundState::finishLeaving(int64_t g, int nodes) {
   // The last node of the round to leave deletes the job's keys (the agent hosting the store
   // waits for that before stopping it).
   if (store_.add(keys_->left(g), 1) < nodes) return;
-  if (!jobOver) {
-    // Every node of the round left a job that did not end (all were stopped): it is over.
-    const std::string why = "every node of generation " + std::to_string(g) + " left the job";
-    store_.compareSet(keys_->ended(), "", encodeJobEnd(jobEndNow(false, g, why)));
-  }
+  // Every node of the round left; a job that did not end (all were stopped) is over now.
+  const std::string why = "every node of generation " + std::to_string(g) + " left the job";
+  store_.compareSet(keys_->ended(), "", encodeJobEnd(jobEndNow(false, g, why)));
   const JobEnd end = decodeJobEnd(store_.get(keys_->ended()));
   deleteEndedJob(store_, *keys_, end, settings_.maxNodes);
   // Only an agent-hosted store has someone waiting (awaitOthersLeft); ddprund keeps no marker.

@@ -70,7 +70,7 @@ class RoundState {
   const Current& requireRound(const char* what) const;
   RendezvousEvent awaitFailureDecision(int64_t g);
   RendezvousEvent spendRestart(int64_t g);
-  void finishLeaving(int64_t g, int nodes, bool jobOver);
+  void finishLeaving(int64_t g, int nodes);
   static RendezvousEvent eventOf(int64_t g, const RoundEnd& end) {
     return RendezvousEvent{end.kind, g, end.detail, end.lostRank};
   }
@@ -81,7 +81,10 @@ class RoundState {
   const std::chrono::milliseconds slice_;
   std::shared_ptr<spdlog::logger> log_;
   std::optional<RendezvousKeys> keys_;
+  // The round next() returned while it runs (reset when this agent joins again or leaves).
   std::optional<Current> current_;
+  // The last round this agent was a member of and has not left: leave() counts it.
+  std::optional<Current> member_;
   MemberHistory history_;
   // The generation this agent last left, if it left at all.
   std::optional<int64_t> leftGeneration_;

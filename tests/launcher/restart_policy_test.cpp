@@ -38,8 +38,8 @@ Expected expected(Situation s, std::optional<Kind> end, bool allComm) {
         return {Action::kRejoin, 0, collateral};
       case Kind::kRestartRequested:
         return {Action::kRejoin};
-      case Kind::kJobFailed:
-        return {Action::kJobFailed};
+      case Kind::kJobFailed:  // next() reports the job's end, but to the node that spent it
+        return {s == Situation::kFailureReported ? Action::kJobFailed : Action::kRejoin};
       case Kind::kStoreLost:
         return {Action::kExit, kRendezvousFailedExitCode};
     }
