@@ -91,7 +91,10 @@ RoundJoiner::Wait RoundJoiner::awaitMembership(const RendezvousKeys& keys, const
   const auto abandonAfter = 2 * heartbeatTimeout_;
   Clock::time_point minSeenAt = a.slot == settings_.minNodes ? Clock::now() : kNever;
   Clock::time_point closingSeenAt = kNever;
-  Clock::time_point lookAgain = Clock::now() + slice_ * 4;
+  // The leader looks again when its last call ends at the latest.
+  Clock::time_point lookAgain = std::min(Clock::now() + slice_ * 4,
+                                         minSeenAt == kNever ? kNever
+                                                             : minSeenAt + settings_.lastCallTimeout);
   while (true) {
     const auto until = std::min(a.deadline, lookAgain);
     const auto found =

@@ -54,10 +54,14 @@ def start_pair(h, port, run_id, conf=RDZV_CONF, env_extra=None, extra=()):
 
 def scenario_scale_up_split(h):
     port = h.ddprund()
+    # The running agent notices the scale-up up to one keep-alive (2 s) late, well after the
+    # newcomer's 0.5 s last call: without the closing rule the newcomer closes a round alone.
+    conf = ("join_timeout=20,last_call_timeout=0.5,close_timeout=5,keep_alive_interval=2,"
+            "heartbeat_timeout=10,read_timeout=10")
     for i in range(10):
         a, b, go = "a%d" % i, "b%d" % i, "go%d" % i
         env = {"MN_GO_FILE": os.path.join(TMP, go)}
-        flags = c10d(port, "1:2", 1, run_id="split%d" % i)
+        flags = c10d(port, "1:2", 1, run_id="split%d" % i, conf=conf)
         pa = h.agent(a, flags, env)
         poll("%s's world of 1" % a, lambda: h.records(node=a), 30)
         pb = h.agent(b, flags, env)
