@@ -2,7 +2,8 @@
 
 It records what ddprun gave it in $MN_DIR/rec.<node>.<restart>.<rank>.json (torchrun's env contract,
 its pid and its agent's pid), then acts on env knobs the harness sets per agent:
-  MN_NODE           the agent's name in the test (part of the record name)
+  MN_NODE           the agent's name in the test (part of the record name; default
+                    n<SLURM_NODEID> under srun)
   MN_FAIL_RANK      global rank that exits with MN_FAIL_CODE ...
   MN_FAIL_UNTIL     ... while TORCHELASTIC_RESTART_COUNT < this (default: always)
   MN_FAIL_FROM      ... and only from this TORCHELASTIC_RESTART_COUNT on (default 0)
@@ -75,7 +76,8 @@ def main():
         import datetime
         import torch.distributed as dist
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
-    name = "%s/rec.%s.%d.%d.json" % (env["MN_DIR"], env["MN_NODE"], restart, rank)
+    node = env.get("MN_NODE") or "n%s" % env.get("SLURM_NODEID", "")  # under srun: per node
+    name = "%s/rec.%s.%d.%d.json" % (env["MN_DIR"], node, restart, rank)
     with open(name + ".tmp", "w") as f:
         json.dump(record, f)
     os.rename(name + ".tmp", name)
