@@ -70,28 +70,6 @@ std::string wallTime(int64_t unixMs) {
   return buf;
 }
 
-// How long an agent whose workers failed with communication errors waits for a lost peer to be
-// noticed: the heartbeat timeout (interval x attempts when unset) plus three keep-alive ticks
-// (the observer sees the dead peer's last heartbeat up to one tick late, checks once per tick,
-// and its ticks drift by their own duration).
-std::chrono::milliseconds peerCauseBound(const RendezvousSettings& s) {
-  const auto heartbeat = s.heartbeatTimeout.count() > 0
-                             ? s.heartbeatTimeout
-                             : s.keepAliveInterval * std::max(s.keepAliveMaxAttempt, 1);
-  return heartbeat + 3 * s.keepAliveInterval;
-}
-
-// True when every failure ddprun did not cause itself looks like a peer's collateral damage.
-bool allCommunicationFailures(const std::vector<WorkerFailure>& failures) {
-  bool any = false;
-  for (const auto& f : failures) {
-    if (f.stoppedByAgent) continue;
-    if (!isCommunicationFailure(f)) return false;
-    any = true;
-  }
-  return any;
-}
-
 // Everything one agent holds for the job's lifetime. Declaration order is destruction order in
 // reverse: the supervisor (and its workers) go before the stores they talk to.
 class Agent {
@@ -118,6 +96,7 @@ class Agent {
                    const GenerationOutcome& outcome, RendezvousEvent& last);
   PolicyInput inputFor(Situation situation, const RendezvousResult& round,
                        std::optional<RendezvousEventKind> end = std::nullopt) const;
+  PolicyInput inputFor(const GenerationOutcome& outcome, const RendezvousResult& round) const;
   int reportJobEnded(const JobEnded& ended);
   int jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult& round,
                 const std::string& reason = "");
@@ -249,26 +228,28 @@ PolicyInput Agent::inputFor(Situation situation, const RendezvousResult& round,
 
 // Asks the restart policy what the generation's outcome leads to, performing the rendezvous calls
 // it names, until it says rejoin or exit.
-Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome& outcome) {
+PolicyInput Agent::inputFor(const GenerationOutcome& outcome, const RendezvousResult& round) const {
   PolicyInput in;
   switch (outcome.kind) {
     case OutcomeKind::kSucceeded:
-      in = inputFor(Situation::kWorkersSucceeded, round);
-      break;
+      return inputFor(Situation::kWorkersSucceeded, round);
     case OutcomeKind::kFailed:
       in = inputFor(Situation::kWorkersFailed, round);
       in.allCommunicationFailures = allCommunicationFailures(outcome.failures);
-      break;
+      return in;
     case OutcomeKind::kSignalled:
       in = inputFor(Situation::kSignalled, round);
       in.signal = outcome.signal;
-      break;
+      return in;
     case OutcomeKind::kRendezvousEvent:
-      in = inputFor(Situation::kRoundEnded, round, outcome.event.kind);
-      break;
+      return inputFor(Situation::kRoundEnded, round, outcome.event.kind);
   }
+  return in;
+}
+
+Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome& outcome) {
   RendezvousEvent last = outcome.event;
-  Decision d = decide(in);
+  Decision d = decide(inputFor(outcome, round));
   while (true) {
     log_->debug("generation {}: {}", round.generation, d.why);
     switch (d.action) {

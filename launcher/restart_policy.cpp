@@ -1,5 +1,7 @@
 #include "launcher/restart_policy.hpp"
 
+#include <algorithm>
+
 namespace ddp {
 
 namespace {
@@ -95,6 +97,23 @@ Decision decide(const PolicyInput& in) {
       return afterRoundEnd(*in.roundEnd, in);
   }
   return exitWith(kRendezvousFailedExitCode, false, "unknown situation");
+}
+
+bool allCommunicationFailures(const std::vector<WorkerFailure>& failures) {
+  bool any = false;
+  for (const auto& f : failures) {
+    if (f.stoppedByAgent) continue;
+    if (!isCommunicationFailure(f)) return false;
+    any = true;
+  }
+  return any;
+}
+
+std::chrono::milliseconds peerCauseBound(const RendezvousSettings& s) {
+  const auto heartbeat = s.heartbeatTimeout.count() > 0
+                             ? s.heartbeatTimeout
+                             : s.keepAliveInterval * std::max(s.keepAliveMaxAttempt, 1);
+  return heartbeat + 3 * s.keepAliveInterval;
 }
 
 }  // namespace ddp

@@ -27,9 +27,12 @@
 // Thread safety: pure functions over values.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "launcher/failure_summary.hpp"
 #include "rendezvous/rendezvous.hpp"
 
 namespace ddp {
@@ -82,5 +85,14 @@ struct Decision {
 };
 
 Decision decide(const PolicyInput& input);
+
+// PolicyInput::allCommunicationFailures for a generation's failures: every failure ddprun did not
+// cause itself (stoppedByAgent) is a communication failure, and there is at least one.
+bool allCommunicationFailures(const std::vector<WorkerFailure>& failures);
+
+// How long kAwaitPeerCause waits: heartbeat_timeout (keep_alive_interval x keep_alive_max_attempt
+// when unset) plus three keep-alive intervals (an observer sees a dead peer's last heartbeat up
+// to one tick late, checks once per tick, and its ticks drift by their own duration).
+std::chrono::milliseconds peerCauseBound(const RendezvousSettings& settings);
 
 }  // namespace ddp

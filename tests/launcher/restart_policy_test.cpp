@@ -122,3 +122,24 @@ TEST_CASE("restart policy: the decisions that matter most, spelled out", "[resta
   in.roundEnd = Kind::kStoreLost;
   CHECK_FALSE(decide(in).leave);
 }
+
+TEST_CASE("restart policy inputs: collateral failures and the peer-cause bound", "[restart_policy]") {
+  WorkerFailure gloo;
+  gloo.exitCode = 1;
+  gloo.stderrTail = {"RuntimeError: [pair.cc:598] Connection closed by peer [10.0.0.2]:41234"};
+  WorkerFailure stopped;
+  stopped.signal = SIGTERM;
+  stopped.stoppedByAgent = true;
+  WorkerFailure own;
+  own.exitCode = 7;
+  CHECK(allCommunicationFailures({gloo, stopped}));  // ddprun's own SIGTERM does not count
+  CHECK_FALSE(allCommunicationFailures({gloo, own}));
+  CHECK_FALSE(allCommunicationFailures({stopped}));  // nothing failed by itself
+  CHECK_FALSE(allCommunicationFailures({}));
+  RendezvousSettings s;
+  s.keepAliveInterval = std::chrono::milliseconds(500);
+  s.keepAliveMaxAttempt = 3;
+  CHECK(peerCauseBound(s) == std::chrono::milliseconds(3000));  // 1.5 s + 3 x 0.5 s
+  s.heartbeatTimeout = std::chrono::seconds(3);
+  CHECK(peerCauseBound(s) == std::chrono::milliseconds(4500));
+}
