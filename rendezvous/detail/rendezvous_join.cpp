@@ -52,8 +52,9 @@ std::string RoundJoiner::self() const {
 JoinOutcome RoundJoiner::join(const RendezvousKeys& keys, MemberHistory history) {
   const auto deadline = Clock::now() + settings_.joinTimeout;
   nextProgress_ = Clock::now() + progressEvery(settings_);
-  while (true) {
-    if (store_.check({keys.ended()})) return IncarnationOver{};
+  // The caller just read the job's `ended` state; later rounds check it again.
+  for (bool first = true;; first = false) {
+    if (!first && store_.check({keys.ended()})) return IncarnationOver{};
     Attempt a{currentRound(keys), 0, "", deadline, history};
     Step step = tryJoin(keys, std::move(a));
     if (auto* joined = std::get_if<JoinedRound>(&step)) return std::move(*joined);

@@ -61,7 +61,7 @@ class RoundJoiner {
               std::chrono::milliseconds slice);
 
   // Blocks until this agent is a member of a closed round of `keys`' incarnation (up to
-  // joinTimeout) or that job ended. Throws TimeoutError (after withdrawing; the message says so),
+  // joinTimeout) or that job ended. The caller has just seen that job not ended. Throws TimeoutError (after withdrawing; the message says so),
   // ConfigError (conflicting node ranks), NetworkError/ProtocolError from the store.
   JoinOutcome join(const RendezvousKeys& keys, MemberHistory history);
 
