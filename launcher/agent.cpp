@@ -3,14 +3,20 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <sstream>
+#include <variant>
 
 #include "launcher/failure_summary.hpp"
 #include "launcher/job_summary.hpp"
 #include "launcher/log_layout.hpp"
 #include "launcher/rendezvous_setup.hpp"
+#include "launcher/restart_policy.hpp"
 #include "launcher/supervisor.hpp"
 #include "launcher/worker_env_builder.hpp"
 #include "rendezvous/logging.hpp"
@@ -55,6 +61,16 @@ GroupSettings groupSettings(const LaunchConfig& config, const std::string& host)
   return s;
 }
 
+std::string wallTime(int64_t unixMs) {
+  const time_t seconds = static_cast<time_t>(unixMs / 1000);
+  tm local{};
+  char buf[64] = "";
+  if (unixMs > 0 && localtime_r(&seconds, &local) != nullptr) {
+    strftime(buf, sizeof(buf), " at %Y-%m-%d %H:%M:%S %Z", &local);
+  }
+  return buf;
+}
+
 // Everything one agent holds for the job's lifetime. Declaration order is destruction order in
 // reverse: the supervisor (and its workers) go before the stores they talk to.
 class Agent {
@@ -67,13 +83,26 @@ class Agent {
   int run();
 
  private:
-  int runGeneration(const RendezvousResult& round, bool& again);
-  WorkerStoreAddress prepareWorkerStore(const RendezvousResult& round);
-  int onSucceeded(const RendezvousResult& round, bool& again);
-  int onFailed(const RendezvousResult& round, const GenerationOutcome& outcome, bool& again);
+  // What one generation leads to: join the next round, or exit with a code.
+  struct Rejoin {};
+  struct Exit {
+    int code = 0;
+  };
+  using Step = std::variant<Rejoin, Exit>;
+
+  Step runGeneration(const RendezvousResult& round);
+  std::variant<WorkerStoreAddress, RoundEnded> prepareWorkerStore(const RendezvousResult& round);
+  Step follow(const RendezvousResult& round, const GenerationOutcome& outcome);
+  Decision perform(const Decision& d, const RendezvousResult& round,
+                   const GenerationOutcome& outcome, RendezvousEvent& last);
+  PolicyInput inputFor(Situation situation, const RendezvousResult& round,
+                       std::optional<RendezvousEventKind> end = std::nullopt) const;
+  PolicyInput inputFor(const GenerationOutcome& outcome, const RendezvousResult& round) const;
+  int reportJobEnded(const JobEnded& ended);
   // `round`: this node's last round (nullptr: it joined none); `local`: its workers that did not
-  // exit 0 in that round.
-  int jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult* round);
+  // exit 0 in that round; `reason`: why the job ended, when known.
+  int jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult* round,
+                const std::string& reason = "");
   void leaveJob();
   template <class F>
   auto blocking(F fn);
@@ -86,6 +115,7 @@ class Agent {
   RendezvousStoreHandle rdzvStore_;
   // MASTER_ADDR when this node has node rank 0 (see advertisedAddress()).
   std::string advertisedAddr_;
+  RendezvousSettings settings_;
   std::unique_ptr<Rendezvous> rdzv_;
   std::unique_ptr<StoreServerThread> workerStore_;
   WorkerEnvBuilder envBuilder_;
@@ -100,6 +130,7 @@ Agent::Agent(const LaunchConfig& config)
       logs_(config.logDir, runId_, usesFiles(config.redirects) || usesFiles(config.tee)),
       rdzvStore_(openRendezvousStore(config)),
       advertisedAddr_(advertisedAddress(config, rdzvStore_, host_)),
+      settings_(rendezvousSettingsFrom(config, runId_)),
       envBuilder_(config, runId_, currentEnvironment()),
       supervisor_(groupSettings(config, host_), config.signalsToHandle,
                   config.explicitOptions.contains("signals_to_handle")) {
@@ -110,8 +141,8 @@ Agent::Agent(const LaunchConfig& config)
   self.localWorldSize = config.nprocPerNode;
   self.requestedRank = config.nodeRank.value_or(-1);
   self.role = config.role;
-  rdzv_ = makeRendezvous(*rdzvStore_.store, rendezvousSettingsFrom(config, runId_), self,
-                         rdzvStore_.connectHeartbeat);
+  self.order = config.nodeOrder.value_or(-1);
+  rdzv_ = makeRendezvous(*rdzvStore_.store, settings_, self, rdzvStore_.connectHeartbeat);
   if (envBuilder_.ompThreadsDefaulted()) {
     log_->info("OMP_NUM_THREADS=1 for each worker (it is unset and there are {} workers per node)",
                config.nprocPerNode);
@@ -135,26 +166,12 @@ int Agent::run() {
              config_.nprocPerNode, rdzvStore_.description, logs_.runDir(),
              logs_.isTemporary() ? " (a temp dir: removed at exit unless it must be kept)" : "");
   rdzv_->watch([this](const RendezvousEvent& event) { supervisor_.postRendezvousEvent(event); });
-  bool again = true;
-  int code = 0;
-  while (again) {
-    again = false;
-    RendezvousResult round;
-    try {
-      round = blocking([this] { return rdzv_->next(); });
-    } catch (const JobEndedError& e) {
-      if (e.succeeded()) {
-        // A late agent of a job that already finished: nothing failed, nothing left to run.
-        log_->info("{}; nothing left to run", e.what());
-        return 0;
-      }
-      // The job failed elsewhere while this node was (re)joining: same summary as everywhere.
-      log_->warn("{}", e.what());
-      return jobFailed({}, nullptr);
-    }
-    code = runGeneration(round, again);
+  while (true) {
+    NextResult next = blocking([this] { return rdzv_->next(); });
+    if (auto* ended = std::get_if<JobEnded>(&next)) return reportJobEnded(*ended);
+    const Step step = runGeneration(std::get<RendezvousResult>(next));
+    if (auto* exit = std::get_if<Exit>(&step)) return exit->code;
   }
-  return code;
 }
 
 // Leaves the rendezvous at the end of the job. The agent hosting the rendezvous store keeps it up
@@ -164,30 +181,35 @@ void Agent::leaveJob() {
   if (rdzvStore_.server) rdzv_->awaitOthersLeft(config_.rdzv.closeTimeout);
 }
 
-WorkerStoreAddress Agent::prepareWorkerStore(const RendezvousResult& round) {
+std::variant<WorkerStoreAddress, RoundEnded> Agent::prepareWorkerStore(
+    const RendezvousResult& round) {
   workerStore_.reset();  // the previous generation's store goes, keys and all
   if (round.nodeRank != 0) {
-    auto [addr, port] = blocking([this] { return rdzv_->workerStore(); });
-    return {addr, port};
+    WorkerStoreResult published = blocking([this] { return rdzv_->workerStore(); });
+    if (auto* ended = std::get_if<RoundEnded>(&published)) return *ended;
+    const auto& endpoint = std::get<WorkerStoreEndpoint>(published);
+    return WorkerStoreAddress{endpoint.addr, endpoint.port};
   }
   StoreServerOptions options;
   options.host = config_.standalone ? "127.0.0.1" : "::";
   options.name = "worker store gen " + std::to_string(round.generation);
   workerStore_ = std::make_unique<StoreServerThread>(options);
   rdzv_->publishWorkerStore(advertisedAddr_, workerStore_->port());
-  return {advertisedAddr_, workerStore_->port()};
+  return WorkerStoreAddress{advertisedAddr_, workerStore_->port()};
 }
 
-int Agent::runGeneration(const RendezvousResult& round, bool& again) {
-  WorkerStoreAddress store;
-  try {
-    store = prepareWorkerStore(round);
-  } catch (const RoundEndedError& e) {
+Agent::Step Agent::runGeneration(const RendezvousResult& round) {
+  auto prepared = prepareWorkerStore(round);
+  if (auto* ended = std::get_if<RoundEnded>(&prepared)) {
     // The round ended (a peer lost, a scale-up) before node rank 0 published its worker store.
-    log_->info("{}; joining the next round", e.what());
-    again = true;
-    return 0;
+    log_->info("generation {} ended before its worker store was published ({})",
+               round.generation, ended->event.detail);
+    GenerationOutcome outcome;
+    outcome.kind = OutcomeKind::kRendezvousEvent;
+    outcome.event = ended->event;
+    return follow(round, outcome);
   }
+  const auto& store = std::get<WorkerStoreAddress>(prepared);
   logs_.beginGeneration(round.generation, round.nodeRank);
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < config_.nprocPerNode; ++lr) {
@@ -198,58 +220,141 @@ int Agent::runGeneration(const RendezvousResult& round, bool& again) {
               round.baseRank + config_.nprocPerNode - 1, round.worldSize, store.addr, store.port);
   const GenerationOutcome outcome =
       supervisor_.runGeneration(std::move(specs), logs_, round.generation);
+  return follow(round, outcome);
+}
+
+PolicyInput Agent::inputFor(Situation situation, const RendezvousResult& round,
+                            std::optional<RendezvousEventKind> end) const {
+  PolicyInput in;
+  in.situation = situation;
+  in.roundEnd = end;
+  in.restartsUsed = round.restartsUsed;
+  in.maxRestarts = config_.maxRestarts;
+  return in;
+}
+
+// Asks the restart policy what the generation's outcome leads to, performing the rendezvous calls
+// it names, until it says rejoin or exit.
+PolicyInput Agent::inputFor(const GenerationOutcome& outcome, const RendezvousResult& round) const {
+  PolicyInput in;
   switch (outcome.kind) {
     case OutcomeKind::kSucceeded:
-      return onSucceeded(round, again);
+      return inputFor(Situation::kWorkersSucceeded, round);
     case OutcomeKind::kFailed:
-      return onFailed(round, outcome, again);
+      in = inputFor(Situation::kWorkersFailed, round);
+      in.allCommunicationFailures = allCommunicationFailures(outcome.failures);
+      return in;
     case OutcomeKind::kSignalled:
-      rdzv_->leave();
-      return 128 + outcome.signal;
+      in = inputFor(Situation::kSignalled, round);
+      in.signal = outcome.signal;
+      return in;
     case OutcomeKind::kRendezvousEvent:
-      if (outcome.event.kind == RendezvousEventKind::kJobFailed) {
-        return jobFailed(outcome.failures, &round);
-      }
-      if (outcome.event.kind == RendezvousEventKind::kStoreLost) {
-        log_->error("lost the rendezvous store: {}", outcome.event.detail);
-        return 1;
-      }
-      again = true;
-      return 0;
+      return inputFor(Situation::kRoundEnded, round, outcome.event.kind);
   }
-  return 1;
+  return in;
 }
 
-int Agent::onSucceeded(const RendezvousResult& round, bool& again) {
-  const auto timeout = config_.rdzvConf.exitBarrierTimeout;
-  const ExitOutcome exit = blocking([this, timeout] { return rdzv_->exitBarrier(timeout); });
-  switch (exit) {
-    case ExitOutcome::kAllSucceeded:
-      leaveJob();
-      return 0;
-    case ExitOutcome::kRestartRequested:
-      again = true;
-      return 0;
-    case ExitOutcome::kJobFailed:
-      return jobFailed({}, &round);
+Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome& outcome) {
+  RendezvousEvent last = outcome.event;
+  Decision d = decide(inputFor(outcome, round));
+  while (true) {
+    log_->debug("generation {}: {}", round.generation, d.why);
+    switch (d.action) {
+      case Action::kRejoin:
+        if (last.kind == RendezvousEventKind::kPeerLost && last.lostRank == round.nodeRank) {
+          log_->warn("this node was declared lost in generation {} ({}); rejoining the job as a "
+                     "newcomer", round.generation, last.detail);
+        } else if (d.collateral) {
+          log_->warn("workers failed with communication errors after generation {} ended ({}); "
+                     "the failures are collateral: nothing published, no restart spent",
+                     round.generation, last.detail);
+        }
+        return Rejoin{};
+      case Action::kJobFailed:
+        return Exit{jobFailed(outcome.failures, &round, last.detail)};
+      case Action::kSucceed:
+        leaveJob();
+        return Exit{0};
+      case Action::kExit:
+        if (last.kind == RendezvousEventKind::kStoreLost) {
+          log_->error("lost the rendezvous store: {}", last.detail);
+        }
+        if (d.leave) rdzv_->leave();
+        return Exit{d.exitCode};
+      default:
+        d = perform(d, round, outcome, last);
+    }
   }
-  return 1;
 }
 
-int Agent::onFailed(const RendezvousResult& round, const GenerationOutcome& outcome, bool& again) {
+// Performs a rendezvous call the policy asked for; returns the policy's next decision.
+Decision Agent::perform(const Decision& d, const RendezvousResult& round,
+                        const GenerationOutcome& outcome, RendezvousEvent& last) {
+  if (d.action == Action::kAwaitExitBarrier) {
+    const auto timeout = config_.rdzvConf.exitBarrierTimeout;
+    const ExitBarrierResult r = blocking([this, timeout] { return rdzv_->exitBarrier(timeout); });
+    if (std::holds_alternative<AllSucceeded>(r)) {
+      return decide(inputFor(Situation::kExitBarrierPassed, round));
+    }
+    last = std::get<RoundEnded>(r).event;
+    return decide(inputFor(Situation::kRoundEnded, round, last.kind));
+  }
+  if (d.action == Action::kAwaitPeerCause) {
+    const auto bound = peerCauseBound(settings_);
+    log_->info("workers failed with communication errors; waiting up to {} ms for a lost peer "
+               "to end generation {}", bound.count(), round.generation);
+    const auto end = blocking([this, bound] { return rdzv_->awaitRoundEnd(bound); });
+    if (end) last = *end;
+    return decide(inputFor(Situation::kPeerCauseAwaited, round,
+                           end ? std::optional(end->kind) : std::nullopt));
+  }
   FailureRecord record{round.generation, round.nodeRank, host_, outcome.failures};
-  const bool restart = blocking([this, &record] { return rdzv_->reportFailure(toJson(record)); });
-  if (!restart) return jobFailed(outcome.failures, &round);
-  log_->warn("workers failed in generation {}; restarting the job ({} of {} restarts used)",
-             round.generation, round.restartsUsed + 1, config_.maxRestarts);
-  again = true;
-  return 0;
+  last = blocking([this, &record] { return rdzv_->reportFailure(toJson(record)); });
+  if (last.kind == RendezvousEventKind::kRestartRequested) {
+    log_->warn("workers failed in generation {}; restarting the job ({})", round.generation,
+               last.detail);
+  }
+  return decide(inputFor(Situation::kFailureReported, round, last.kind));
 }
 
-int Agent::jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult* round) {
+int Agent::reportJobEnded(const JobEnded& e) {
+  const std::string when = wallTime(e.endedAtUnixMs);
+  const std::string dropped =
+      "this node was dropped from the job after generation " +
+      std::to_string(e.memberGeneration) +
+      (e.droppedDetail.empty() ? std::string() : " (" + e.droppedDetail + ")");
+  if (e.result == JobResult::kSucceeded) {
+    if (e.standing == NodeStanding::kNeverMember) {
+      log_->error("the job finished{} ({}) before this node became a member of a round: it ran "
+                  "no worker", when, e.reason);
+      return kRendezvousFailedExitCode;
+    }
+    if (e.standing == NodeStanding::kDropped) {
+      log_->warn("{}; the job went on without it and succeeded{}: {}", dropped, when, e.reason);
+    } else {
+      log_->info("the job succeeded{}: {}", when, e.reason);
+    }
+    leaveJob();
+    return 0;
+  }
+  if (e.result == JobResult::kUnknown) {
+    log_->error("{}", e.reason);
+    return kRendezvousFailedExitCode;
+  }
+  if (e.standing == NodeStanding::kDropped) {
+    log_->warn("{}; the job went on without it and failed{}", dropped, when);
+  } else if (e.standing == NodeStanding::kNeverMember) {
+    log_->warn("the job failed{} before this node became a member of a round", when);
+  }
+  return jobFailed({}, nullptr, e.reason);
+}
+
+int Agent::jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult* round,
+                     const std::string& reason) {
   const FailedJob job{round ? std::optional<RendezvousResult>(*round) : std::nullopt, local};
-  const JobSummarySettings settings{host_, config_.entrypointName,
-                                    config_.shutdownTimeout + std::chrono::seconds(5)};
+  JobSummarySettings settings{host_, config_.entrypointName,
+                              config_.shutdownTimeout + std::chrono::seconds(5)};
+  settings.reason = reason;
   const int code = blocking([&] { return finishFailedJob(*rdzv_, job, settings, logs_); });
   leaveJob();
   return code;

@@ -3,13 +3,19 @@
 // the whole job while the job-wide budget allows, and prints the job-wide failure summary.
 //
 // Exit codes (documented in the README):
-//   0          every worker of the job exited 0
+//   0          the job succeeded: every worker of its last generation exited 0 (also on a node
+//              that was dropped from the job earlier and ran workers before; a warning says so)
 //   N          the job failed: N is the root-cause worker's exit code (128 + signal when a signal
-//              killed it)
+//              killed it), on every node, dropped ones included
 //   128 + S    ddprun got signal S (SIGTERM, SIGINT, ... or --signals-to-handle); forwarded to the
 //              workers, which were stopped
-//   1          the rendezvous failed (timeout, store lost, job ended elsewhere without a record)
+//   1          the rendezvous failed (kRendezvousFailedExitCode): this node's join timed out (it
+//              withdrew), the store was lost or belongs to another run, or the job ended before
+//              this node ran any worker — a launch that started no worker never exits 0
 //   127        a worker's program could not be started
+//
+// The loop: next() → run the generation's workers → restart_policy.hpp's decide() (performing the
+// rendezvous calls it names) → rejoin or exit.
 //
 // Thread safety: run() is called once, from the main thread (workers die with that thread).
 #pragma once
@@ -19,9 +25,9 @@
 namespace ddp {
 
 // Runs the job described by `config` to its end and returns ddprun's exit code. Throws
-// ConfigError for bad settings found late (unsupported backend, bad --rdzv-conf), SpawnError when
-// a worker program cannot be started, and the rendezvous' errors (TimeoutError, NetworkError,
-// JobEndedError).
+// ConfigError for bad settings found late (unsupported backend, bad --rdzv-conf, conflicting node
+// ranks), SpawnError when a worker program cannot be started, and the rendezvous' failures
+// (TimeoutError, NetworkError, Error: main maps them to 1).
 int run(const LaunchConfig& config);
 
 }  // namespace ddp

@@ -99,7 +99,8 @@ int finishFailedJob(Rendezvous& rdzv, const FailedJob& job, const JobSummarySett
   }
   FailureSummary summary = summarize(records);
   if (summary.empty) {
-    log->error("the job failed on another node without a failure record");
+    log->error("the job failed on another node without a failure record{}",
+               settings.reason.empty() ? "" : ": " + settings.reason);
     return 1;
   }
   checkLocalFiles(summary.rootCause, job, logs);

@@ -138,8 +138,9 @@ struct LaunchConfig {
   std::optional<int> masterPort;
   // --node-rank (explicitly given or not), or SLURM_NODEID for a fixed-size Slurm job.
   std::optional<int> nodeRank;
-  // Orders nodes in the rendezvous; not a fixed rank: SLURM_NODEID of an elastic Slurm job
-  // (min < max nodes), where survivors are renumbered compactly. nullopt elsewhere.
+  // Orders this node among those without a --node-rank (lower first), without fixing its rank:
+  // SLURM_NODEID under an elastic Slurm job (min_nodes < max_nodes), so survivors of a lost node
+  // are renumbered compactly in Slurm's order. nullopt = no order (host, address, pid decide).
   std::optional<int> nodeOrder;
   // --virtual-local-rank
   bool virtualLocalRank = false;

@@ -57,6 +57,8 @@ std::unique_ptr<StoreServerThread> maybeHost(const LaunchConfig& config, const E
   StoreServerOptions options;
   options.port = static_cast<uint16_t>(endpoint.port);
   options.name = "rendezvous store";
+  // An agent of another run that reaches this store (two jobs on one port) learns it at once.
+  options.initialKeys = {{rendezvousOwnerKey(), config.rdzvId}};
   try {
     return std::make_unique<StoreServerThread>(options);
   } catch (const NetworkError& e) {

@@ -53,6 +53,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
       : io_(io), acceptor_(io), retryTimer_(io), core_(std::make_shared<detail::ServerCore>()) {
     core_->options = std::move(options);
     core_->log = logger("store");
+    for (const auto& [key, value] : core_->options.initialKeys) core_->state.preset(key, value);
     listen();
   }
 

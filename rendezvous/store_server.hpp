@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
@@ -37,6 +39,10 @@ struct StoreServerOptions {
   // kAuto only: how long a lone v1 opcode-8 request (1.13 DELETE_KEY or 2.1 APPEND?) waits for
   // more bytes before it is taken as a 1.13 DELETE_KEY. Paid at most once per connection.
   std::chrono::milliseconds v1AmbiguityGrace{20};
+  // Keys the store holds from the moment it listens, before it serves anyone: an agent-hosted
+  // rendezvous store carries its owner's run id (rendezvousOwnerKey()) so that an agent of
+  // another run reaching it by mistake knows at once.
+  std::vector<std::pair<std::string, std::string>> initialKeys;
 };
 
 class StoreServer {

@@ -80,23 +80,26 @@ T number(std::string_view text, const char* what) {
 void appendRecord(std::string& out, const JoinRecord& r) {
   const auto& n = r.node;
   out += std::to_string(r.slot) + '\t' + std::to_string(r.prevRank) + '\t' +
-         std::to_string(n.pid) + '\t' + std::to_string(n.localWorldSize) + '\t' +
-         std::to_string(n.requestedRank) + '\t' + escape(n.host) + '\t' + escape(n.addr) +
-         '\t' + escape(n.role);
+         std::to_string(r.prevGeneration) + '\t' + std::to_string(n.pid) + '\t' +
+         std::to_string(n.localWorldSize) + '\t' + std::to_string(n.requestedRank) + '\t' +
+         std::to_string(n.order) + '\t' + escape(n.host) + '\t' + escape(n.addr) + '\t' +
+         escape(n.role);
 }
 
 JoinRecord parseRecord(std::string_view line) {
   const char* what = "join record";
-  const auto f = fields(line, 8, what);
+  const auto f = fields(line, 10, what);
   JoinRecord r;
   r.slot = number<int64_t>(f[0], what);
   r.prevRank = number<int>(f[1], what);
-  r.node.pid = number<int>(f[2], what);
-  r.node.localWorldSize = number<int>(f[3], what);
-  r.node.requestedRank = number<int>(f[4], what);
-  r.node.host = unescape(f[5]);
-  r.node.addr = unescape(f[6]);
-  r.node.role = unescape(f[7]);
+  r.prevGeneration = number<int64_t>(f[2], what);
+  r.node.pid = number<int>(f[3], what);
+  r.node.localWorldSize = number<int>(f[4], what);
+  r.node.requestedRank = number<int>(f[5], what);
+  r.node.order = number<int>(f[6], what);
+  r.node.host = unescape(f[7]);
+  r.node.addr = unescape(f[8]);
+  r.node.role = unescape(f[9]);
   return r;
 }
 
@@ -167,7 +170,8 @@ std::vector<JoinRecord> assignNodeRanks(std::vector<JoinRecord> joined, int64_t 
     byRank[want] = std::move(record);
   }
   auto order = [](const JoinRecord& r) {
-    return std::make_tuple(r.prevRank < 0 ? INT_MAX : r.prevRank, r.node.host, r.node.addr,
+    return std::make_tuple(r.node.order < 0 ? INT_MAX : r.node.order,
+                           r.prevRank < 0 ? INT_MAX : r.prevRank, r.node.host, r.node.addr,
                            r.node.pid, r.slot);
   };
   std::sort(unranked.begin(), unranked.end(),

@@ -5,9 +5,12 @@
 //   1. a node that requested a rank (--node-rank) gets exactly that rank; a requested rank outside
 //      [0, nodes) or requested twice is a ConfigError that fails the job with a clear message;
 //   2. the remaining ranks go, in ascending order, to the remaining nodes sorted by
-//      (node rank in the previous round this agent took part in — newcomers after every returning
-//      node —, host, addr, pid). So ranks stay stable across restarts and scale events, and a fresh
-//      job orders nodes by (host, addr, pid).
+//      (NodeDescriptor::order — nodes without one after those with one —, node rank in the
+//      previous formed round — newcomers after every returning node —, host, addr, pid). So ranks
+//      stay stable across restarts and scale events, survivors of a loss are renumbered compactly
+//      in their old order, an elastic Slurm job orders nodes by SLURM_NODEID, and a fresh job
+//      otherwise orders nodes by (host, addr, pid). The closer clears prevRank of agents whose
+//      last round is not the previous formed one (they rejoin as newcomers).
 // Global ranks are contiguous per node: baseRank of node k = sum of localWorldSize of ranks < k.
 //
 // Thread safety: pure functions over values.
@@ -23,8 +26,9 @@ namespace ddp::detail {
 
 // What an agent writes at r/<g>/node/<slot> when it joins round g.
 struct JoinRecord {
-  int64_t slot = 0;    // 1-based join order within the round
-  int prevRank = -1;   // node rank in the previous round this agent took part in, or -1
+  int64_t slot = 0;             // 1-based join order within the round
+  int prevRank = -1;            // node rank in the last round this agent was a member of, or -1
+  int64_t prevGeneration = -1;  // that round's generation (same incarnation), or -1
   NodeDescriptor node;
 };
 

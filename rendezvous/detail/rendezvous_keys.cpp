@@ -20,22 +20,55 @@ constexpr KindName kKindNames[] = {
     {RendezvousEventKind::kStoreLost, "storelost"},
 };
 
+// What peek() passes as `expected`: compareSet then returns it for a missing key without writing,
+// and the current value otherwise (no stored value equals it).
+constexpr std::string_view kAbsent = "\x01" "absent" "\x01";
+
+template <typename T>
+std::optional<T> parseNumber(std::string_view text) {
+  T value{};
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
 }  // namespace
 
-RendezvousKeys::RendezvousKeys(const std::string& runId) : root_("rdzv/" + runId + "/") {}
+RendezvousKeys::RendezvousKeys(const std::string& runId, int64_t incarnation)
+    : runId_(runId),
+      incarnation_(incarnation),
+      root_("rdzv/" + runId + "/" + std::to_string(incarnation) + "/") {}
+
+std::vector<std::string> RendezvousKeys::roundKeys(int64_t g) const {
+  return {count(g), closer(g), result(g), end(g), gone(g), failCount(g), exitCount(g),
+          exitDone(g), workerStore(g), left(g)};
+}
+
+std::optional<std::string> peek(Store& store, const std::string& key) {
+  const std::string absent(kAbsent);
+  std::string value = store.compareSet(key, absent, absent);
+  if (value == absent) return std::nullopt;
+  return value;
+}
 
 std::string encodeRoundEnd(const RoundEnd& end) {
+  std::string name = "peerlost";
   for (const auto& entry : kKindNames) {
-    if (entry.kind == end.kind) return std::string(entry.name) + "|" + end.detail;
+    if (entry.kind == end.kind) name = entry.name;
   }
-  return "peerlost|" + end.detail;
+  if (end.lostRank >= 0) name += "/" + std::to_string(end.lostRank);
+  return name + "|" + end.detail;
 }
 
 RoundEnd decodeRoundEnd(const std::string& value) {
   const auto bar = value.find('|');
-  const std::string name = value.substr(0, bar);
+  std::string name = value.substr(0, bar);
   RoundEnd end;
   end.detail = bar == std::string::npos ? value : value.substr(bar + 1);
+  if (const auto slash = name.find('/'); slash != std::string::npos) {
+    end.lostRank = parseNumber<int>(std::string_view(name).substr(slash + 1)).value_or(-1);
+    name.resize(slash);
+  }
   for (const auto& entry : kKindNames) {
     if (name == entry.name) end.kind = entry.kind;
   }
@@ -45,6 +78,76 @@ RoundEnd decodeRoundEnd(const std::string& value) {
 void endRound(Store& store, const RendezvousKeys& keys, int64_t g, const RoundEnd& end) {
   store.compareSet(keys.end(g), "", encodeRoundEnd(end));
   store.compareSet(keys.round(), std::to_string(g), std::to_string(g + 1));
+}
+
+std::optional<RoundEnd> readRoundEnd(Store& store, const RendezvousKeys& keys, int64_t g) {
+  const auto hint = peek(store, keys.round());
+  const auto round = hint ? parseNumber<int64_t>(*hint) : std::nullopt;
+  if (round && *round <= g) return std::nullopt;  // the common case: still running
+  return explainRoundEnd(store, keys, g);
+}
+
+RoundEnd explainRoundEnd(Store& store, const RendezvousKeys& keys, int64_t g) {
+  RoundEnd end;
+  if (auto value = peek(store, keys.end(g))) {
+    end = decodeRoundEnd(*value);
+  } else {
+    end.removed = true;
+    end.detail = "round " + std::to_string(g) +
+                 " ended and its keys were removed while this node was not answering";
+  }
+  if (end.kind != RendezvousEventKind::kJobFailed) {
+    // The budget may have been spent while another reason ended the round first.
+    if (auto ended = peek(store, keys.ended())) {
+      const JobEnd job = decodeJobEnd(*ended);
+      if (!job.succeeded) end = {RendezvousEventKind::kJobFailed, job.reason, -1, end.removed};
+    }
+  }
+  return end;
+}
+
+std::string encodeJobEnd(const JobEnd& end) {
+  return std::string(end.succeeded ? "ok" : "failed") + "|" + std::to_string(end.unixMs) + "|" +
+         std::to_string(end.generation) + "|" + end.reason;
+}
+
+JobEnd decodeJobEnd(const std::string& value) {
+  JobEnd end;
+  end.reason = value;
+  const auto a = value.find('|');
+  const auto b = a == std::string::npos ? a : value.find('|', a + 1);
+  const auto c = b == std::string::npos ? b : value.find('|', b + 1);
+  if (c == std::string::npos) return end;
+  const std::string_view text(value);
+  const auto ms = parseNumber<int64_t>(text.substr(a + 1, b - a - 1));
+  const auto gen = parseNumber<int64_t>(text.substr(b + 1, c - b - 1));
+  const auto status = text.substr(0, a);
+  if (!ms || !gen || (status != "ok" && status != "failed")) return end;
+  end.succeeded = status == "ok";
+  end.unixMs = *ms;
+  end.generation = *gen;
+  end.reason = value.substr(c + 1);
+  return end;
+}
+
+JobEnd jobEndNow(bool succeeded, int64_t generation, std::string reason) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  return JobEnd{succeeded, std::chrono::duration_cast<std::chrono::milliseconds>(now).count(),
+                generation, std::move(reason)};
+}
+
+std::vector<int> decodeGone(const std::string& value) {
+  std::vector<int> ranks;
+  size_t pos = 0;
+  while (pos < value.size()) {
+    auto eol = value.find('\n', pos);
+    if (eol == std::string::npos) eol = value.size();
+    if (auto rank = parseNumber<int>(std::string_view(value).substr(pos, eol - pos))) {
+      ranks.push_back(*rank);
+    }
+    pos = eol + 1;
+  }
+  return ranks;
 }
 
 std::string frameRecord(const std::string& record) {
@@ -77,13 +180,12 @@ std::chrono::milliseconds effectiveHeartbeatTimeout(const RendezvousSettings& se
 }
 
 int64_t parseCount(const std::string& key, const std::string& value) {
-  int64_t parsed = 0;
-  const auto result = std::from_chars(value.data(), value.data() + value.size(), parsed);
-  if (result.ec != std::errc() || result.ptr != value.data() + value.size()) {
+  const auto parsed = parseNumber<int64_t>(value);
+  if (!parsed) {
     throw ProtocolError("rendezvous key '" + key + "' holds '" + value +
                         "', expected a decimal integer");
   }
-  return parsed;
+  return *parsed;
 }
 
 }  // namespace ddp::detail

@@ -30,10 +30,9 @@ std::vector<int> watchedBy(int rank, int n) {
 
 }  // namespace
 
-RoundMonitor::RoundMonitor(Store& store, StoreConnector connect, const RendezvousKeys& keys,
+RoundMonitor::RoundMonitor(Store& store, StoreConnector connect,
                            const RendezvousSettings& settings)
-    : keys_(keys),
-      interval_(settings.keepAliveInterval),
+    : interval_(settings.keepAliveInterval),
       heartbeatTimeout_(effectiveHeartbeatTimeout(settings)),
       log_(logger("rdzv")),
       link_(store, std::move(connect)),
@@ -67,13 +66,15 @@ void RoundMonitor::enter(MonitoredRound round) {
 }
 
 void RoundMonitor::exit() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    round_.reset();
-    ++epoch_;
-  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  round_.reset();
+  ++epoch_;
   wake_.notify_all();
   interrupt();  // clear ON_CLOSE now, not after the current wait
+  // A tick of the old round may be in flight: wait for it (bounded, so a hung store cannot hold
+  // the caller), so that its heartbeat cannot land after the caller deleted the round's keys.
+  if (std::this_thread::get_id() == thread_.get_id()) return;
+  wake_.wait_for(lock, heartbeatTimeout_, [this] { return !ticking_; });
 }
 
 void RoundMonitor::setCallback(Callback callback) {
@@ -121,6 +122,7 @@ void RoundMonitor::run() {
     const Clock::time_point next = nextTick_;
     const bool tickNow = preparedEpoch_ == epoch && (kick_ || Clock::now() >= next);
     if (tickNow) kick_ = false;
+    ticking_ = tickNow;
     lock.unlock();
     if (preparedEpoch_ != epoch) {
       prepare(round, epoch);
@@ -134,6 +136,8 @@ void RoundMonitor::run() {
                                            : std::max(now + kMinCallBudget,
                                                       std::min(now + interval_, reportAt));
       lock.lock();
+      ticking_ = false;
+      wake_.notify_all();
       if (epoch == epoch_) nextTick_ = ok ? started + interval_ : retryAt;
       continue;
     } else if (link_.canWait() && endSeenEpoch_ != epoch) {
@@ -168,10 +172,17 @@ void RoundMonitor::prepare(const MonitoredRound& round, uint64_t epoch) {
 bool RoundMonitor::tick(const MonitoredRound& round, uint64_t epoch) {
   try {
     Store& store = link_.use(callBudget(Clock::now()));
-    store.add(keys_.heartbeat(round.generation, round.rank), 1);
-    watchPeers(store, round);
-    checkEnd(store, round, epoch);
-    arm(round, epoch);  // again after a reconnect
+    // The end first: a round whose keys were deleted (this node was away) has no heartbeat keys
+    // left to bump or to watch. An ended round is still heartbeated: the next round waits for
+    // members that are still stopping their workers.
+    const auto end = readRoundEnd(store, round.keys, round.generation);
+    if (!end || !end->removed) store.add(round.keys.heartbeat(round.generation, round.rank), 1);
+    if (end) {
+      handleEnd(store, round, epoch, *end);
+    } else {
+      watchPeers(store, round);
+      arm(round, epoch);  // again after a reconnect
+    }
     lastOk_ = Clock::now();
     failing_ = false;
     return true;
@@ -187,7 +198,7 @@ void RoundMonitor::awaitEnd(const MonitoredRound& round, uint64_t epoch, Clock::
   try {
     // The budget bounds the CANCEL_WAIT that ends a wait without the key.
     Store& store = link_.use(callBudget(until));
-    store.wait({keys_.end(round.generation)}, left);
+    store.wait({round.keys.end(round.generation)}, left);
     checkEnd(store, round, epoch);
   } catch (const TimeoutError&) {
     // Nothing ended before the next tick, or the wait was interrupted.
@@ -228,8 +239,9 @@ void RoundMonitor::arm(const MonitoredRound& round, uint64_t epoch) {
   const std::string lost = encodeRoundEnd(
       {RendezvousEventKind::kPeerLost,
        "node rank " + std::to_string(round.rank) + " (" + round.hosts.at(round.rank) +
-           ") lost its connection to the rendezvous store (agent died?)"});
-  Armed armed{epoch, {keys_.end(g), keys_.round()}};
+           ") lost its connection to the rendezvous store (agent died?)",
+       round.rank});
+  Armed armed{epoch, {round.keys.end(g), round.keys.round()}};
   link_.hooks().armOnClose(armed.keys[0], "", lost);
   link_.hooks().armOnClose(armed.keys[1], std::to_string(g), std::to_string(g + 1));
   armed_ = std::move(armed);
@@ -256,7 +268,9 @@ void RoundMonitor::dropConnection() {
 void RoundMonitor::watchPeers(Store& store, const MonitoredRound& round) {
   if (watched_.empty()) return;
   std::vector<std::string> names;
-  for (const auto& peer : watched_) names.push_back(keys_.heartbeat(round.generation, peer.rank));
+  for (const auto& peer : watched_) {
+    names.push_back(round.keys.heartbeat(round.generation, peer.rank));
+  }
   const auto values = store.multiGet(names);
   const auto now = Clock::now();
   const Watched* lost = nullptr;
@@ -269,30 +283,32 @@ void RoundMonitor::watchPeers(Store& store, const MonitoredRound& round) {
       lost = &peer;
     }
   }
-  if (lost == nullptr || store.check({keys_.exitDone(round.generation)})) return;
+  if (lost == nullptr || store.check({round.keys.exitDone(round.generation)})) return;
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - lost->changedAt);
   const std::string detail = "node rank " + std::to_string(lost->rank) + " (" +
                              round.hosts[lost->rank] + ") sent no heartbeat for " + ms(silent) +
                              " (heartbeat_timeout " + ms(heartbeatTimeout_) + "), seen by node rank " +
                              std::to_string(round.rank);
-  endRound(store, keys_, round.generation, {RendezvousEventKind::kPeerLost, detail});
+  endRound(store, round.keys, round.generation,
+           {RendezvousEventKind::kPeerLost, detail, lost->rank});
 }
 
 void RoundMonitor::checkEnd(Store& store, const MonitoredRound& round, uint64_t epoch) {
-  const int64_t g = round.generation;
-  auto value = tryGet(store, keys_.end(g));
-  if (!value) return;
-  endSeenEpoch_ = epoch;
-  RoundEnd end = decodeRoundEnd(*value);
-  // An agent that died after every node passed the exit barrier changes nothing.
-  if (end.kind == RendezvousEventKind::kPeerLost && store.check({keys_.exitDone(g)})) return;
-  if (end.kind != RendezvousEventKind::kJobFailed) {
-    // The budget may have been spent while another reason ended the round first.
-    if (auto failed = tryGet(store, keys_.ended())) {
-      end = {RendezvousEventKind::kJobFailed, *failed};
-    }
+  if (const auto end = readRoundEnd(store, round.keys, round.generation)) {
+    handleEnd(store, round, epoch, *end);
   }
-  deliver({end.kind, g, end.detail}, epoch);
+}
+
+void RoundMonitor::handleEnd(Store& store, const MonitoredRound& round, uint64_t epoch,
+                             const RoundEnd& end) {
+  const int64_t g = round.generation;
+  endSeenEpoch_ = epoch;
+  // An agent that died after every node passed the exit barrier changes nothing.
+  if (end.kind == RendezvousEventKind::kPeerLost && !end.removed &&
+      store.check({round.keys.exitDone(g)})) {
+    return;
+  }
+  deliver({end.kind, g, end.detail, end.lostRank}, epoch);
 }
 
 void RoundMonitor::deliver(const RendezvousEvent& event, uint64_t epoch) {

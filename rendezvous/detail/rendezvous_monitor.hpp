@@ -9,7 +9,7 @@
 // Entering a round (enter()), the thread at once arms ddprun's ON_CLOSE on its connection when the
 // server has it (ddprund, an embedded StoreServer): "if this connection closes, compare-set
 // r/<g>/end from empty to kPeerLost 'node rank r (host) lost its connection to the rendezvous
-// store (agent died?)', and the round hint from g to g + 1". So the death of this agent's
+// store (agent died?)' naming its rank, and the round hint from g to g + 1". So the death of this agent's
 // process ends the round for everybody within milliseconds, not after heartbeatTimeout. Leaving
 // the round normally (exit(), or enter() of the next) clears it first; a connection given up after
 // an error clears it as it closes. With etcd or a torch server there is no ON_CLOSE: peers learn
@@ -22,13 +22,14 @@
 //                                              per tick for one node only), every other node
 //                                              watches its successor (rank + 1) mod N, so a lost
 //                                              node is seen even when node rank 0 is the lost one;
-//   * check(r/<g>/end)                          how everybody learns the round ended.
+//   * readRoundEnd(): the round hint             how everybody learns the round ended (a
+//                                              deleted round reads as ended too).
 // Between ticks, on an own connection that can be interrupted (TcpStoreClient, InMemoryStore), it
 // waits on r/<g>/end until the next tick, so a round's end is seen within milliseconds; enter(),
 // exit(), setCallback() and the destructor interrupt that wait.
 // A watched counter that has not changed for heartbeatTimeout on this observer's steady clock
-// (no clock synchronisation) makes the observer end the round with kPeerLost (one compareSet; the
-// first reason wins), unless the round's exit barrier already completed. A kPeerLost end found
+// (no clock synchronisation) makes the observer end the round with kPeerLost naming the lost rank
+// (one compareSet; the first reason wins), unless the round's exit barrier already completed. A kPeerLost end found
 // after the exit barrier completed (an agent died after everybody succeeded) is not delivered.
 //
 // Store loss: `lastOk` is when the store last answered a whole tick. A call gets keepAliveInterval
@@ -71,6 +72,7 @@ struct MonitoredRound {
   int64_t generation = 0;
   int rank = 0;
   std::vector<std::string> hosts;  // by node rank, for messages
+  RendezvousKeys keys;             // of the round's incarnation
 };
 
 class RoundMonitor {
@@ -79,8 +81,7 @@ class RoundMonitor {
 
   // Starts the thread (idle until enter()). `connect` opens the monitor's own store connection;
   // empty: it shares `store`. Opens nothing yet.
-  RoundMonitor(Store& store, StoreConnector connect, const RendezvousKeys& keys,
-               const RendezvousSettings& settings);
+  RoundMonitor(Store& store, StoreConnector connect, const RendezvousSettings& settings);
   // Stops and joins the thread (after clearing ON_CLOSE when exit() was called; without exit(),
   // the closing connection ends the round for the others, as a dead agent's would). Blocks at most
   // about 200 ms plus one call budget.
@@ -90,7 +91,9 @@ class RoundMonitor {
 
   // Starts heartbeating and watching `round`. Non-blocking.
   void enter(MonitoredRound round);
-  // Stops heartbeating; events of the old round are no longer delivered. Non-blocking.
+  // Stops heartbeating; events of the old round are no longer delivered. Waits for a tick in
+  // flight (at most heartbeatTimeout), so no heartbeat lands after it returns. Until then it
+  // heartbeats even after the round ended: the next round waits for members still stopping.
   void exit();
   // Installs (replaces) / removes the event callback. clearCallback() waits for a running callback.
   void setCallback(Callback callback);
@@ -117,6 +120,7 @@ class RoundMonitor {
   void awaitEnd(const MonitoredRound& round, uint64_t epoch, Clock::time_point until);
   void watchPeers(Store& store, const MonitoredRound& round);
   void checkEnd(Store& store, const MonitoredRound& round, uint64_t epoch);
+  void handleEnd(Store& store, const MonitoredRound& round, uint64_t epoch, const RoundEnd& end);
   void arm(const MonitoredRound& round, uint64_t epoch);
   void disarm();
   void dropConnection();
@@ -124,7 +128,6 @@ class RoundMonitor {
   std::chrono::milliseconds callBudget(Clock::time_point at) const;
   void deliver(const RendezvousEvent& event, uint64_t epoch);
 
-  const RendezvousKeys& keys_;
   const std::chrono::milliseconds interval_;
   const std::chrono::milliseconds heartbeatTimeout_;
   std::shared_ptr<spdlog::logger> log_;
@@ -134,6 +137,7 @@ class RoundMonitor {
   // Guarded by mutex_
   bool stop_ = false;
   bool kick_ = false;
+  bool ticking_ = false;  // the monitor thread is inside tick()
   Clock::time_point nextTick_;
   std::minstd_rand random_{std::random_device{}()};
   uint64_t epoch_ = 0;  // bumped by enter() and exit()

@@ -29,9 +29,4 @@ std::optional<size_t> waitForAny(Store& store, const std::vector<std::string>& k
   }
 }
 
-std::optional<std::string> tryGet(Store& store, const std::string& key) {
-  if (!store.check({key})) return std::nullopt;
-  return store.get(key);
-}
-
 }  // namespace ddp::detail

@@ -26,9 +26,6 @@ using Clock = std::chrono::steady_clock;
 std::optional<size_t> waitForAny(Store& store, const std::vector<std::string>& keys,
                                  Clock::time_point deadline, std::chrono::milliseconds slice);
 
-// Reads `key` without blocking: its value, or nullopt when it does not exist.
-std::optional<std::string> tryGet(Store& store, const std::string& key);
-
 // Milliseconds left until `deadline` (0 when passed).
 std::chrono::milliseconds remaining(Clock::time_point deadline);
 

@@ -81,6 +81,9 @@ class StoreState {
 
   std::size_t numKeys() const { return kv_.size(); }
 
+  // Stores `value` at `key` before any client is served (StoreServerOptions::initialKeys).
+  void preset(std::string_view key, std::string_view value) { put(key, value); }
+
  private:
   struct Hash {
     using is_transparent = void;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -95,7 +96,9 @@ JoinTimes joinAll(std::vector<std::unique_ptr<ddp::Rendezvous>>& agents) {
     threads.emplace_back([&, i] {
       start.arrive_and_wait();
       try {
-        agents[i]->next();
+        if (!std::holds_alternative<ddp::RendezvousResult>(agents[i]->next())) {
+          throw std::runtime_error("the job ended before the round formed");
+        }
         doneMs[i] = msSince(t0);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "next() failed: %s\n", e.what());

@@ -54,7 +54,8 @@ TEST_CASE("4 agents rendezvous over etcd and survive an etcd SIGKILL + restart",
   REQUIRE(etcd.start() == 0);
 
   // A failure reported after the restart reaches every agent through etcd.
-  CHECK(all[2]->rdzv->reportFailure(R"({"node":"host2","exitcode":1})"));
+  CHECK(all[2]->rdzv->reportFailure(R"({"node":"host2","exitcode":1})").kind ==
+        ddp::RendezvousEventKind::kRestartRequested);
   for (Agent* a : {all[0], all[1], all[3]}) {  // the reporter itself gets no event
     std::optional<ddp::RendezvousEvent> event = a->events.waitFor(30s);
     REQUIRE(event.has_value());

@@ -2,13 +2,18 @@
 
 It records what ddprun gave it in $MN_DIR/rec.<node>.<restart>.<rank>.json (torchrun's env contract,
 its pid and its agent's pid), then acts on env knobs the harness sets per agent:
-  MN_NODE           the agent's name in the test (part of the record name)
+  MN_NODE           the agent's name in the test (part of the record name; default
+                    n<SLURM_NODEID> under srun)
   MN_FAIL_RANK      global rank that exits with MN_FAIL_CODE ...
   MN_FAIL_UNTIL     ... while TORCHELASTIC_RESTART_COUNT < this (default: always)
+  MN_FAIL_FROM      ... and only from this TORCHELASTIC_RESTART_COUNT on (default 0)
   MN_FAIL_CODE      exit code of the failing rank (default 7)
   MN_GO_FILE        the others wait (up to 60 s; exit 3 on timeout) until this file holds their
                     WORLD_SIZE, so the harness releases one generation and not an earlier one
   MN_TORCH          run a gloo all_reduce of (rank + 1) and record the sum
+  MN_TORCH_LOOP     join a gloo group, record, then all_reduce in a loop (a peer's death fails it
+                    with a gloo connection error) until every rank agrees MN_GO_FILE holds their
+                    WORLD_SIZE
   MN_REACH          record whether a TCP connection to MASTER_ADDR:MASTER_PORT succeeds
 Only the standard library (and torch when MN_TORCH is set).
 """
@@ -24,6 +29,20 @@ def released(go, world):
             return f.read().strip() == world
     except OSError:
         return False
+
+
+def torch_loop(go, world):
+    """All ranks all_reduce until one of them sees the release; they leave the loop together."""
+    import torch
+    import torch.distributed as dist
+    while True:
+        flag = torch.tensor([1.0 if released(go, world) else 0.0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item() > 0:
+            break
+        time.sleep(0.05)
+    dist.destroy_process_group()
+    return 0
 
 
 def main():
@@ -53,16 +72,24 @@ def main():
         record["allreduce"] = t.item()
         dist.barrier()
         dist.destroy_process_group()
-    name = "%s/rec.%s.%d.%d.json" % (env["MN_DIR"], env["MN_NODE"], restart, rank)
+    if env.get("MN_TORCH_LOOP"):  # recorded once every rank is in the group
+        import datetime
+        import torch.distributed as dist
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    node = env.get("MN_NODE") or "n%s" % env.get("SLURM_NODEID", "")  # under srun: per node
+    name = "%s/rec.%s.%d.%d.json" % (env["MN_DIR"], node, restart, rank)
     with open(name + ".tmp", "w") as f:
         json.dump(record, f)
     os.rename(name + ".tmp", name)
     fail_rank = int(env.get("MN_FAIL_RANK", "-1"))
     fail_until = int(env.get("MN_FAIL_UNTIL", "1000000"))
-    if rank == fail_rank and restart < fail_until:
+    fail_from = int(env.get("MN_FAIL_FROM", "0"))
+    if rank == fail_rank and fail_from <= restart < fail_until:
         print("multinode_worker: rank %d fails at restart %d" % (rank, restart), file=sys.stderr)
         sys.exit(int(env.get("MN_FAIL_CODE", "7")))
     go = env.get("MN_GO_FILE")
+    if env.get("MN_TORCH_LOOP"):
+        return torch_loop(go, env["WORLD_SIZE"])
     if go:
         deadline = time.monotonic() + 60
         while not released(go, env["WORLD_SIZE"]):

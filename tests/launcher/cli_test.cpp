@@ -352,6 +352,18 @@ TEST_CASE("inside an srun step, SLURM_* fill what the user left unset", "[cli][s
   CHECK(st.rdzvEndpoints.at(0).host == "n1");
 }
 
+TEST_CASE("an elastic Slurm job orders nodes by SLURM_NODEID instead of fixing their rank",
+          "[cli][slurm]") {
+  Env slurm = {{"SLURM_JOB_ID", "42"},        {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NODELIST", "n[1-4]"},
+               {"SLURM_STEP_NUM_NODES", "4"}, {"SLURM_NODEID", "2"},  {"SLURM_LOCALID", "0"}};
+  auto elastic = parse({"--nnodes=3:4", "train"}, slurm);
+  CHECK_FALSE(elastic.nodeRank.has_value());
+  CHECK(elastic.nodeOrder == 2);
+  auto fixed = parse({"--nnodes=4", "train"}, slurm);
+  CHECK(fixed.nodeRank == 2);
+  CHECK_FALSE(fixed.nodeOrder.has_value());
+}
+
 TEST_CASE("Slurm detection stays out of the way when it should", "[cli][slurm]") {
   Env slurm = {{"SLURM_JOB_ID", "42"}, {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NODELIST", "n[1-4]"},
                {"SLURM_NODEID", "1"}};

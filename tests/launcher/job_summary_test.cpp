@@ -22,22 +22,27 @@ using namespace std::chrono_literals;
 // Holds the published records; `onRead` runs before each failureRecords() (another node acting).
 class RecordingRendezvous final : public Rendezvous {
  public:
-  RendezvousResult next() override { throw Error("not used"); }
+  NextResult next() override { throw Error("not used"); }
   void publishWorkerStore(const std::string&, uint16_t) override {}
-  std::pair<std::string, uint16_t> workerStore() override { throw Error("not used"); }
+  WorkerStoreResult workerStore() override { throw Error("not used"); }
   void watch(std::function<void(const RendezvousEvent&)>) override {}
   void stopWatching() override {}
-  bool reportFailure(const std::string& json) override {
+  std::optional<RendezvousEvent> awaitRoundEnd(std::chrono::milliseconds) override {
+    return std::nullopt;
+  }
+  RendezvousEvent reportFailure(const std::string& json) override {
     records.push_back(json);
     ++reports;
-    return false;
+    return RendezvousEvent{RendezvousEventKind::kJobFailed, 0, "budget spent"};
   }
   std::vector<std::string> failureRecords() override {
     ++reads;
     if (onRead) onRead(reads);
     return records;
   }
-  ExitOutcome exitBarrier(std::chrono::milliseconds) override { return ExitOutcome::kJobFailed; }
+  ExitBarrierResult exitBarrier(std::chrono::milliseconds) override {
+    return RoundEnded{RendezvousEvent{RendezvousEventKind::kJobFailed, 0, "budget spent"}};
+  }
   void leave() override {}
   bool awaitOthersLeft(std::chrono::milliseconds) override { return true; }
 

@@ -137,7 +137,8 @@ TEST_CASE("the restart budget is shared by the job", "[rendezvous]") {
   checkConsistent(joinAll({&a, &b, &c}));
   for (Agent* x : {&a, &b, &c}) x->watch();
 
-  CHECK(b.rdzv->reportFailure(R"({"node":"b1","gen":0})"));
+  CHECK(b.rdzv->reportFailure(R"({"node":"b1","gen":0})").kind ==
+        RendezvousEventKind::kRestartRequested);
   for (Agent* x : {&a, &c}) {
     const auto event = x->events.waitFor(10s);
     REQUIRE(event);
@@ -145,14 +146,15 @@ TEST_CASE("the restart budget is shared by the job", "[rendezvous]") {
     CHECK_THAT(event->detail, Catch::Contains("b1") && Catch::Contains("restart 1 of 1"));
   }
   // A second failure in the same generation (a consequence of the first) spends nothing.
-  CHECK(c.rdzv->reportFailure(R"({"node":"b2","gen":0})"));
+  CHECK(c.rdzv->reportFailure(R"({"node":"b2","gen":0})").kind ==
+        RendezvousEventKind::kRestartRequested);
   const auto second = joinAll({&a, &b, &c});
   checkConsistent(second);
   CHECK(second[0].generation == 1);
   CHECK(second[0].restartsUsed == 1);
 
   for (Agent* x : {&a, &b, &c}) x->events.clear();
-  CHECK_FALSE(a.rdzv->reportFailure(R"({"node":"b0","gen":1})"));
+  CHECK(a.rdzv->reportFailure(R"({"node":"b0","gen":1})").kind == RendezvousEventKind::kJobFailed);
   for (Agent* x : {&b, &c}) {
     const auto event = x->events.waitFor(10s);
     REQUIRE(event);
@@ -163,13 +165,11 @@ TEST_CASE("the restart budget is shared by the job", "[rendezvous]") {
   CHECK(records.size() == 3);
   CHECK(records == b.rdzv->failureRecords());
   CHECK(records == c.rdzv->failureRecords());
-  try {
-    b.rdzv->next();
-    FAIL("next() joined a failed job");
-  } catch (const JobEndedError& e) {
-    CHECK_FALSE(e.succeeded());
-  }
-  CHECK(c.rdzv->exitBarrier(1s) == ExitOutcome::kJobFailed);
+  const JobEnded end = ended(b.rdzv->next());
+  CHECK(end.result == JobResult::kFailed);
+  CHECK(end.standing == NodeStanding::kMember);
+  CHECK_THAT(end.reason, Catch::Contains("max_restarts=1"));
+  CHECK(roundEnded(c.rdzv->exitBarrier(1s)).kind == RendezvousEventKind::kJobFailed);
 }
 
 TEST_CASE("exit barrier: all succeed, or a failure elsewhere turns it into a restart",
@@ -184,18 +184,18 @@ TEST_CASE("exit barrier: all succeed, or a failure elsewhere turns it into a res
   auto fa = std::async(std::launch::async, [&] { return a.rdzv->exitBarrier(10s); });
   auto fb = std::async(std::launch::async, [&] { return b.rdzv->exitBarrier(10s); });
   CHECK(fa.wait_for(300ms) == std::future_status::timeout);  // waits for c
-  CHECK(c.rdzv->reportFailure("{}"));
-  CHECK(fa.get() == ExitOutcome::kRestartRequested);
-  CHECK(fb.get() == ExitOutcome::kRestartRequested);
+  CHECK(c.rdzv->reportFailure("{}").kind == RendezvousEventKind::kRestartRequested);
+  CHECK(roundEnded(fa.get()).kind == RendezvousEventKind::kRestartRequested);
+  CHECK(roundEnded(fb.get()).kind == RendezvousEventKind::kRestartRequested);
 
   checkConsistent(joinAll({&a, &b, &c}));
   b.watch();
   auto f0 = std::async(std::launch::async, [&] { return a.rdzv->exitBarrier(10s); });
   auto f1 = std::async(std::launch::async, [&] { return b.rdzv->exitBarrier(10s); });
   auto f2 = std::async(std::launch::async, [&] { return c.rdzv->exitBarrier(10s); });
-  CHECK(f0.get() == ExitOutcome::kAllSucceeded);
-  CHECK(f1.get() == ExitOutcome::kAllSucceeded);
-  CHECK(f2.get() == ExitOutcome::kAllSucceeded);
+  CHECK(std::holds_alternative<AllSucceeded>(f0.get()));
+  CHECK(std::holds_alternative<AllSucceeded>(f1.get()));
+  CHECK(std::holds_alternative<AllSucceeded>(f2.get()));
   a.rdzv->leave();  // leaving after success disturbs nobody
   c.rdzv->leave();
   CHECK(b.events.waitFor(500ms) == std::nullopt);
@@ -218,7 +218,7 @@ TEST_CASE("store faults: a clear error from next(), kStoreLost while running", "
     FlakyStore flaky(backing);
     auto settings = livenessSettings("flaky-run", 1, 1);
     Agent a(flaky, settings, node("f1"));
-    a.rdzv->next();
+    joined(a.rdzv->next());
     a.watch();
     const auto brokenAt = Clock::now();
     flaky.failFromCall(1);

@@ -12,7 +12,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "rendezvous/rendezvous.hpp"
@@ -93,11 +95,35 @@ struct Agent {
   void watch() { rdzv->watch(events.callback()); }
 };
 
+// The round next() joined; throws (failing the test) when it reported the job's end instead.
+inline RendezvousResult joined(NextResult outcome) {
+  if (auto* ended = std::get_if<JobEnded>(&outcome)) {
+    throw std::runtime_error("next() reported the job's end instead of a round: " + ended->reason);
+  }
+  return std::get<RendezvousResult>(std::move(outcome));
+}
+
+// What next() reported when the job ended; throws (failing the test) when it joined a round.
+inline JobEnded ended(NextResult outcome) {
+  if (auto* round = std::get_if<RendezvousResult>(&outcome)) {
+    throw std::runtime_error("next() joined generation " + std::to_string(round->generation) +
+                             " instead of reporting the job's end");
+  }
+  return std::get<JobEnded>(std::move(outcome));
+}
+
+// The event a wait returned when the round ended; throws when it returned something else.
+template <typename Result>
+RendezvousEvent roundEnded(const Result& result) {
+  if (auto* end = std::get_if<RoundEnded>(&result)) return end->event;
+  throw std::runtime_error("the call returned before its round ended");
+}
+
 // Runs next() on every agent concurrently and returns the results in agent order.
 inline std::vector<RendezvousResult> joinAll(std::vector<Agent*> agents) {
   std::vector<std::future<RendezvousResult>> futures;
   for (Agent* a : agents) {
-    futures.push_back(std::async(std::launch::async, [a] { return a->rdzv->next(); }));
+    futures.push_back(std::async(std::launch::async, [a] { return joined(a->rdzv->next()); }));
   }
   std::vector<RendezvousResult> results;
   for (auto& f : futures) results.push_back(f.get());

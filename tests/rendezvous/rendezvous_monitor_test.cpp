@@ -9,6 +9,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <variant>
 
 #include "rendezvous/in_memory_store.hpp"
 #include "rendezvous_harness.hpp"
@@ -158,7 +159,7 @@ TEST_CASE("a broken heartbeat connection is replaced without any event", "[rende
   }
   REQUIRE(forA.waitOpened(4));
   // a heartbeats again on its fourth connection: b sees its counter move.
-  const std::string hb = "rdzv/broken-link/r/0/hb/" + std::to_string(rounds[0].nodeRank);
+  const std::string hb = "rdzv/broken-link/0/r/0/hb/" + std::to_string(rounds[0].nodeRank);
   const int64_t before = backing.add(hb, 0);
   CHECK(eventually([&] { return backing.add(hb, 0) >= before + 3; }));
   CHECK(a.events.count() == 0);
@@ -178,7 +179,7 @@ TEST_CASE("a round's end is seen at once, not at the next heartbeat tick",
   joinAll({&a, &b});
   a.watch();
   REQUIRE(forA.waitOpened(1));
-  CHECK(b.rdzv->reportFailure("{}"));
+  CHECK(b.rdzv->reportFailure("{}").kind == RendezvousEventKind::kRestartRequested);
   const auto event = a.events.waitFor(10s);
   REQUIRE(event);
   CHECK(event->kind == RendezvousEventKind::kRestartRequested);
@@ -195,9 +196,9 @@ TEST_CASE("ON_CLOSE: armed on entering a round, applied when the agent vanishes,
   Agent b(backing, settings, node("b"), forB.connector());
   joinAll({a.get(), &b});
   b.watch();
-  const std::string end0 = "rdzv/on-close/r/0/end";
+  const std::string end0 = "rdzv/on-close/0/r/0/end";
   REQUIRE(journal->waitFor("arm " + end0, 20s));
-  REQUIRE(journal->waitFor("arm rdzv/on-close/round", 20s));
+  REQUIRE(journal->waitFor("arm rdzv/on-close/0/round", 20s));
 
   SECTION("destroyed without leave(): the round ends for the others at once") {
     a.reset();
@@ -206,12 +207,12 @@ TEST_CASE("ON_CLOSE: armed on entering a round, applied when the agent vanishes,
     REQUIRE(event);
     CHECK(event->kind == RendezvousEventKind::kPeerLost);
     CHECK_THAT(event->detail, Catch::Contains("lost its connection to the rendezvous store"));
-    CHECK(backing.get("rdzv/on-close/round") == "1");
+    CHECK(backing.get("rdzv/on-close/0/round") == "1");
   }
   SECTION("finished and left: cleared before the connection closes") {
     auto barrier = std::async(std::launch::async, [&] { return b.rdzv->exitBarrier(10s); });
-    CHECK(a->rdzv->exitBarrier(10s) == ExitOutcome::kAllSucceeded);
-    CHECK(barrier.get() == ExitOutcome::kAllSucceeded);
+    CHECK(std::holds_alternative<AllSucceeded>(a->rdzv->exitBarrier(10s)));
+    CHECK(std::holds_alternative<AllSucceeded>(barrier.get()));
     a->rdzv->leave();
     a.reset();
     CHECK(journal->contains("clear 2"));
@@ -224,10 +225,10 @@ TEST_CASE("ON_CLOSE: armed on entering a round, applied when the agent vanishes,
     REQUIRE(a->events.waitFor(10s));
     a->rdzv->next();
     rejoinB.get();
-    REQUIRE(journal->waitFor("arm rdzv/on-close/r/1/end", 20s));
+    REQUIRE(journal->waitFor("arm rdzv/on-close/0/r/1/end", 20s));
     const auto entries = journal->entries();
     const auto clear = std::find(entries.begin(), entries.end(), "clear 2");
-    const auto arm1 = std::find(entries.begin(), entries.end(), "arm rdzv/on-close/r/1/end");
+    const auto arm1 = std::find(entries.begin(), entries.end(), "arm rdzv/on-close/0/r/1/end");
     CHECK(clear < arm1);
     a->rdzv->leave();
   }

@@ -71,12 +71,16 @@ TEST_CASE("requested node ranks are honoured; conflicts are clear errors", "[ren
     auto fb = std::async(std::launch::async, [&] { return b.rdzv->next(); });
     CHECK_THROWS_WITH(fa.get(), Catch::Contains("both asked for node rank 1"));
     CHECK_THROWS_WITH(fb.get(), Catch::Contains("both asked for node rank 1"));
-    Agent late(store, fastSettings("dup", 2, 2), node("c"));
-    CHECK_THROWS_AS(late.rdzv->next(), JobEndedError);
+    // The job failed: an agent that was no part of it starts the run id's next job.
+    auto lateSettings = fastSettings("dup", 2, 2);
+    lateSettings.joinTimeout = 300ms;
+    Agent late(store, lateSettings, node("c"));
+    CHECK_THROWS_AS(late.rdzv->next(), TimeoutError);  // alone in the new job
+    CHECK(store.get("rdzv/dup/inc") == "1");
   }
   SECTION("a rank outside the round") {
     Agent a(store, fastSettings("out", 1, 1), node("a", 1, 5));
-    CHECK_THROWS_WITH(a.rdzv->next(), Catch::Contains("asked for node rank 5"));
+    CHECK_THROWS_WITH(joined(a.rdzv->next()), Catch::Contains("asked for node rank 5"));
   }
 }
 
@@ -91,7 +95,7 @@ TEST_CASE("a late joiner scales the job up; previous ranks stay stable", "[rende
   a.watch();
   b.watch();
   Agent c(store, settings, node("m0"));  // sorts first by host, but is new
-  auto fc = std::async(std::launch::async, [&] { return c.rdzv->next(); });
+  auto fc = std::async(std::launch::async, [&] { return joined(c.rdzv->next()); });
   for (Agent* running : {&a, &b}) {
     const auto event = running->events.waitFor(10s);
     REQUIRE(event);
@@ -99,8 +103,8 @@ TEST_CASE("a late joiner scales the job up; previous ranks stay stable", "[rende
     CHECK(event->generation == 0);
     CHECK_THAT(event->detail, Catch::Contains("m0"));
   }
-  auto fa = std::async(std::launch::async, [&] { return a.rdzv->next(); });
-  auto fb = std::async(std::launch::async, [&] { return b.rdzv->next(); });
+  auto fa = std::async(std::launch::async, [&] { return joined(a.rdzv->next()); });
+  auto fb = std::async(std::launch::async, [&] { return joined(b.rdzv->next()); });
   const std::vector<RendezvousResult> second{fa.get(), fb.get(), fc.get()};
   checkConsistent(second);
   CHECK(second[0].generation == 1);
@@ -119,7 +123,7 @@ TEST_CASE("a full round keeps a late joiner as a spare until a node leaves", "[r
   checkConsistent(joinAll({&a, &b}));
   b.watch();
   Agent spare(store, settings, node("s3"));
-  auto fs = std::async(std::launch::async, [&] { return spare.rdzv->next(); });
+  auto fs = std::async(std::launch::async, [&] { return joined(spare.rdzv->next()); });
   CHECK(fs.wait_for(500ms) == std::future_status::timeout);  // waits, does not disturb
   CHECK(b.events.count() == 0);
   a.rdzv->leave();
@@ -127,15 +131,15 @@ TEST_CASE("a full round keeps a late joiner as a spare until a node leaves", "[r
   REQUIRE(event);
   CHECK(event->kind == RendezvousEventKind::kPeerLost);
   CHECK_THAT(event->detail, Catch::Contains("left the job"));
-  auto fb = std::async(std::launch::async, [&] { return b.rdzv->next(); });
+  auto fb = std::async(std::launch::async, [&] { return joined(b.rdzv->next()); });
   const std::vector<RendezvousResult> next{fb.get(), fs.get()};
   checkConsistent(next);
   CHECK(next[0].generation == 1);
   CHECK(next[0].nodeCount == 2);
 }
 
-TEST_CASE("a late joiner does not restart a finishing job; it learns the job ended",
-          "[rendezvous]") {
+TEST_CASE("a late joiner does not restart a finishing job; it learns the job ended; a later "
+          "agent starts the run's next job", "[rendezvous]") {
   InMemoryStore store;
   const auto settings = fastSettings("finishing", 2, 4);
   Agent a(store, settings, node("f1"));
@@ -145,23 +149,28 @@ TEST_CASE("a late joiner does not restart a finishing job; it learns the job end
   auto fa = std::async(std::launch::async, [&] { return a.rdzv->exitBarrier(20s); });
   // Wait until a is inside the barrier (it bumped the barrier counter).
   const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!store.check({"rdzv/finishing/r/0/exit"}) && std::chrono::steady_clock::now() < deadline) {
+  while (!store.check({"rdzv/finishing/0/r/0/exit"}) &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
   }
   Agent c(store, settings, node("f0"));
   auto fc = std::async(std::launch::async, [&] { return c.rdzv->next(); });
   CHECK(fc.wait_for(500ms) == std::future_status::timeout);
   CHECK(b.events.count() == 0);  // no scale-up while finishing
-  CHECK(b.rdzv->exitBarrier(10s) == ExitOutcome::kAllSucceeded);
-  CHECK(fa.get() == ExitOutcome::kAllSucceeded);
-  CHECK_THROWS_WITH(fc.get(), Catch::Contains("the job finished"));
-  Agent d(store, settings, node("f9"));
-  try {
-    d.rdzv->next();
-    FAIL("next() joined a finished job");
-  } catch (const JobEndedError& e) {
-    CHECK(e.succeeded());
-  }
+  CHECK(std::holds_alternative<AllSucceeded>(b.rdzv->exitBarrier(10s)));
+  CHECK(std::holds_alternative<AllSucceeded>(fa.get()));
+  const JobEnded late = ended(fc.get());
+  CHECK(late.result == JobResult::kSucceeded);
+  CHECK(late.standing == NodeStanding::kNeverMember);  // it ran nothing
+  CHECK_THAT(late.reason, Catch::Contains("all 2 node(s) of generation 0 succeeded"));
+  // An agent arriving after the job ended was no part of it: it starts the run's next job.
+  auto fresh = settings;
+  fresh.minNodes = 1;
+  Agent d(store, fresh, node("f9"));
+  const RendezvousResult r = joined(d.rdzv->next());
+  CHECK(r.generation == 0);
+  CHECK(r.nodeCount == 1);
+  CHECK(store.get("rdzv/finishing/inc") == "1");
 }
 
 TEST_CASE("an agent that dies between drawing a slot and writing its record is left out",
@@ -169,12 +178,12 @@ TEST_CASE("an agent that dies between drawing a slot and writing its record is l
   InMemoryStore store;
   auto settings = fastSettings("half-joined", 2, 2);
   settings.heartbeatTimeout = 500ms;
-  REQUIRE(store.add("rdzv/half-joined/r/0/count", 1) == 1);  // the dead agent's slot
+  REQUIRE(store.add("rdzv/half-joined/0/r/0/count", 1) == 1);  // the dead agent's slot
   Agent a(store, settings, node("h1"));
   Agent b(store, settings, node("h2"));
-  auto fa = std::async(std::launch::async, [&] { return a.rdzv->next(); });
+  auto fa = std::async(std::launch::async, [&] { return joined(a.rdzv->next()); });
   // Round 0 closes without a quorum once the missing record stays missing; round 1 forms.
-  auto fb = std::async(std::launch::async, [&] { return b.rdzv->next(); });
+  auto fb = std::async(std::launch::async, [&] { return joined(b.rdzv->next()); });
   const std::vector<RendezvousResult> results{fa.get(), fb.get()};
   checkConsistent(results);
   CHECK(results[0].nodeCount == 2);
@@ -186,7 +195,7 @@ TEST_CASE("a round whose closing agent died is abandoned; the next round forms",
   InMemoryStore store;
   auto settings = fastSettings("dead-closer", 2, 2);
   settings.heartbeatTimeout = 500ms;
-  store.set("rdzv/dead-closer/r/0/closer", "an agent that died after winning the election");
+  store.set("rdzv/dead-closer/0/r/0/closer", "an agent that died after winning the election");
   Agent a(store, settings, node("d1"));
   Agent b(store, settings, node("d2"));
   const auto started = std::chrono::steady_clock::now();
@@ -195,7 +204,7 @@ TEST_CASE("a round whose closing agent died is abandoned; the next round forms",
   CHECK(results[0].generation == 1);
   CHECK(results[0].nodeCount == 2);
   CHECK(std::chrono::steady_clock::now() - started >= 2 * settings.heartbeatTimeout);
-  CHECK_THAT(store.get("rdzv/dead-closer/r/0/end"), Catch::Contains("stopped before publishing"));
+  CHECK_THAT(store.get("rdzv/dead-closer/0/r/0/end"), Catch::Contains("stopped before publishing"));
 }
 
 TEST_CASE("too few nodes: TimeoutError naming the counts", "[rendezvous]") {

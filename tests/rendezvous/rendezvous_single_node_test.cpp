@@ -10,7 +10,7 @@ using namespace ddp::test;
 TEST_CASE("single node: generation 0, rank 0, world = local world size", "[rendezvous]") {
   InMemoryStore store;
   Agent a(store, fastSettings("solo", 1, 1), node("alpha", 4));
-  const RendezvousResult r = a.rdzv->next();
+  const RendezvousResult r = joined(a.rdzv->next());
   CHECK(r.generation == 0);
   CHECK(r.nodeRank == 0);
   CHECK(r.nodeCount == 1);
@@ -23,12 +23,16 @@ TEST_CASE("single node: generation 0, rank 0, world = local world size", "[rende
   CHECK(r.members[0].node.host == "alpha");
 
   a.rdzv->publishWorkerStore("127.0.0.1", 41234);
-  CHECK(a.rdzv->workerStore() == std::make_pair(std::string("127.0.0.1"), uint16_t{41234}));
+  auto published = std::get<WorkerStoreEndpoint>(a.rdzv->workerStore());
+  CHECK(published.addr == "127.0.0.1");
+  CHECK(published.port == 41234);
   a.rdzv->publishWorkerStore("::1", 5);  // IPv6 addresses keep their colons
-  CHECK(a.rdzv->workerStore() == std::make_pair(std::string("::1"), uint16_t{5}));
+  published = std::get<WorkerStoreEndpoint>(a.rdzv->workerStore());
+  CHECK(published.addr == "::1");
+  CHECK(published.port == 5);
 
   a.watch();
-  CHECK(a.rdzv->exitBarrier(2s) == ExitOutcome::kAllSucceeded);
+  CHECK(std::holds_alternative<AllSucceeded>(a.rdzv->exitBarrier(2s)));
   a.rdzv->stopWatching();
   a.rdzv->leave();
   a.rdzv->leave();  // idempotent
@@ -41,19 +45,24 @@ TEST_CASE("single node: restart budget, generations and failure records", "[rend
   settings.maxRestarts = 2;
   Agent a(store, settings, node("alpha", 2));
   a.watch();
-  CHECK(a.rdzv->next().generation == 0);
-  CHECK(a.rdzv->reportFailure(R"({"n":1})"));
-  RendezvousResult r = a.rdzv->next();
+  CHECK(joined(a.rdzv->next()).generation == 0);
+  CHECK(a.rdzv->reportFailure(R"({"n":1})").kind == RendezvousEventKind::kRestartRequested);
+  RendezvousResult r = joined(a.rdzv->next());
   CHECK(r.generation == 1);
   CHECK(r.restartsUsed == 1);
-  CHECK(a.rdzv->reportFailure(R"({"n":2})"));
-  r = a.rdzv->next();
+  CHECK(a.rdzv->reportFailure(R"({"n":2})").kind == RendezvousEventKind::kRestartRequested);
+  r = joined(a.rdzv->next());
   CHECK(r.generation == 2);
   CHECK(r.restartsUsed == 2);
-  CHECK_FALSE(a.rdzv->reportFailure(R"({"n":3})"));  // budget of 2 spent
+  const RendezvousEvent spent = a.rdzv->reportFailure(R"({"n":3})");  // budget of 2 spent
+  CHECK(spent.kind == RendezvousEventKind::kJobFailed);
+  CHECK_THAT(spent.detail, Catch::Contains("max_restarts=2"));
   CHECK(a.rdzv->failureRecords() ==
         std::vector<std::string>{R"({"n":1})", R"({"n":2})", R"({"n":3})"});
-  CHECK_THROWS_AS(a.rdzv->next(), JobEndedError);
+  const JobEnded end = ended(a.rdzv->next());
+  CHECK(end.result == JobResult::kFailed);
+  CHECK(end.standing == NodeStanding::kMember);
+  CHECK(end.lastGeneration == 2);
   // The failing node learns the outcome from reportFailure, not from a duplicate event.
   CHECK(a.events.count() == 0);
   a.rdzv->leave();
@@ -64,10 +73,10 @@ TEST_CASE("single node: the workerStore wait ends when the round ends", "[rendez
   auto settings = fastSettings("solo-ws", 1, 1);
   settings.maxRestarts = 1;
   Agent a(store, settings, node("alpha"));
-  a.rdzv->next();
-  CHECK(a.rdzv->reportFailure("{}"));
-  CHECK_THROWS_AS(a.rdzv->workerStore(), RoundEndedError);
-  CHECK(a.rdzv->exitBarrier(2s) == ExitOutcome::kRestartRequested);
+  joined(a.rdzv->next());
+  CHECK(a.rdzv->reportFailure("{}").kind == RendezvousEventKind::kRestartRequested);
+  CHECK(roundEnded(a.rdzv->workerStore()).kind == RendezvousEventKind::kRestartRequested);
+  CHECK(roundEnded(a.rdzv->exitBarrier(2s)).kind == RendezvousEventKind::kRestartRequested);
 }
 
 TEST_CASE("single node: calls before next() and bad settings are clear errors", "[rendezvous]") {

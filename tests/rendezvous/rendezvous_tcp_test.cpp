@@ -83,11 +83,12 @@ TEST_CASE("four agents over TCP: join, restart, lose one, finish", "[rendezvous]
     if (first[i].nodeRank == 0) agents[i]->agent.rdzv->publishWorkerStore("127.0.0.1", 40001);
   }
   for (auto& a : agents) {
-    CHECK(a->agent.rdzv->workerStore().second == 40001);
+    CHECK(std::get<WorkerStoreEndpoint>(a->agent.rdzv->workerStore()).port == 40001);
   }
 
   // A worker failure on one node restarts every node in the same new generation.
-  CHECK(agents[2]->agent.rdzv->reportFailure(R"({"host":"t2"})"));
+  CHECK(agents[2]->agent.rdzv->reportFailure(R"({"host":"t2"})").kind ==
+        RendezvousEventKind::kRestartRequested);
   for (size_t i : {0, 1, 3}) {
     const auto event = agents[i]->agent.events.waitFor(10s);
     REQUIRE(event);
@@ -113,14 +114,18 @@ TEST_CASE("four agents over TCP: join, restart, lose one, finish", "[rendezvous]
   CHECK(third[0].nodeCount == 3);
   CHECK(third[0].restartsUsed == 1);  // losing a node is free
 
-  std::vector<std::future<ExitOutcome>> barrier;
+  std::vector<std::future<ExitBarrierResult>> barrier;
   for (auto& a : agents) {
     barrier.push_back(std::async(std::launch::async,
                                  [&a] { return a->agent.rdzv->exitBarrier(10s); }));
   }
-  for (auto& f : barrier) CHECK(f.get() == ExitOutcome::kAllSucceeded);
-  for (auto& a : agents) a->agent.rdzv->leave();
+  for (auto& f : barrier) CHECK(std::holds_alternative<AllSucceeded>(f.get()));
   CHECK(agents[0]->agent.rdzv->failureRecords() == std::vector<std::string>{R"({"host":"t2"})"});
+  for (auto& a : agents) a->agent.rdzv->leave();
+  // The last agent to leave deleted the job's keys: only the run's tombstone is left (its
+  // incarnation counter and `ended`; a succeeded job keeps no failure records).
+  CHECK(agents[0]->client.numKeys() == 2);
+  CHECK(agents[0]->client.check({"rdzv/tcp-job/inc", "rdzv/tcp-job/0/ended"}));
 }
 
 TEST_CASE("the store going away is reported as kStoreLost", "[rendezvous][tcp]") {
@@ -128,7 +133,7 @@ TEST_CASE("the store going away is reported as kStoreLost", "[rendezvous][tcp]")
   auto settings = fastSettings("tcp-store-lost", 1, 1);
   settings.heartbeatTimeout = 600ms;
   TcpAgent a(server->port(), settings, node("s0"));
-  a.agent.rdzv->next();
+  joined(a.agent.rdzv->next());
   a.agent.watch();
   server->stop();
   const auto event = a.agent.events.waitFor(15s);
@@ -152,7 +157,7 @@ TEST_CASE("over ddprun's ON_CLOSE a vanished agent ends the round at once; one t
   TcpStoreClient observer(TcpAgent::options(server.port()));
   // A heartbeat thread arms ON_CLOSE before its first tick: once agent 2's counter moved, its
   // connection is armed.
-  const std::string hb = "rdzv/tcp-on-close/r/0/hb/" + std::to_string(rounds[2].nodeRank);
+  const std::string hb = "rdzv/tcp-on-close/0/r/0/hb/" + std::to_string(rounds[2].nodeRank);
   const auto armedBy = std::chrono::steady_clock::now() + 20s;
   while (observer.add(hb, 0) < 1 && std::chrono::steady_clock::now() < armedBy) {
     std::this_thread::sleep_for(20ms);
@@ -167,5 +172,5 @@ TEST_CASE("over ddprun's ON_CLOSE a vanished agent ends the round at once; one t
     CHECK_THAT(event->detail, Catch::Contains("lost its connection to the rendezvous store"));
   }
   CHECK(std::chrono::steady_clock::now() - start < 20s);  // not the 60 s heartbeat_timeout
-  CHECK(observer.get("rdzv/tcp-on-close/round") == "1");
+  CHECK(observer.get("rdzv/tcp-on-close/0/round") == "1");
 }

@@ -16,6 +16,12 @@
 #   ddprun_slurm_test.sh scancel   scancel --signal=USR1 reaches every worker through ddprun and
 #                                  the step ends with exit 0 (a notice, no kill timer); plain
 #                                  scancel (SIGTERM) ends a job; no process is left behind
+#   ddprun_slurm_test.sh elastic K  --nnodes=3:4 --max-restarts=0 with Gloo (torch) workers in a
+#                                  collective loop; kill -9 of node K's agent (K = 1, 2 or 3): the
+#                                  round ends at once (the agent's closed connection) or the
+#                                  others' workers fail with connection errors (collateral): no
+#                                  restart is spent, the survivors renumber 0..2 in SLURM_NODEID
+#                                  order and finish; the lost node is named in their logs
 # A second argument picks who serves the rendezvous store:
 #   hosted   (default) nothing but SLURM_*: the agent on the first node hosts it
 #   ddprund  a ddprund in the controller's (root) namespace, given as --rdzv-endpoint (the
@@ -23,8 +29,10 @@
 # Every process started here is found by pid (and by a marker in its environment) and stopped and
 # reaped on exit, also on failure.
 set -euo pipefail
-MODE=${1:?usage: ddprun_slurm_test.sh env|train|sbatch|preempt|scancel [hosted|ddprund]}
+MODE=${1:?usage: ddprun_slurm_test.sh env|train|sbatch|preempt|scancel [hosted|ddprund] | elastic K}
 RDZV=${2:-hosted}
+VICTIM=
+if [[ "$MODE" == elastic ]]; then VICTIM=${2:?elastic K}; RDZV=hosted; fi
 BIN=${DDP_BIN_DIR:?}
 SRC=${DDP_SOURCE_DIR:?}
 TMP=${DDP_TEST_TMP:?}
@@ -279,6 +287,60 @@ scancel)
   # Nothing with this test's marker is left on any node.
   left=$(marked_pids)
   [[ -z "$left" ]] || fail "processes left behind: $(for p in $left; do tr '\0' ' ' <"/proc/$p/cmdline"; echo; done)"
+  ;;
+elastic)
+  # Records of multinode_worker.py: rec.n<SLURM_NODEID>.<restart>.<rank>.json (pid, agent ppid).
+  mkdir -p "$W/rec"
+  export MN_DIR=$W/rec MN_GO_FILE=$W/go MN_TORCH_LOOP=1 PYTHON_EXEC=/usr/bin/python3
+  recs() { ls "$W/rec" 2>/dev/null | grep -c "^rec\.n[0-9]*\.$1\." || true; }
+  srun -N4 --ntasks-per-node=1 -J "ddp-elastic-$$" --output="$W/agent-%n.out" "$BIN/ddprun" \
+    --nnodes=3:4 --nproc-per-node=1 --max-restarts=0 \
+    --rdzv-conf=keep_alive_interval=0.5,heartbeat_timeout=3,last_call_timeout=1,join_timeout=60 \
+    "$SRC/tests/integration/multinode_worker.py" >"$W/srun.out" 2>&1 &
+  BGPIDS+=($!)
+  srun_pid=$!
+  deadline=$(( $(now_ms) + 90000 ))
+  until [[ $(recs 0) == 4 ]]; do
+    (( $(now_ms) < deadline )) || { tail -n 5 "$W"/agent-*.out; fail "4 workers did not join the group"; }
+    sleep 0.1
+  done
+  jid=$(squeue -h -n "ddp-elastic-$$" -o %i | head -1)
+  [[ -n "$jid" ]] && JOBS+=("$jid")
+  # The worker's parent is its guardian; the guardian's parent is the agent.
+  guardian=$(/usr/bin/python3 -c 'import json,sys,glob; print(json.load(open(glob.glob(sys.argv[1])[0]))["ppid"])' \
+    "$W/rec/rec.n$VICTIM.0.*.json")
+  agent=$(ps -o ppid= -p "$guardian" | tr -d ' ')
+  [[ -n "$agent" ]] || fail "no agent above the guardian $guardian"
+  t1=$(now_ms)
+  kill -KILL "$agent"
+  echo "killed node $VICTIM's agent (pid $agent)"
+  deadline=$(( $(now_ms) + 60000 ))
+  until [[ $(recs 1) == 3 ]]; do
+    (( $(now_ms) < deadline )) || { tail -n 8 "$W"/agent-*.out; fail "the survivors did not form a world of 3"; }
+    sleep 0.1
+  done
+  t2=$(now_ms)
+  echo 3 >"$W/go"
+  wait_gone 60 "$srun_pid"
+  /usr/bin/python3 - "$W/rec" "$VICTIM" <<'PYEOF' || fail "generation 1"
+import glob, json, os, sys
+recs = [json.load(open(p)) | {"node": os.path.basename(p).split(".")[1]}
+        for p in glob.glob(os.path.join(sys.argv[1], "rec.*.1.*.json"))]
+assert sorted(r["node"] for r in recs) == sorted("n%d" % k for k in range(4) if k != int(sys.argv[2])), recs
+assert all(r["WORLD_SIZE"] == "3" and r["GROUP_WORLD_SIZE"] == "3" for r in recs), recs
+by_id = sorted(recs, key=lambda r: int(r["node"][1:]))
+assert [r["GROUP_RANK"] for r in by_id] == ["0", "1", "2"], by_id  # compact, in SLURM_NODEID order
+PYEOF
+  for k in 0 1 2 3; do
+    [[ $k == "$VICTIM" ]] && continue
+    out=$W/agent-$k.out
+    grep -q "budget" "$out" && { tail -20 "$out"; fail "node $k: a restart was charged"; }
+    grep -qE "sent no heartbeat|lost its connection to the rendezvous store" "$out" ||
+      { tail -20 "$out"; fail "node $k does not name the lost node"; }
+    grep -q "ddprun: error" "$out" && { tail -20 "$out"; fail "node $k failed"; }
+  done
+  grep -E "task [0-9]+: Exited" "$W/srun.out" && fail "a surviving agent exited non-zero"
+  echo "node $VICTIM lost: a world of 3 after $((t2 - t1)) ms, no restart spent"
   ;;
 *) fail "unknown mode" ;;
 esac

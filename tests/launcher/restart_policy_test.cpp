@@ -1,0 +1,145 @@
+// The restart policy, exhaustively: every situation x every way a round can end (or none) x
+// whether the local failures all look like a peer's collateral, against the table in
+// launcher/restart_policy.hpp.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <optional>
+#include <vector>
+
+#include "launcher/restart_policy.hpp"
+
+using namespace ddp;
+using Kind = RendezvousEventKind;
+
+namespace {
+
+const std::vector<Situation> kSituations = {
+    Situation::kWorkersSucceeded, Situation::kWorkersFailed,    Situation::kSignalled,
+    Situation::kRoundEnded,       Situation::kPeerCauseAwaited, Situation::kFailureReported,
+    Situation::kExitBarrierPassed};
+
+const std::vector<std::optional<Kind>> kEnds = {
+    std::nullopt,       Kind::kScaleUp,  Kind::kPeerLost, Kind::kRestartRequested,
+    Kind::kJobFailed,   Kind::kStoreLost};
+
+struct Expected {
+  Action action;
+  int exitCode = 0;
+  bool collateral = false;
+};
+
+// The table, written out independently of the implementation.
+Expected expected(Situation s, std::optional<Kind> end, bool allComm) {
+  auto afterEnd = [&](bool collateral) -> Expected {
+    switch (*end) {
+      case Kind::kScaleUp:
+      case Kind::kPeerLost:
+        return {Action::kRejoin, 0, collateral};
+      case Kind::kRestartRequested:
+        return {Action::kRejoin};
+      case Kind::kJobFailed:  // every member of the round prints the job's summary
+        return {Action::kJobFailed};
+      case Kind::kStoreLost:
+        return {Action::kExit, kRendezvousFailedExitCode};
+    }
+    return {Action::kExit, kRendezvousFailedExitCode};
+  };
+  switch (s) {
+    case Situation::kWorkersSucceeded:
+      return {Action::kAwaitExitBarrier};
+    case Situation::kExitBarrierPassed:
+      return {Action::kSucceed};
+    case Situation::kSignalled:
+      return {Action::kExit, 128 + SIGTERM};
+    case Situation::kWorkersFailed:
+      return {allComm ? Action::kAwaitPeerCause : Action::kReportFailure};
+    case Situation::kPeerCauseAwaited:
+      if (!end || *end == Kind::kRestartRequested) return {Action::kReportFailure};
+      return afterEnd(true);
+    case Situation::kRoundEnded:
+    case Situation::kFailureReported:
+      if (!end) return {Action::kExit, kRendezvousFailedExitCode};
+      return afterEnd(false);
+  }
+  return {Action::kExit, -1};
+}
+
+}  // namespace
+
+TEST_CASE("the restart policy, every row of the table", "[restart_policy]") {
+  int rows = 0;
+  for (Situation s : kSituations) {
+    for (const auto& end : kEnds) {
+      for (bool allComm : {false, true}) {
+        PolicyInput in;
+        in.situation = s;
+        in.roundEnd = end;
+        in.allCommunicationFailures = allComm;
+        in.signal = SIGTERM;
+        in.restartsUsed = 1;
+        in.maxRestarts = 3;
+        const Decision d = decide(in);
+        const Expected want = expected(s, end, allComm);
+        INFO("situation " << static_cast<int>(s) << ", end "
+                          << (end ? static_cast<int>(*end) : -1) << ", allComm " << allComm);
+        CHECK(d.action == want.action);
+        if (want.action == Action::kExit) CHECK(d.exitCode == want.exitCode);
+        CHECK(d.collateral == want.collateral);
+        CHECK_FALSE(d.why.empty());
+        ++rows;
+      }
+    }
+  }
+  CHECK(rows == 7 * 6 * 2);
+}
+
+TEST_CASE("restart policy: the decisions that matter most, spelled out", "[restart_policy]") {
+  PolicyInput in;
+  // A lost peer's collateral damage costs nothing, even with --max-restarts=0.
+  in.situation = Situation::kWorkersFailed;
+  in.allCommunicationFailures = true;
+  in.maxRestarts = 0;
+  CHECK(decide(in).action == Action::kAwaitPeerCause);
+  in.situation = Situation::kPeerCauseAwaited;
+  in.roundEnd = Kind::kPeerLost;
+  const Decision collateral = decide(in);
+  CHECK(collateral.action == Action::kRejoin);
+  CHECK(collateral.collateral);
+  // Nobody else ended the round: the failure is this node's own and is reported.
+  in.roundEnd.reset();
+  CHECK(decide(in).action == Action::kReportFailure);
+  // A worker's own fault is reported at once.
+  in.situation = Situation::kWorkersFailed;
+  in.allCommunicationFailures = false;
+  CHECK(decide(in).action == Action::kReportFailure);
+  // Signals leave the rendezvous first (the store still answers); a lost store does not.
+  in.situation = Situation::kSignalled;
+  in.signal = SIGINT;
+  CHECK(decide(in).exitCode == 130);
+  CHECK(decide(in).leave);
+  in.situation = Situation::kRoundEnded;
+  in.roundEnd = Kind::kStoreLost;
+  CHECK_FALSE(decide(in).leave);
+}
+
+TEST_CASE("restart policy inputs: collateral failures and the peer-cause bound", "[restart_policy]") {
+  WorkerFailure gloo;
+  gloo.exitCode = 1;
+  gloo.stderrTail = {"RuntimeError: [pair.cc:598] Connection closed by peer [10.0.0.2]:41234"};
+  WorkerFailure stopped;
+  stopped.signal = SIGTERM;
+  stopped.stoppedByAgent = true;
+  WorkerFailure own;
+  own.exitCode = 7;
+  CHECK(allCommunicationFailures({gloo, stopped}));  // ddprun's own SIGTERM does not count
+  CHECK_FALSE(allCommunicationFailures({gloo, own}));
+  CHECK_FALSE(allCommunicationFailures({stopped}));  // nothing failed by itself
+  CHECK_FALSE(allCommunicationFailures({}));
+  RendezvousSettings s;
+  s.keepAliveInterval = std::chrono::milliseconds(500);
+  s.keepAliveMaxAttempt = 3;
+  CHECK(peerCauseBound(s) == std::chrono::milliseconds(3000));  // 1.5 s + 3 x 0.5 s
+  s.heartbeatTimeout = std::chrono::seconds(3);
+  CHECK(peerCauseBound(s) == std::chrono::milliseconds(4500));
+}
