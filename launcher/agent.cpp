@@ -96,7 +96,7 @@ class Agent {
   Decision perform(const Decision& d, const RendezvousResult& round,
                    const GenerationOutcome& outcome, RendezvousEvent& last);
   PolicyInput inputFor(Situation situation, const RendezvousResult& round,
-                       std::optional<RendezvousEventKind> end = std::nullopt) const;
+                       const RendezvousEvent* end = nullptr) const;
   PolicyInput inputFor(const GenerationOutcome& outcome, const RendezvousResult& round) const;
   int reportJobEnded(const JobEnded& ended);
   // `round`: this node's last round (nullptr: it joined none); `local`: its workers that did not
@@ -224,10 +224,13 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
 }
 
 PolicyInput Agent::inputFor(Situation situation, const RendezvousResult& round,
-                            std::optional<RendezvousEventKind> end) const {
+                            const RendezvousEvent* end) const {
   PolicyInput in;
   in.situation = situation;
-  in.roundEnd = end;
+  if (end != nullptr) {
+    in.roundEnd = end->kind;
+    in.droppedFromRound = end->roundRemoved || end->lostRank == round.nodeRank;
+  }
   in.restartsUsed = round.restartsUsed;
   in.maxRestarts = config_.maxRestarts;
   return in;
@@ -249,7 +252,7 @@ PolicyInput Agent::inputFor(const GenerationOutcome& outcome, const RendezvousRe
       in.signal = outcome.signal;
       return in;
     case OutcomeKind::kRendezvousEvent:
-      return inputFor(Situation::kRoundEnded, round, outcome.event.kind);
+      return inputFor(Situation::kRoundEnded, round, &outcome.event);
   }
   return in;
 }
@@ -297,7 +300,7 @@ Decision Agent::perform(const Decision& d, const RendezvousResult& round,
       return decide(inputFor(Situation::kExitBarrierPassed, round));
     }
     last = std::get<RoundEnded>(r).event;
-    return decide(inputFor(Situation::kRoundEnded, round, last.kind));
+    return decide(inputFor(Situation::kRoundEnded, round, &last));
   }
   if (d.action == Action::kAwaitPeerCause) {
     const auto bound = peerCauseBound(settings_);
@@ -305,8 +308,7 @@ Decision Agent::perform(const Decision& d, const RendezvousResult& round,
                "to end generation {}", bound.count(), round.generation);
     const auto end = blocking([this, bound] { return rdzv_->awaitRoundEnd(bound); });
     if (end) last = *end;
-    return decide(inputFor(Situation::kPeerCauseAwaited, round,
-                           end ? std::optional(end->kind) : std::nullopt));
+    return decide(inputFor(Situation::kPeerCauseAwaited, round, end ? &last : nullptr));
   }
   FailureRecord record{round.generation, round.nodeRank, host_, outcome.failures};
   last = blocking([this, &record] { return rdzv_->reportFailure(toJson(record)); });
@@ -314,7 +316,7 @@ Decision Agent::perform(const Decision& d, const RendezvousResult& round,
     log_->warn("workers failed in generation {}; restarting the job ({})", round.generation,
                last.detail);
   }
-  return decide(inputFor(Situation::kFailureReported, round, last.kind));
+  return decide(inputFor(Situation::kFailureReported, round, &last));
 }
 
 int Agent::reportJobEnded(const JobEnded& e) {

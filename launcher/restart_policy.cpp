@@ -38,6 +38,10 @@ Decision afterRoundEnd(RendezvousEventKind kind, const PolicyInput& in) {
     case RendezvousEventKind::kRestartRequested:
       return act(Action::kRejoin, "workers failed: restarting the job");
     case RendezvousEventKind::kJobFailed:
+      if (in.droppedFromRound) {
+        return act(Action::kRejoin, "the job failed after this node was dropped: next() reports "
+                                    "how, and this node's part");
+      }
       if (in.situation == Situation::kFailureReported) {
         return act(Action::kJobFailed, "this node's failure spent the job's restart budget");
       }

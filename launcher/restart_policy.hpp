@@ -21,7 +21,9 @@
 //   failure reported     restart requested
 //   any past the workers job failed               publish this node's record, print the job's
 //                                                 summary (the same on every node), exit with
-//                                                 its code
+//                                                 its code; when this node was dropped from the
+//                                                 round (declared lost, or away): next(), which
+//                                                 reports the job's end and this node's part
 //   any                  store lost               exit 1 (the rendezvous failed)
 //
 // Thread safety: pure functions over values.
@@ -60,6 +62,9 @@ struct PolicyInput {
   bool allCommunicationFailures = false;
   // kSignalled: the signal.
   int signal = 0;
+  // The round's end names this node as lost, or its keys were gone (this node was away): the
+  // job went on without it, and next() reports how it ended and this node's part in it.
+  bool droppedFromRound = false;
   // The job-wide restart budget as of this generation (for the decision's log line; the store
   // decides atomically whether a report gets a restart).
   int restartsUsed = 0;

@@ -109,7 +109,9 @@ struct RendezvousEvent {
   RendezvousEventKind kind = RendezvousEventKind::kPeerLost;
   int64_t generation = 0;  // the generation the event ends
   std::string detail;      // one readable line (which node, why)
-  int lostRank = -1;       // kPeerLost: the node rank declared lost or gone, when one was
+  int lostRank = -1;       // the node rank declared lost or gone, when one was (kept when a
+                           // failed job turned the end into kJobFailed)
+  bool roundRemoved = false;  // the round's keys were gone: this node was away for rounds
 };
 
 // A call that waited on the current round returns this when the round ended first: stop this

@@ -100,7 +100,10 @@ RoundEnd explainRoundEnd(Store& store, const RendezvousKeys& keys, int64_t g) {
     // The budget may have been spent while another reason ended the round first.
     if (auto ended = peek(store, keys.ended())) {
       const JobEnd job = decodeJobEnd(*ended);
-      if (!job.succeeded) end = {RendezvousEventKind::kJobFailed, job.reason, -1, end.removed};
+      // The lost rank stays: a node declared lost in that round learns it was dropped.
+      if (!job.succeeded) {
+        end = {RendezvousEventKind::kJobFailed, job.reason, end.lostRank, end.removed};
+      }
     }
   }
   return end;

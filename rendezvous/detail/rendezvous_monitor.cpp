@@ -308,7 +308,7 @@ void RoundMonitor::handleEnd(Store& store, const MonitoredRound& round, uint64_t
       store.check({round.keys.exitDone(g)})) {
     return;
   }
-  deliver({end.kind, g, end.detail, end.lostRank}, epoch);
+  deliver({end.kind, g, end.detail, end.lostRank, end.removed}, epoch);
 }
 
 void RoundMonitor::deliver(const RendezvousEvent& event, uint64_t epoch) {

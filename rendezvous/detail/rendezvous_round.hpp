@@ -72,7 +72,7 @@ class RoundState {
   RendezvousEvent spendRestart(int64_t g);
   void finishLeaving(int64_t g, int nodes);
   static RendezvousEvent eventOf(int64_t g, const RoundEnd& end) {
-    return RendezvousEvent{end.kind, g, end.detail, end.lostRank};
+    return RendezvousEvent{end.kind, g, end.detail, end.lostRank, end.removed};
   }
 
   Store& store_;

@@ -30,7 +30,7 @@ struct Expected {
 };
 
 // The table, written out independently of the implementation.
-Expected expected(Situation s, std::optional<Kind> end, bool allComm) {
+Expected expected(Situation s, std::optional<Kind> end, bool allComm, bool dropped) {
   auto afterEnd = [&](bool collateral) -> Expected {
     switch (*end) {
       case Kind::kScaleUp:
@@ -38,8 +38,8 @@ Expected expected(Situation s, std::optional<Kind> end, bool allComm) {
         return {Action::kRejoin, 0, collateral};
       case Kind::kRestartRequested:
         return {Action::kRejoin};
-      case Kind::kJobFailed:  // every member of the round prints the job's summary
-        return {Action::kJobFailed};
+      case Kind::kJobFailed:  // every member prints the job's summary; a dropped node asks next()
+        return {dropped ? Action::kRejoin : Action::kJobFailed};
       case Kind::kStoreLost:
         return {Action::kExit, kRendezvousFailedExitCode};
     }
@@ -71,18 +71,22 @@ TEST_CASE("the restart policy, every row of the table", "[restart_policy]") {
   int rows = 0;
   for (Situation s : kSituations) {
     for (const auto& end : kEnds) {
-      for (bool allComm : {false, true}) {
+      for (int bits = 0; bits < 4; ++bits) {
+        const bool allComm = (bits & 1) != 0;
+        const bool dropped = (bits & 2) != 0;
         PolicyInput in;
         in.situation = s;
         in.roundEnd = end;
         in.allCommunicationFailures = allComm;
+        in.droppedFromRound = dropped;
         in.signal = SIGTERM;
         in.restartsUsed = 1;
         in.maxRestarts = 3;
         const Decision d = decide(in);
-        const Expected want = expected(s, end, allComm);
+        const Expected want = expected(s, end, allComm, dropped);
         INFO("situation " << static_cast<int>(s) << ", end "
-                          << (end ? static_cast<int>(*end) : -1) << ", allComm " << allComm);
+                          << (end ? static_cast<int>(*end) : -1) << ", allComm " << allComm
+                          << ", dropped " << dropped);
         CHECK(d.action == want.action);
         if (want.action == Action::kExit) CHECK(d.exitCode == want.exitCode);
         CHECK(d.collateral == want.collateral);
@@ -91,7 +95,7 @@ TEST_CASE("the restart policy, every row of the table", "[restart_policy]") {
       }
     }
   }
-  CHECK(rows == 7 * 6 * 2);
+  CHECK(rows == 7 * 6 * 4);
 }
 
 TEST_CASE("restart policy: the decisions that matter most, spelled out", "[restart_policy]") {
