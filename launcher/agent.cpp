@@ -19,8 +19,8 @@
 #include "launcher/restart_policy.hpp"
 #include "launcher/supervisor.hpp"
 #include "launcher/worker_env_builder.hpp"
-#include "rendezvous/logging.hpp"
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/base/logging.hpp"
+#include "rendezvous/server/store_server.hpp"
 
 namespace ddp {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "launcher/launch_config.hpp"
 #include "launcher/nproc.hpp"
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 

@@ -3,9 +3,9 @@
 #include <charconv>
 #include <utility>
 
-#include "rendezvous/logging.hpp"
-#include "rendezvous/tcp_store_client.hpp"
-#include "rendezvous/worker_store_keys.hpp"
+#include "rendezvous/base/logging.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
+#include "rendezvous/store/worker_store_keys.hpp"
 
 namespace ddp {
 namespace {

@@ -1,7 +1,7 @@
 // FailureSequencer: the agent's side of the job-wide failure order (failure_summary.hpp).
 //
 // A worker linking worker_runtime numbers its own failure from the generation's counter in the
-// worker store (rendezvous/worker_store_keys.hpp) before it exits. For a failed worker that did
+// worker store (rendezvous/store/worker_store_keys.hpp) before it exits. For a failed worker that did
 // not (torch workers, a signal, a crash), the agent takes the next number of the same counter when
 // it reaps the worker: later than the exit, but in the one order every node shares. The store is
 // the one the workers were given (MASTER_ADDR:MASTER_PORT of their environment), which every

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 namespace {

@@ -4,7 +4,7 @@
 //
 // The job's failure order (never a clock; wall and monotonic times are shown, never compared):
 //   1. failures with a failure sequence number (the generation's counter in the worker store,
-//      rendezvous/worker_store_keys.hpp), ascending. A worker linking worker_runtime takes its
+//      rendezvous/store/worker_store_keys.hpp), ascending. A worker linking worker_runtime takes its
 //      number itself when it fails, before closing its connections can make a peer fail, and
 //      writes it into its error file; the agent takes one when it reaps a failed worker that
 //      recorded none (torch workers, signals). So a peer's collateral error is numbered after the

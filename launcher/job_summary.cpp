@@ -5,8 +5,8 @@
 #include <set>
 
 #include "launcher/output_pump.hpp"
-#include "rendezvous/backoff.hpp"
-#include "rendezvous/logging.hpp"
+#include "rendezvous/base/backoff.hpp"
+#include "rendezvous/base/logging.hpp"
 
 namespace ddp {
 namespace {

@@ -25,7 +25,7 @@
 
 #include "launcher/failure_summary.hpp"
 #include "launcher/log_layout.hpp"
-#include "rendezvous/rendezvous.hpp"
+#include "rendezvous/algorithm/rendezvous.hpp"
 
 namespace ddp {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/etcd_store.hpp"
-#include "rendezvous/rendezvous.hpp"
+#include "rendezvous/store/etcd_store.hpp"
+#include "rendezvous/algorithm/rendezvous.hpp"
 
 namespace ddp {
 

@@ -8,8 +8,8 @@
 #include <system_error>
 #include <vector>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/logging.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
 
 namespace ddp {
 namespace fs = std::filesystem;

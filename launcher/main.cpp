@@ -9,7 +9,7 @@
 #include "launcher/agent.hpp"
 #include "launcher/cli.hpp"
 #include "launcher/worker_process.hpp"
-#include "rendezvous/logging.hpp"
+#include "rendezvous/base/logging.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "launcher/detail/cli_values.hpp"
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 namespace {

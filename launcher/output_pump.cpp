@@ -7,7 +7,7 @@
 #include <cstring>
 #include <utility>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 namespace {

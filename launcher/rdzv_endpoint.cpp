@@ -4,7 +4,7 @@
 #include <cctype>
 #include <charconv>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 namespace {

@@ -13,12 +13,12 @@
 #include <tuple>
 
 #include "launcher/rdzv_endpoint.hpp"
-#include "rendezvous/etcd_store.hpp"
-#include "rendezvous/in_memory_store.hpp"
-#include "rendezvous/local_address.hpp"
-#include "rendezvous/logging.hpp"
-#include "rendezvous/tcp_store_client.hpp"
-#include "rendezvous/wire_codec.hpp"
+#include "rendezvous/store/etcd_store.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
+#include "rendezvous/base/local_address.hpp"
+#include "rendezvous/base/logging.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
+#include "rendezvous/wire/wire_codec.hpp"
 
 namespace ddp {
 namespace {

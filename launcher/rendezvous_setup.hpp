@@ -20,9 +20,9 @@
 #include <string>
 
 #include "launcher/launch_config.hpp"
-#include "rendezvous/rendezvous.hpp"
-#include "rendezvous/store.hpp"
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/store/store.hpp"
+#include "rendezvous/server/store_server.hpp"
 
 namespace ddp {
 

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "launcher/failure_summary.hpp"
-#include "rendezvous/rendezvous.hpp"
+#include "rendezvous/algorithm/rendezvous.hpp"
 
 namespace ddp {
 

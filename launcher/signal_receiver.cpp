@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 namespace {

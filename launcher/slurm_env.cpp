@@ -5,7 +5,7 @@
 #include <initializer_list>
 
 #include "launcher/slurm_nodelist.hpp"
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 namespace {

@@ -3,7 +3,7 @@
 #include <cctype>
 #include <cstdint>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <utility>
 
-#include "rendezvous/logging.hpp"
+#include "rendezvous/base/logging.hpp"
 
 namespace ddp {
 

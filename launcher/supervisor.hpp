@@ -31,7 +31,7 @@
 #include "launcher/signal_receiver.hpp"
 #include "launcher/signal_rules.hpp"
 #include "launcher/worker_group.hpp"
-#include "rendezvous/rendezvous.hpp"
+#include "rendezvous/algorithm/rendezvous.hpp"
 
 namespace ddp {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "launcher/launch_config.hpp"
-#include "rendezvous/rendezvous.hpp"
+#include "rendezvous/algorithm/rendezvous.hpp"
 
 namespace ddp {
 

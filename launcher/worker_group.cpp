@@ -10,7 +10,7 @@
 
 #include "launcher/failure_sequence.hpp"
 #include "launcher/worker_process.hpp"
-#include "rendezvous/logging.hpp"
+#include "rendezvous/base/logging.hpp"
 
 namespace ddp {
 namespace {

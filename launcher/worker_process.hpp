@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "launcher/worker_env_builder.hpp"
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "trainer/crc32c.hpp"
 
 namespace ddp {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 

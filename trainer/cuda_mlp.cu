@@ -7,7 +7,7 @@
 #include <cmath>
 #include <string>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "trainer/cuda_kernels.cuh"
 
 namespace ddp {

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <random>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "trainer/shard_format.hpp"
 
 namespace ddp {

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 

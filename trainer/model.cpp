@@ -3,7 +3,7 @@
 #include <cmath>
 #include <random>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "trainer/cpu_mlp.hpp"
 #ifdef DDP_TRAINER_CUDA
 #include "trainer/cuda_mlp.hpp"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 

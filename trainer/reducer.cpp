@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 namespace {

@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 namespace {

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/logging.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
 #include "trainer/crc32c.hpp"
 
 namespace ddp {

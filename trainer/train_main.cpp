@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/logging.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
 #include "trainer/model.hpp"
 #include "trainer/trainer.hpp"
 #include "worker_runtime/communicator.hpp"

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <optional>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/logging.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
 #include "trainer/checkpoint.hpp"
 #include "trainer/crc32c.hpp"
 #include "trainer/distributed_sampler.hpp"

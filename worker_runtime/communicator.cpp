@@ -1,6 +1,6 @@
 #include "worker_runtime/communicator.hpp"
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "worker_runtime/gloo_communicator.hpp"
 #include "worker_runtime/worker_env.hpp"
 #ifdef DDP_WITH_CUDA

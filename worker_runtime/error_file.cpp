@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 namespace {

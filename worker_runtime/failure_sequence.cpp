@@ -7,9 +7,9 @@
 #include <mutex>
 #include <string>
 
-#include "rendezvous/logging.hpp"
-#include "rendezvous/tcp_store_client.hpp"
-#include "rendezvous/worker_store_keys.hpp"
+#include "rendezvous/base/logging.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
+#include "rendezvous/store/worker_store_keys.hpp"
 #include "worker_runtime/error_file.hpp"
 
 namespace ddp {

@@ -2,7 +2,7 @@
 //
 // When a worker fails, the first thing it does is take the next number of its generation's
 // failure counter in the worker store (an ADD on failureSequenceKey(TORCHELASTIC_RESTART_COUNT)
-// at MASTER_ADDR:MASTER_PORT; rendezvous/worker_store_keys.hpp). It does so before it closes its
+// at MASTER_ADDR:MASTER_PORT; rendezvous/store/worker_store_keys.hpp). It does so before it closes its
 // communicator: closing the connections is what makes its peers fail, so a peer's collateral
 // error (Gloo "Connection reset by peer", a CommError) always gets a later number than the fault
 // that caused it. runWorkerMain writes the number into the error file (extraInfo.failure_seq) and

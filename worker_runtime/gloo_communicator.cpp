@@ -10,11 +10,11 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/logging.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
 #include "worker_runtime/failure_sequence.hpp"
 #include "worker_runtime/detail/gloo_store_adapter.hpp"
-#include "rendezvous/local_address.hpp"
+#include "rendezvous/base/local_address.hpp"
 #include "worker_runtime/detail/reductions.hpp"
 #include "worker_runtime/detail/ring_reduce_scatter.hpp"
 #include "worker_runtime/worker_env.hpp"

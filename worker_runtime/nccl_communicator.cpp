@@ -7,9 +7,9 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/logging.hpp"
-#include "rendezvous/store.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
+#include "rendezvous/store/store.hpp"
 #include "worker_runtime/failure_sequence.hpp"
 #include "worker_runtime/detail/reductions.hpp"
 #include "worker_runtime/worker_env.hpp"

@@ -5,7 +5,7 @@
 #include <limits>
 #include <optional>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 namespace {

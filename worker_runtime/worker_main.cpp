@@ -4,8 +4,8 @@
 #include <exception>
 #include <string>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/logging.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
 #include "worker_runtime/error_file.hpp"
 #include "worker_runtime/failure_sequence.hpp"
 

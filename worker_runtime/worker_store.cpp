@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/logging.hpp"
-#include "rendezvous/prefix_store.hpp"
-#include "rendezvous/store_server.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/base/logging.hpp"
+#include "rendezvous/store/prefix_store.hpp"
+#include "rendezvous/server/store_server.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
 
 namespace ddp {
 namespace {

@@ -13,7 +13,7 @@
 #include <chrono>
 #include <memory>
 
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/store.hpp"
 #include "worker_runtime/worker_env.hpp"
 
 namespace ddp {

@@ -7,7 +7,7 @@
 #include <csignal>
 #include <cstring>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp::detail {
 namespace {

@@ -4,7 +4,7 @@
 #include <functional>
 
 #include "launcher/detail/cli_values.hpp"
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp::detail {
 namespace {

@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "rendezvous/in_memory_store.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
 #include "worker_runtime/gloo_communicator.hpp"
 #include "worker_runtime/worker_env.hpp"
 

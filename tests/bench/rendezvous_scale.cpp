@@ -21,9 +21,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "rendezvous/logging.hpp"
-#include "rendezvous/rendezvous.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/base/logging.hpp"
+#include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include <CLI/CLI.hpp>
 #include <boost/asio.hpp>
 
-#include "rendezvous/wire_codec.hpp"
+#include "rendezvous/wire/wire_codec.hpp"
 
 namespace {
 

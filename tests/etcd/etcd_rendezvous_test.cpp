@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "rendezvous/etcd_store.hpp"
-#include "rendezvous/rendezvous.hpp"
+#include "rendezvous/store/etcd_store.hpp"
+#include "rendezvous/algorithm/rendezvous.hpp"
 #include "tests/etcd/etcd_instance.hpp"
 #include "tests/rendezvous/rendezvous_harness.hpp"
 

@@ -6,8 +6,8 @@
 
 #include <future>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/etcd_store.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/store/etcd_store.hpp"
 #include "tests/etcd/etcd_instance.hpp"
 
 using namespace std::chrono_literals;

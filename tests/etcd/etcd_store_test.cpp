@@ -7,8 +7,8 @@
 #include <random>
 #include <thread>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/etcd_store.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/store/etcd_store.hpp"
 #include "tests/rendezvous/store_contract.hpp"
 
 using namespace std::chrono_literals;

@@ -29,9 +29,9 @@
 #include <utility>
 #include <vector>
 
-#include "rendezvous/connection_hooks.hpp"
-#include "rendezvous/error.hpp"
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/connection_hooks.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/store/store.hpp"
 
 namespace ddp::test {
 

@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "worker_runtime/communicator.hpp"
 
 namespace ddp::test {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/store.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/store/store.hpp"
 
 namespace ddp::test {
 

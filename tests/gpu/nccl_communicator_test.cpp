@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/in_memory_store.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
 #include "worker_runtime/bfloat16.hpp"
 #include "worker_runtime/communicator.hpp"
 #include "worker_runtime/nccl_communicator.hpp"

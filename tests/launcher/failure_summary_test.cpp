@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "launcher_test_util.hpp"
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace ddp {
 namespace {

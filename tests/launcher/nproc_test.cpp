@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "launcher/nproc.hpp"
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 namespace fs = std::filesystem;
 

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/rendezvous_setup.hpp"
-#include "rendezvous/error.hpp"
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/server/store_server.hpp"
 #include "tests/launcher/cli_test_util.hpp"
 
 using cli_test::parse;

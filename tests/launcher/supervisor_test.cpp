@@ -17,7 +17,7 @@
 #include "launcher/log_layout.hpp"
 #include "launcher/worker_process.hpp"
 #include "launcher_test_util.hpp"
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/server/store_server.hpp"
 
 namespace ddp {
 namespace {

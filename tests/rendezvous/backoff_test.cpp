@@ -1,7 +1,7 @@
 // Backoff: exponential growth with a cap, jitter within its bounds, never sleeping past a deadline.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/backoff.hpp"
+#include "rendezvous/base/backoff.hpp"
 
 namespace ddp {
 namespace {

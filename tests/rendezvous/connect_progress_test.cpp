@@ -7,8 +7,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
 
 using namespace std::chrono_literals;
 using ddp::ConnectProgress;

@@ -1,8 +1,8 @@
 // FlakyStore (tests/fakes): fails exactly the calls it is told to, forwards the rest.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/in_memory_store.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
 #include "tests/fakes/flaky_store.hpp"
 
 namespace ddp {

@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/in_memory_store.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
 #include "tests/rendezvous/store_contract.hpp"
 
 namespace ddp {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/store.hpp"
 
 namespace ddp::test {
 

@@ -5,8 +5,8 @@
 #include <thread>
 #include <vector>
 
-#include "rendezvous/in_memory_store.hpp"
-#include "rendezvous/prefix_store.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
+#include "rendezvous/store/prefix_store.hpp"
 #include "tests/rendezvous/store_contract.hpp"
 
 namespace ddp {

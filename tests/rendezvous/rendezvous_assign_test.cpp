@@ -2,8 +2,8 @@
 // failure-record encodings.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/detail/rendezvous_assign.hpp"
-#include "rendezvous/detail/rendezvous_keys.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
 
 using namespace ddp;
 using namespace ddp::detail;

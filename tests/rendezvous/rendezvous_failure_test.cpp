@@ -5,7 +5,7 @@
 #include <atomic>
 #include <future>
 
-#include "rendezvous/in_memory_store.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous_harness.hpp"
 
 using namespace ddp;

@@ -17,8 +17,8 @@
 #include <variant>
 #include <vector>
 
-#include "rendezvous/rendezvous.hpp"
-#include "rendezvous/store.hpp"
+#include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/store/store.hpp"
 
 namespace ddp::test {
 

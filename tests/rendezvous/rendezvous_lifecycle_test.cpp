@@ -5,9 +5,9 @@
 
 #include <future>
 
-#include "rendezvous/in_memory_store.hpp"
-#include "rendezvous/store_server.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
+#include "rendezvous/server/store_server.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
 #include "rendezvous_harness.hpp"
 
 using namespace ddp;

@@ -11,7 +11,7 @@
 #include <thread>
 #include <variant>
 
-#include "rendezvous/in_memory_store.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous_harness.hpp"
 #include "tests/fakes/controlled_store.hpp"
 

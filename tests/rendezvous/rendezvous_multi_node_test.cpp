@@ -5,7 +5,7 @@
 #include <future>
 #include <thread>
 
-#include "rendezvous/in_memory_store.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous_harness.hpp"
 
 using namespace ddp;

@@ -7,7 +7,7 @@
 #include <future>
 
 #include "pausable_store.hpp"
-#include "rendezvous/in_memory_store.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous_harness.hpp"
 
 using namespace ddp;

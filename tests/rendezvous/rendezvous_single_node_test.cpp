@@ -1,7 +1,7 @@
 // The single-node path (ddprun --standalone): minNodes = maxNodes = 1 over an InMemoryStore.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/in_memory_store.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous_harness.hpp"
 
 using namespace ddp;

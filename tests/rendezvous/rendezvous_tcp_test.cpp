@@ -5,9 +5,9 @@
 #include <future>
 #include <thread>
 
-#include "rendezvous/store_server.hpp"
-#include "rendezvous/tcp_store_client.hpp"
-#include "rendezvous/wire_codec.hpp"
+#include "rendezvous/server/store_server.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
+#include "rendezvous/wire/wire_codec.hpp"
 #include "rendezvous_harness.hpp"
 
 using namespace ddp;

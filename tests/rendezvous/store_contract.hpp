@@ -1,4 +1,4 @@
-// The Store contract (rendezvous/store.hpp, reference §3) as reusable Catch2 checks, run against
+// The Store contract (rendezvous/store/store.hpp, reference §3) as reusable Catch2 checks, run against
 // every Store implementation: InMemoryStore, PrefixStore and TcpStoreClient over real servers.
 //
 // Each check uses keys under its own `ns` so several can share one store. Checks that need a
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/store.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/store/store.hpp"
 
 namespace ddp::test {
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/detail/store_state.hpp"
-#include "rendezvous/store_server.hpp"
-#include "rendezvous/wire_codec.hpp"
+#include "rendezvous/server/detail/store_state.hpp"
+#include "rendezvous/server/store_server.hpp"
+#include "rendezvous/wire/wire_codec.hpp"
 #include "tests/rendezvous/raw_socket.hpp"
 
 using namespace ddp;

@@ -13,10 +13,10 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "rendezvous/detail/store_state.hpp"
-#include "rendezvous/error.hpp"
-#include "rendezvous/store_server.hpp"
-#include "rendezvous/wire_codec.hpp"
+#include "rendezvous/server/detail/store_state.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/server/store_server.hpp"
+#include "rendezvous/wire/wire_codec.hpp"
 #include "tests/rendezvous/raw_socket.hpp"
 
 using namespace ddp;

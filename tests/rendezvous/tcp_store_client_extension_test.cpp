@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/store_server.hpp"
-#include "rendezvous/tcp_store_client.hpp"
-#include "rendezvous/wire_codec.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/server/store_server.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
+#include "rendezvous/wire/wire_codec.hpp"
 #include "tests/fakes/scripted_server.hpp"
 
 namespace ddp {

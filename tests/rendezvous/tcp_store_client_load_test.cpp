@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "rendezvous/store_server.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/server/store_server.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
 
 namespace ddp {
 namespace {

@@ -18,9 +18,9 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/store_server.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/server/store_server.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
 #include "tests/fakes/scripted_server.hpp"
 #include "tests/rendezvous/store_contract.hpp"
 

@@ -4,9 +4,9 @@
 #include <future>
 #include <memory>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/prefix_store.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/store/prefix_store.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
 #include "tests/rendezvous/store_contract.hpp"
 #include "tests/rendezvous/torch_store_process.hpp"
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/wire_codec.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/wire/wire_codec.hpp"
 
 using namespace ddp;
 using namespace ddp::wire;

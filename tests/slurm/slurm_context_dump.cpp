@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "launcher/slurm_env.hpp"
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 int main() {
   try {

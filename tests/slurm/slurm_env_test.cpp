@@ -4,7 +4,7 @@
 #include <set>
 
 #include "launcher/slurm_env.hpp"
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 using Env = std::map<std::string, std::string>;
 using ddp::slurmContextFrom;

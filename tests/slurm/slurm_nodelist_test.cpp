@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "launcher/slurm_nodelist.hpp"
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 
 using ddp::expandSlurmNodelist;
 using Hosts = std::vector<std::string>;

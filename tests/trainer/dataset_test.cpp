@@ -4,7 +4,7 @@
 #include <fstream>
 #include <map>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "tests/trainer/test_support.hpp"
 #include "trainer/make_data.hpp"
 #include "trainer/sharded_dataset.hpp"

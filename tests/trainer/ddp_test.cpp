@@ -9,7 +9,7 @@
 #include <cmath>
 #include <thread>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "tests/fakes/fake_communicator.hpp"
 #include "tests/trainer/test_support.hpp"
 #include "trainer/checkpoint.hpp"

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "tests/trainer/test_support.hpp"
 #include "trainer/checkpoint.hpp"
 #include "trainer/crc32c.hpp"

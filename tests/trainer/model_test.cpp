@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "trainer/cpu_mlp.hpp"
 #include "trainer/optimizer.hpp"
 

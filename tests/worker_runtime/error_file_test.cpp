@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "worker_runtime/error_file.hpp"
 #include "worker_runtime/worker_main.hpp"
 

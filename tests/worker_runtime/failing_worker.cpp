@@ -3,8 +3,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/logging.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
 #include "worker_runtime/worker_main.hpp"
 
 int main(int argc, char** argv) {

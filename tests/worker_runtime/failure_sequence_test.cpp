@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/store_server.hpp"
-#include "rendezvous/tcp_store_client.hpp"
-#include "rendezvous/worker_store_keys.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/server/store_server.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
+#include "rendezvous/store/worker_store_keys.hpp"
 #include "worker_runtime/failure_sequence.hpp"
 #include "worker_runtime/worker_main.hpp"
 

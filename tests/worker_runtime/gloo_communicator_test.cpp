@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "tests/worker_runtime/rank_threads.hpp"
 #include "worker_runtime/bfloat16.hpp"
 #include "worker_runtime/gloo_communicator.hpp"

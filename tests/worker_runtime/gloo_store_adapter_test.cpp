@@ -4,10 +4,10 @@
 #include <chrono>
 #include <thread>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/in_memory_store.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
 #include "worker_runtime/detail/gloo_store_adapter.hpp"
-#include "rendezvous/local_address.hpp"
+#include "rendezvous/base/local_address.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "tests/worker_runtime/rank_threads.hpp"
 #include "worker_runtime/gloo_communicator.hpp"
 

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "rendezvous/in_memory_store.hpp"
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
+#include "rendezvous/store/store.hpp"
 #include "worker_runtime/communicator.hpp"
 #include "worker_runtime/worker_env.hpp"
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "rendezvous/error.hpp"
+#include "rendezvous/base/error.hpp"
 #include "worker_runtime/worker_env.hpp"
 
 namespace {

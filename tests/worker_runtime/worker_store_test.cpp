@@ -11,9 +11,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/store_server.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/server/store_server.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
 #include "tests/worker_runtime/rank_threads.hpp"
 #include "worker_runtime/worker_store.hpp"
 

@@ -13,7 +13,7 @@
 
 #include <gloo/rendezvous/store.h>
 
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/store.hpp"
 
 namespace ddp::detail {
 

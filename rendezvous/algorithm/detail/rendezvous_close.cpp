@@ -1,0 +1,188 @@
+#include "rendezvous/algorithm/detail/rendezvous_close.hpp"
+
+#include <algorithm>
+
+#include "rendezvous/algorithm/detail/rendezvous_lifecycle.hpp"
+#include "rendezvous/base/logging.hpp"
+
+namespace ddp::detail {
+
+RoundCloser::RoundCloser(Store& store, const RendezvousSettings& settings, std::string token)
+    : store_(store),
+      settings_(settings),
+      token_(std::move(token)),
+      heartbeatTimeout_(effectiveHeartbeatTimeout(settings)),
+      log_(logger("rdzv")) {}
+
+std::optional<int64_t> RoundCloser::previousFormed(const RendezvousKeys& keys) {
+  const auto value = peek(store_, keys.formed());
+  if (!value) return std::nullopt;
+  return parseCount(keys.formed(), *value);
+}
+
+void RoundCloser::resetFor(const RendezvousKeys& keys, int64_t g) {
+  incarnation_ = keys.incarnation();
+  round_ = g;
+  seenSlots_ = 0;
+  live_ = 0;
+  pending_.clear();
+  previous_ = previousFormed(keys);
+  if (!previous_ || *previous_ >= g) {
+    previous_.reset();
+    return;
+  }
+  const auto result = peek(store_, keys.result(*previous_));
+  if (!result) return;  // deleted meanwhile: nobody to wait for
+  const RoundMembership m = decodeMembership(*result);
+  for (size_t rank = 0; rank < m.members.size(); ++rank) {
+    pending_.push_back(Pending{static_cast<int>(rank), m.members[rank].node.host, "", {}, false});
+  }
+  // The previous round ended before this one opened: a node it declared lost stays gone.
+  if (auto end = peek(store_, keys.end(*previous_))) dropRanks({decodeRoundEnd(*end).lostRank});
+}
+
+void RoundCloser::dropRanks(const std::vector<int>& ranks) {
+  std::erase_if(pending_, [&](const Pending& p) {
+    return std::find(ranks.begin(), ranks.end(), p.rank) != ranks.end();
+  });
+}
+
+void RoundCloser::noteRecord(const std::string& value) {
+  if (value == kWithdrawn) return;
+  ++live_;
+  const JoinRecord record = decodeJoinRecord(value);
+  if (previous_ && record.prevGeneration == *previous_) dropRanks({record.prevRank});
+}
+
+void RoundCloser::readNewRecords(const RendezvousKeys& keys, int64_t g, int64_t upTo) {
+  if (upTo <= seenSlots_) return;
+  std::vector<std::string> names;
+  for (int64_t slot = seenSlots_ + 1; slot <= upTo; ++slot) names.push_back(keys.node(g, slot));
+  if (store_.check(names)) {
+    for (const auto& value : store_.multiGet(names)) noteRecord(value);
+    seenSlots_ = upTo;
+    return;
+  }
+  // A record follows its slot at once; read up to the first one not written yet.
+  for (const auto& name : names) {
+    const auto value = peek(store_, name);
+    if (!value) return;
+    noteRecord(*value);
+    ++seenSlots_;
+  }
+}
+
+void RoundCloser::dropSilent(const RendezvousKeys& keys) {
+  std::vector<std::string> names;
+  for (const auto& p : pending_) names.push_back(keys.heartbeat(*previous_, p.rank));
+  if (!store_.check(names)) {  // the previous round's keys are gone: so are its members
+    pending_.clear();
+    return;
+  }
+  const auto values = store_.multiGet(names);
+  const auto now = Clock::now();
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    if (!p.observed || values[i] != p.beat) {
+      p.observed = true;
+      p.beat = values[i];
+      p.since = now;
+    }
+  }
+  std::erase_if(pending_, [&](const Pending& p) { return now - p.since >= heartbeatTimeout_; });
+}
+
+CloseReadiness RoundCloser::readiness(const RendezvousKeys& keys, int64_t g, int64_t count) {
+  if (keys.incarnation() != incarnation_ || g != round_) resetFor(keys, g);
+  readNewRecords(keys, g, std::min<int64_t>(count, settings_.maxNodes));
+  if (!pending_.empty()) {
+    if (auto gone = peek(store_, keys.gone(*previous_))) dropRanks(decodeGone(*gone));
+  }
+  if (!pending_.empty()) dropSilent(keys);
+  CloseReadiness r;
+  r.live = live_;
+  for (const auto& p : pending_) {
+    r.awaited.push_back("node rank " + std::to_string(p.rank) + " (" + p.host + ")");
+  }
+  r.ready = live_ >= settings_.minNodes && pending_.empty();
+  return r;
+}
+
+void RoundCloser::tryClose(const RendezvousKeys& keys, int64_t g) {
+  if (store_.compareSet(keys.closer(g), "", token_) != token_) return;
+  const int64_t joined = store_.add(keys.count(g), kFrozen) - kFrozen;
+  const int64_t n = std::min<int64_t>(joined, settings_.maxNodes);
+  const std::optional<int64_t> previous = previousFormed(keys);
+  RoundMembership m;
+  m.generation = g;
+  m.restartsUsed = static_cast<int>(store_.add(keys.restarts(), 0));
+  try {
+    auto records = readJoinRecords(keys, g, n);
+    // Only members of the previous formed round keep their place; the others rejoin as newcomers.
+    for (auto& record : records) {
+      if (!previous || record.prevGeneration != *previous) record.prevRank = -1;
+    }
+    // Too few records left (agents died or withdrew while joining): an empty round sends
+    // everybody on to the next one, as late joiners.
+    if (static_cast<int>(records.size()) >= settings_.minNodes) {
+      m.members = assignNodeRanks(std::move(records), g);
+    }
+  } catch (const ConfigError& e) {
+    m.error = "rendezvous '" + settings_.runId + "': " + e.what();
+  }
+  std::vector<std::string> names;
+  std::vector<std::string> values;
+  for (size_t rank = 0; rank < m.members.size(); ++rank) {
+    names.push_back(keys.heartbeat(g, static_cast<int>(rank)));
+    values.push_back("0");
+  }
+  names.push_back(keys.result(g));
+  values.push_back(encodeMembership(m));
+  if (!m.members.empty()) {
+    names.push_back(keys.formed());
+    values.push_back(std::to_string(g));
+  }
+  store_.multiSet(names, values);
+  if (!m.error.empty()) {
+    store_.compareSet(keys.ended(), "", encodeJobEnd(jobEndNow(false, g, m.error)));
+    log_->error("{}", m.error);
+    return;
+  }
+  log_->debug("rendezvous '{}' round {} closed with {} node(s) ({} joined)", settings_.runId, g,
+              m.members.size(), joined);
+  if (!m.members.empty() && previous) deleteRoundsBefore(store_, keys, *previous, settings_.maxNodes);
+}
+
+std::vector<JoinRecord> RoundCloser::readJoinRecords(const RendezvousKeys& keys, int64_t g,
+                                                     int64_t n) {
+  std::vector<std::string> names;
+  for (int64_t slot = 1; slot <= n; ++slot) names.push_back(keys.node(g, slot));
+  // Records follow their slot at once; only an agent that died between the two never writes
+  // one. Wait while records keep arriving; leave out those still missing after a whole
+  // heartbeatTimeout without progress.
+  std::vector<std::string> missing = names;
+  while (!missing.empty()) {
+    try {
+      store_.wait(missing, heartbeatTimeout_);
+      missing.clear();
+    } catch (const TimeoutError&) {
+      const size_t before = missing.size();
+      std::erase_if(missing, [&](const std::string& name) { return store_.check({name}); });
+      if (missing.size() < before) continue;
+      log_->warn("rendezvous '{}' round {}: {} of {} joined agents never wrote their record",
+                 settings_.runId, g, missing.size(), n);
+      std::erase_if(names, [&](const std::string& name) {
+        return std::find(missing.begin(), missing.end(), name) != missing.end();
+      });
+      break;
+    }
+  }
+  std::vector<JoinRecord> records;
+  if (names.empty()) return records;
+  for (const auto& value : store_.multiGet(names)) {
+    if (value != kWithdrawn) records.push_back(decodeJoinRecord(value));
+  }
+  return records;
+}
+
+}  // namespace ddp::detail

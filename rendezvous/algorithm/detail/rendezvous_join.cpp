@@ -1,0 +1,239 @@
+#include "rendezvous/algorithm/detail/rendezvous_join.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "rendezvous/base/logging.hpp"
+
+namespace ddp::detail {
+
+namespace {
+
+constexpr Clock::time_point kNever = Clock::time_point::max();
+
+std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+// How often a waiting agent says what it waits for: every 5 s, more often for short budgets.
+std::chrono::milliseconds progressEvery(const RendezvousSettings& s) {
+  return std::clamp<std::chrono::milliseconds>(s.joinTimeout / 4, std::chrono::seconds(1),
+                                               std::chrono::seconds(5));
+}
+
+std::string seconds(Clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
+}
+
+bool listed(const RoundMembership& m, int64_t slot) {
+  return slot > 0 && std::any_of(m.members.begin(), m.members.end(),
+                                 [&](const JoinRecord& r) { return r.slot == slot; });
+}
+
+std::string closerToken(const NodeDescriptor& node, const void* self) {
+  return node.host + "/" + std::to_string(node.pid) + "/" +
+         std::to_string(reinterpret_cast<uintptr_t>(self));
+}
+
+}  // namespace
+
+RoundJoiner::RoundJoiner(Store& store, const RendezvousSettings& settings,
+                         const NodeDescriptor& self, std::chrono::milliseconds slice)
+    : store_(store),
+      settings_(settings),
+      node_(self),
+      slice_(slice),
+      heartbeatTimeout_(effectiveHeartbeatTimeout(settings)),
+      closer_(store, settings, closerToken(self, this)),
+      log_(logger("rdzv")) {}
+
+std::string RoundJoiner::self() const {
+  return "node " + node_.host + " (addr " + node_.addr + ", pid " + std::to_string(node_.pid) + ")";
+}
+
+JoinOutcome RoundJoiner::join(const RendezvousKeys& keys, MemberHistory history) {
+  const auto deadline = Clock::now() + settings_.joinTimeout;
+  nextProgress_ = Clock::now() + progressEvery(settings_);
+  // The caller just read the job's `ended` state; later rounds check it again.
+  for (bool first = true;; first = false) {
+    if (!first && store_.check({keys.ended()})) return IncarnationOver{};
+    Attempt a{currentRound(keys), 0, "", deadline, history};
+    Step step = tryJoin(keys, std::move(a));
+    if (auto* joined = std::get_if<JoinedRound>(&step)) return std::move(*joined);
+    if (std::holds_alternative<IncarnationOver>(step)) return IncarnationOver{};
+  }
+}
+
+int64_t RoundJoiner::currentRound(const RendezvousKeys& keys) {
+  // Only a hint: a round that already ended is closed, so joining it draws a late slot, and the
+  // late path moves the hint on (one extra round trip in that rare case, none in the common one).
+  return parseCount(keys.round(), store_.compareSet(keys.round(), "", "0"));
+}
+
+RoundJoiner::Step RoundJoiner::tryJoin(const RendezvousKeys& keys, Attempt a) {
+  lastReadiness_ = CloseReadiness{};
+  const int64_t slot = store_.add(keys.count(a.g), 1);
+  if (slot < kFrozen && slot <= settings_.maxNodes) {
+    a.slot = slot;
+    a.record = encodeJoinRecord(JoinRecord{slot, a.history.rank, a.history.generation, node_});
+    store_.set(keys.node(a.g, slot), a.record);
+    if (slot == settings_.maxNodes) closer_.tryClose(keys, a.g);
+  }
+  Wait waited = awaitMembership(keys, a);
+  if (std::holds_alternative<IncarnationOver>(waited)) return IncarnationOver{};
+  if (std::holds_alternative<Abandoned>(waited)) return NextRound{};
+  RoundMembership& m = std::get<RoundMembership>(waited);
+  if (!m.error.empty()) throw ConfigError(m.error);
+  if (listed(m, a.slot)) return JoinedRound{a.slot, resultFor(std::move(m), a.slot)};
+  return handleLate(keys, a.g, m, a.deadline);
+}
+
+RoundJoiner::Wait RoundJoiner::awaitMembership(const RendezvousKeys& keys, const Attempt& a) {
+  // Fallback, judged on this agent's clock: if the round is being closed but no result appears
+  // (the closing agent died), abandon it so that everybody moves on to the next one.
+  const auto abandonAfter = 2 * heartbeatTimeout_;
+  Clock::time_point minSeenAt = a.slot == settings_.minNodes ? Clock::now() : kNever;
+  Clock::time_point closingSeenAt = kNever;
+  // The leader looks again when its last call ends at the latest.
+  Clock::time_point lookAgain = std::min(Clock::now() + slice_ * 4,
+                                         minSeenAt == kNever ? kNever
+                                                             : minSeenAt + settings_.lastCallTimeout);
+  while (true) {
+    const auto until = std::min(a.deadline, lookAgain);
+    const auto found =
+        waitForAny(store_, {keys.result(a.g), keys.ended(), keys.end(a.g)}, until, slice_);
+    if (found == 0u) return decodeMembership(store_.get(keys.result(a.g)));
+    if (found == 1u) return IncarnationOver{};
+    if (found == 2u) return Abandoned{};
+    if (Clock::now() >= a.deadline) return withdraw(keys, a);
+    const int64_t count = store_.add(keys.count(a.g), 0);
+    lookAgain = Clock::now() + slice_ * 4;
+    if (count >= kFrozen || store_.check({keys.closer(a.g)})) {
+      if (closingSeenAt == kNever) closingSeenAt = Clock::now();
+      if (Clock::now() - closingSeenAt >= abandonAfter) {
+        endRound(store_, keys, a.g,
+                 {RendezvousEventKind::kPeerLost, "the agent closing round " +
+                                                      std::to_string(a.g) +
+                                                      " stopped before publishing it"});
+      }
+    } else {
+      lookAgain = std::min(lookAgain, considerClosing(keys, a, count, minSeenAt));
+    }
+    logProgress(a, count, minSeenAt);
+  }
+}
+
+Clock::time_point RoundJoiner::considerClosing(const RendezvousKeys& keys, const Attempt& a,
+                                               int64_t count, Clock::time_point& minSeenAt) {
+  const auto now = Clock::now();
+  if (count < settings_.minNodes) {
+    minSeenAt = kNever;
+    return now + slice_ * 4;
+  }
+  if (minSeenAt == kNever) minSeenAt = now;
+  // The leader closes after the last call; the others only if it seems gone (one more
+  // heartbeatTimeout). Both apply the closing rule; the leader tracks it from the start, so
+  // that the silence of a previous member is timed from the first look.
+  const bool leader = a.slot == settings_.minNodes;
+  const auto closeAt =
+      minSeenAt + settings_.lastCallTimeout + (leader ? Clock::duration::zero() : heartbeatTimeout_);
+  if (!leader && now < closeAt) return closeAt;
+  lastReadiness_ = closer_.readiness(keys, a.g, count);
+  if (now < closeAt) return closeAt;
+  if (lastReadiness_.ready) closer_.tryClose(keys, a.g);
+  return now + slice_;
+}
+
+RoundJoiner::Wait RoundJoiner::withdraw(const RendezvousKeys& keys, const Attempt& a) {
+  if (a.slot == 0) throwJoinTimeout(keys, a.g, false);
+  store_.compareSet(keys.node(a.g, a.slot), a.record, std::string(kWithdrawn));
+  if (store_.add(keys.count(a.g), 0) >= kFrozen) {
+    // The round froze before the record was withdrawn: the closer may have counted it, and its
+    // result decides.
+    const auto until = Clock::now() + settings_.closeTimeout;
+    const auto found =
+        waitForAny(store_, {keys.result(a.g), keys.end(a.g), keys.ended()}, until, slice_);
+    if (found == 0u) {
+      RoundMembership m = decodeMembership(store_.get(keys.result(a.g)));
+      if (listed(m, a.slot) || !m.error.empty()) {
+        log_->info("rendezvous '{}' round {} closed with this node as its join timed out; "
+                   "staying", settings_.runId, a.g);
+        return m;
+      }
+    }
+  }
+  markGone(keys, a.history);
+  throwJoinTimeout(keys, a.g, true);
+}
+
+void RoundJoiner::markGone(const RendezvousKeys& keys, const MemberHistory& history) {
+  // Only the previous formed round is waited on (and still has keys).
+  if (history.generation < 0) return;
+  const auto formed = peek(store_, keys.formed());
+  if (!formed || parseCount(keys.formed(), *formed) != history.generation) return;
+  store_.append(keys.gone(history.generation), std::to_string(history.rank) + "\n");
+}
+
+RoundJoiner::Step RoundJoiner::handleLate(const RendezvousKeys& keys, int64_t g,
+                                          const RoundMembership& m, Clock::time_point deadline) {
+  const int n = static_cast<int>(m.members.size());
+  // A round whose nodes are already passing the exit barrier is finishing: do not restart it.
+  const bool finishing = store_.check({keys.exitCount(g)});
+  if (n < settings_.maxNodes && !finishing) {
+    const std::string why = self() + " waits to join (round " + std::to_string(g) + " has " +
+                            std::to_string(n) + " of at most " +
+                            std::to_string(settings_.maxNodes) + " nodes)";
+    endRound(store_, keys, g, {RendezvousEventKind::kScaleUp, why});
+    log_->info("rendezvous '{}': {}; asking the running nodes to scale up", settings_.runId, why);
+  } else {
+    log_->info("rendezvous '{}' round {} is {} ({} nodes); waiting as a spare", settings_.runId,
+               g, finishing ? "finishing" : "full", n);
+    const auto found = waitForAny(store_, {keys.end(g), keys.ended()}, deadline, slice_);
+    if (!found) {
+      throw TimeoutError("rendezvous '" + settings_.runId + "': " + self() + " waited " +
+                         ms(settings_.joinTimeout) + " (join_timeout) as a spare; round " +
+                         std::to_string(g) + " is full (max_nodes=" +
+                         std::to_string(settings_.maxNodes) + ") or finishing, and did not end");
+    }
+    if (*found == 1) return IncarnationOver{};
+  }
+  store_.compareSet(keys.round(), std::to_string(g), std::to_string(g + 1));
+  return NextRound{};
+}
+
+void RoundJoiner::logProgress(const Attempt& a, int64_t count, Clock::time_point minSeenAt) {
+  const auto now = Clock::now();
+  if (now < nextProgress_) return;
+  nextProgress_ = now + progressEvery(settings_);
+  const int64_t joined = count >= kFrozen ? count - kFrozen : count;
+  const auto lastCallEnds = minSeenAt == kNever ? kNever : minSeenAt + settings_.lastCallTimeout;
+  std::string what;
+  if (count >= kFrozen) {
+    what = "the closing agent to publish the round";
+  } else if (joined < settings_.minNodes) {
+    what = "min_nodes=" + std::to_string(settings_.minNodes) + " nodes to join";
+  } else if (a.slot == settings_.minNodes && now < lastCallEnds) {
+    what = "the last call (" + seconds(lastCallEnds - now) + " left)";
+  } else if (!lastReadiness_.awaited.empty()) {
+    std::string who;
+    for (const auto& w : lastReadiness_.awaited) who += (who.empty() ? "" : ", ") + w;
+    what = who + " of the previous round to rejoin or be declared lost";
+  } else {
+    what = "the round to close";
+  }
+  log_->info("rendezvous '{}' round {}: waiting for {}; {} node(s) joined (min {}, max {}); {} "
+             "left of join_timeout", settings_.runId, a.g, what, joined, settings_.minNodes,
+             settings_.maxNodes, seconds(a.deadline - now));
+}
+
+void RoundJoiner::throwJoinTimeout(const RendezvousKeys& keys, int64_t g, bool withdrew) {
+  const int64_t count = store_.add(keys.count(g), 0);
+  const int64_t joined = count >= kFrozen ? count - kFrozen : count;
+  throw TimeoutError("rendezvous '" + settings_.runId + "' round " + std::to_string(g) +
+                     ": timed out after " + ms(settings_.joinTimeout) + " (join_timeout) with " +
+                     std::to_string(joined) + " node(s) joined; min_nodes=" +
+                     std::to_string(settings_.minNodes) + ", max_nodes=" +
+                     std::to_string(settings_.maxNodes) + " (" + self() + ")" +
+                     (withdrew ? "; this node withdrew its join and is a member of no later round"
+                               : ""));
+}
+
+}  // namespace ddp::detail

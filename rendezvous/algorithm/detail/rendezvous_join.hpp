@@ -1,0 +1,108 @@
+// RoundJoiner: the join protocol of one agent (what Rendezvous::next() runs) within one
+// incarnation of the run.
+//
+// Common path, O(1) store round-trips per agent: read the round hint, add() to the round's join
+// counter to draw a slot, write the join record, then wait for the one result key. The agent that
+// draws slot maxNodes closes the round at once; the agent that draws slot minNodes (the last-call
+// leader) closes it once lastCallTimeout passed and the closing rule of rendezvous_close.hpp holds
+// (every member of the previous formed round is back or gone), unless the maxNodes-th agent did
+// first. If the leader dies or withdraws, any member that has seen minNodes joins for
+// lastCallTimeout + heartbeatTimeout applies the same rule; if the closing agent dies before
+// publishing, the waiting agents abandon the round after 2 x heartbeatTimeout (r/<g>/end) and
+// join the next one.
+//
+// An agent that draws a slot after the round closed (or beyond maxNodes) is late: if the round has
+// fewer than maxNodes members it ends the round with kScaleUp (running agents re-rendezvous, free
+// of charge) and joins the next one; otherwise it waits as a spare until the round ends.
+//
+// An agent whose join times out withdraws: it compareSets its record to kWithdrawn, then reads the
+// join counter. Not frozen: the closer (who reads records only after freezing) will not count it.
+// Frozen: the closer may have read the record first, so it waits for the result and, when listed,
+// is a member after all. Either way it is a member of no round it did not see formed.
+//
+// While waiting it logs at info every few seconds what it waits for and how long is left.
+//
+// Thread safety: one join at a time (the agent's thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <variant>
+
+#include <spdlog/spdlog.h>
+
+#include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_close.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_wait.hpp"
+#include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ddp::detail {
+
+// The last round this agent was a member of in the incarnation it joins (-1: none).
+struct MemberHistory {
+  int rank = -1;
+  int64_t generation = -1;
+};
+
+struct JoinedRound {
+  int64_t slot = 0;
+  RendezvousResult result;
+};
+// The incarnation ended while this agent joined: the caller reads its tombstone.
+struct IncarnationOver {};
+using JoinOutcome = std::variant<JoinedRound, IncarnationOver>;
+
+class RoundJoiner {
+ public:
+  RoundJoiner(Store& store, const RendezvousSettings& settings, const NodeDescriptor& self,
+              std::chrono::milliseconds slice);
+
+  // Blocks until this agent is a member of a closed round of `keys`' incarnation (up to
+  // joinTimeout) or that job ended. The caller has just seen that job not ended. Throws TimeoutError (after withdrawing; the message says so),
+  // ConfigError (conflicting node ranks), NetworkError/ProtocolError from the store.
+  JoinOutcome join(const RendezvousKeys& keys, MemberHistory history);
+
+ private:
+  // One attempt at round g.
+  struct Attempt {
+    int64_t g = 0;
+    int64_t slot = 0;    // 0: late (no record)
+    std::string record;  // the encoded join record
+    Clock::time_point deadline;
+    MemberHistory history;
+  };
+  struct NextRound {};
+  struct Abandoned {};
+  using Step = std::variant<JoinedRound, NextRound, IncarnationOver>;
+  using Wait = std::variant<RoundMembership, Abandoned, IncarnationOver>;
+
+  int64_t currentRound(const RendezvousKeys& keys);
+  Step tryJoin(const RendezvousKeys& keys, Attempt a);
+  Wait awaitMembership(const RendezvousKeys& keys, const Attempt& a);
+  // One look at a round nobody closed yet: closes it when this agent may. Returns the next time
+  // the agent should look again (the leader's close time, at the latest).
+  Clock::time_point considerClosing(const RendezvousKeys& keys, const Attempt& a, int64_t count,
+                                    Clock::time_point& minSeenAt);
+  Wait withdraw(const RendezvousKeys& keys, const Attempt& a);
+  void markGone(const RendezvousKeys& keys, const MemberHistory& history);
+  Step handleLate(const RendezvousKeys& keys, int64_t g, const RoundMembership& m,
+                  Clock::time_point deadline);
+  void logProgress(const Attempt& a, int64_t count, Clock::time_point minSeenAt);
+  [[noreturn]] void throwJoinTimeout(const RendezvousKeys& keys, int64_t g, bool withdrew);
+  std::string self() const;
+
+  Store& store_;
+  const RendezvousSettings& settings_;
+  NodeDescriptor node_;
+  std::chrono::milliseconds slice_;
+  std::chrono::milliseconds heartbeatTimeout_;
+  RoundCloser closer_;
+  CloseReadiness lastReadiness_;
+  Clock::time_point nextProgress_;
+  std::shared_ptr<spdlog::logger> log_;
+};
+
+}  // namespace ddp::detail

@@ -1,0 +1,158 @@
+// RendezvousKeys: the key layout of one run's rendezvous state, and the encodings of its values.
+//
+//   rdzv/_owner              agent-hosted stores only: the hosting agent's run id, set before the
+//                            store accepts a connection (ddprund serves many runs: no owner)
+//   rdzv/<runId>/inc         the run's current incarnation N (decimal, created "0"); an agent that
+//                            was no part of incarnation N and finds it ended moves it to N + 1
+//
+// Every other key lives under `rdzv/<runId>/<N>/` (incarnation N):
+//
+//   ended                 tombstone, set once when the job ended: "<ok|failed>|<unix ms>|
+//                         <generation>|<reason>" (exit barrier done / budget spent, conflicting
+//                         ranks). Kept after the job's other keys are deleted.
+//   failures              every failure record, appended as "<byte length>\n<record>". Kept with
+//                         the tombstone when the job failed (dropped nodes print the summary).
+//   round                 hint: the newest round number; moved past g only after r/<g>/end is set,
+//                         so `round > g` means round g ended (and a missing hint: the job's keys
+//                         were deleted)
+//   restarts              job-wide counter of failure restarts spent (add)
+//   formed                the newest round that formed with members
+//   low                   the oldest round whose keys may still exist
+//   cleaned               agent-hosted stores only: set by the last agent leaving once it deleted
+//                         the job's keys (the hosting agent waits for it before stopping the store)
+//   r/<g>/count           join counter of round g (add); once closed it holds kFrozen + joins
+//   r/<g>/closer          slot of the agent that closed round g (compareSet election)
+//   r/<g>/node/<slot>     the join record of the agent that drew `slot` (1-based), or kWithdrawn
+//                         once that agent gave up (compareSet: atomic with respect to the closer)
+//   r/<g>/result          the round's membership in node-rank order, or an error
+//   r/<g>/hb/<rank>       heartbeat counter of node rank `rank` (add, one per keep-alive tick)
+//   r/<g>/end             why round g ended: "<kind>[/<lost rank>]|<detail>" (first reason wins)
+//   r/<g>/gone            node ranks of round g known gone (left, withdrew): "<rank>\n" appended
+//   r/<g>/failcount       failure reports in round g (add); only the first spends a restart
+//   r/<g>/exit, r/<g>/done   exit barrier counter and the key its last arrival sets
+//   r/<g>/worker_store    "<addr>:<port>" of the worker store node rank 0 hosts in generation g
+//   r/<g>/left            agents of round g that left the job (add); the last one ends the job
+//                         if nobody else did ("every node left") and deletes its keys
+//
+// Lifetime: the closer of a formed round g deletes every round below the previous formed one
+// (so about two rounds exist at a time); the last agent leaving an ended job deletes all of its
+// keys but `ended` (and `failures` when it failed), and the tombstone of the incarnation before.
+// A ddprund thus holds O(live jobs) keys plus at most 3 per ended run id (inc, ended, failures).
+//
+// Thread safety: immutable after construction; the free functions are pure or say which store
+// calls they make.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ddp::detail {
+
+// Added to a round's join counter when it closes: a join that draws a slot >= kFrozen arrived
+// after the round closed.
+inline constexpr int64_t kFrozen = 1'000'000'000;
+// The join record of an agent that withdrew (its join timed out).
+inline constexpr std::string_view kWithdrawn = "-";
+
+class RendezvousKeys {
+ public:
+  RendezvousKeys(const std::string& runId, int64_t incarnation);
+
+  static std::string owner() { return "rdzv/_owner"; }
+  static std::string incarnationOf(const std::string& runId) { return "rdzv/" + runId + "/inc"; }
+
+  std::string ended() const { return root_ + "ended"; }
+  std::string failures() const { return root_ + "failures"; }
+  std::string round() const { return root_ + "round"; }
+  std::string restarts() const { return root_ + "restarts"; }
+  std::string formed() const { return root_ + "formed"; }
+  std::string low() const { return root_ + "low"; }
+  std::string cleaned() const { return root_ + "cleaned"; }
+
+  std::string count(int64_t g) const { return r(g) + "count"; }
+  std::string closer(int64_t g) const { return r(g) + "closer"; }
+  std::string node(int64_t g, int64_t slot) const { return r(g) + "node/" + std::to_string(slot); }
+  std::string result(int64_t g) const { return r(g) + "result"; }
+  std::string heartbeat(int64_t g, int rank) const { return r(g) + "hb/" + std::to_string(rank); }
+  std::string end(int64_t g) const { return r(g) + "end"; }
+  std::string gone(int64_t g) const { return r(g) + "gone"; }
+  std::string failCount(int64_t g) const { return r(g) + "failcount"; }
+  std::string exitCount(int64_t g) const { return r(g) + "exit"; }
+  std::string exitDone(int64_t g) const { return r(g) + "done"; }
+  std::string workerStore(int64_t g) const { return r(g) + "worker_store"; }
+  std::string left(int64_t g) const { return r(g) + "left"; }
+  // The keys of round g that exist once per round (not per slot or rank).
+  std::vector<std::string> roundKeys(int64_t g) const;
+
+  const std::string& runId() const { return runId_; }
+  int64_t incarnation() const { return incarnation_; }
+
+ private:
+  std::string r(int64_t g) const { return root_ + "r/" + std::to_string(g) + "/"; }
+  std::string runId_;
+  int64_t incarnation_;
+  std::string root_;
+};
+
+// Reads `key` in one round trip without creating it: its value, or nullopt when it is missing.
+std::optional<std::string> peek(Store& store, const std::string& key);
+
+// Why a round ended; stored at r/<g>/end.
+struct RoundEnd {
+  RendezvousEventKind kind = RendezvousEventKind::kPeerLost;
+  std::string detail;
+  int lostRank = -1;  // kPeerLost: the node rank declared lost or gone, when one was
+  bool removed = false;  // read back: the round's keys are gone (not stored)
+};
+
+std::string encodeRoundEnd(const RoundEnd& end);
+// Unknown kinds decode as kPeerLost (a newer agent's reason still means "re-rendezvous").
+RoundEnd decodeRoundEnd(const std::string& value);
+
+// Ends round g with `end` unless another reason was recorded first (compareSet), and moves the
+// round hint on to g + 1 so that agents re-joining go straight to the next round.
+void endRound(Store& store, const RendezvousKeys& keys, int64_t g, const RoundEnd& end);
+
+// Whether round g ended, and why, as every waiter checks it: one round trip (the hint) while the
+// round runs. A round whose keys were deleted (this node was away) reads as kPeerLost; when the
+// job failed the kind is kJobFailed with the job's reason. Throws what the store throws.
+std::optional<RoundEnd> readRoundEnd(Store& store, const RendezvousKeys& keys, int64_t g);
+// Why round g ended, once it did (r/<g>/end, or "removed" when its keys are gone), with the
+// kJobFailed override above. Two or three round trips.
+RoundEnd explainRoundEnd(Store& store, const RendezvousKeys& keys, int64_t g);
+
+// How a job ended (the `ended` tombstone).
+struct JobEnd {
+  bool succeeded = false;
+  int64_t unixMs = 0;
+  int64_t generation = -1;
+  std::string reason;
+};
+std::string encodeJobEnd(const JobEnd& end);
+// A value this version did not write decodes as a failure whose reason is the value.
+JobEnd decodeJobEnd(const std::string& value);
+// A JobEnd stamped with the wall clock now.
+JobEnd jobEndNow(bool succeeded, int64_t generation, std::string reason);
+
+// Node ranks recorded at r/<g>/gone ("<rank>\n" each). Malformed entries are skipped.
+std::vector<int> decodeGone(const std::string& value);
+
+// Failure records: framing for the append-only `failures` key.
+std::string frameRecord(const std::string& record);
+// Throws ProtocolError when the framing is broken.
+std::vector<std::string> unframeRecords(const std::string& value);
+
+// heartbeatTimeout, or keepAliveInterval * keepAliveMaxAttempt when it is zero.
+std::chrono::milliseconds effectiveHeartbeatTimeout(const RendezvousSettings& settings);
+
+// Parses a decimal counter value; throws ProtocolError naming the key.
+int64_t parseCount(const std::string& key, const std::string& value);
+
+}  // namespace ddp::detail

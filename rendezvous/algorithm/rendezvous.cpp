@@ -1,0 +1,199 @@
+// StoreRendezvous: Rendezvous over any Store; the protocol pieces live in rendezvous/detail/
+// (key layout, rank assignment, join protocol and closing rule, run-id lifecycle, heartbeat
+// monitor). This file ties them to one agent: its incarnation, its rounds, its outcomes.
+#include "rendezvous/algorithm/rendezvous.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "rendezvous/algorithm/detail/rendezvous_join.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_lifecycle.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_monitor.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_round.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_wait.hpp"
+#include "rendezvous/base/logging.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ddp {
+
+namespace {
+
+using detail::Clock;
+
+RendezvousSettings validated(RendezvousSettings s, const NodeDescriptor& self) {
+  if (s.minNodes < 1 || s.maxNodes < s.minNodes) {
+    throw ConfigError("rendezvous '" + s.runId + "': invalid node range " +
+                      std::to_string(s.minNodes) + ":" + std::to_string(s.maxNodes) +
+                      " (need 1 <= min_nodes <= max_nodes)");
+  }
+  if (s.keepAliveInterval.count() <= 0 || s.joinTimeout.count() <= 0) {
+    throw ConfigError("rendezvous '" + s.runId +
+                      "': keep_alive_interval and join_timeout must be positive");
+  }
+  if (self.localWorldSize < 1) {
+    throw ConfigError("rendezvous '" + s.runId + "': node " + self.host + " has " +
+                      std::to_string(self.localWorldSize) + " workers; need at least 1");
+  }
+  return s;
+}
+
+// Slices of blocking waits: short enough that a TCP connection shared with the heartbeat thread
+// is never held for long.
+std::chrono::milliseconds waitSlice(const RendezvousSettings& s) {
+  return std::clamp(s.keepAliveInterval / 4, std::chrono::milliseconds(5),
+                    std::chrono::milliseconds(500));
+}
+
+std::string wallTime(int64_t unixMs) {
+  const time_t seconds = static_cast<time_t>(unixMs / 1000);
+  tm local{};
+  char buf[64] = "an unknown time";
+  if (unixMs > 0 && localtime_r(&seconds, &local) != nullptr) {
+    strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S %Z", &local);
+  }
+  return buf;
+}
+
+class StoreRendezvous final : public Rendezvous {
+ public:
+  StoreRendezvous(Store& store, RendezvousSettings settings, NodeDescriptor self,
+                  StoreConnector heartbeatStore)
+      : settings_(validated(std::move(settings), self)),
+        self_(std::move(self)),
+        rounds_(store, settings_, self_, waitSlice(settings_)),
+        joiner_(store, settings_, self_, waitSlice(settings_)),
+        monitor_(store, std::move(heartbeatStore), settings_),
+        store_(store),
+        log_(logger("rdzv")) {}
+
+  NextResult next() override;
+  void publishWorkerStore(const std::string& addr, uint16_t port) override {
+    rounds_.publishWorkerStore(addr, port);
+  }
+  WorkerStoreResult workerStore() override { return rounds_.workerStore(); }
+  void watch(std::function<void(const RendezvousEvent&)> onEvent) override {
+    monitor_.setCallback(std::move(onEvent));
+  }
+  void stopWatching() override { monitor_.clearCallback(); }
+  std::optional<RendezvousEvent> awaitRoundEnd(std::chrono::milliseconds timeout) override {
+    return rounds_.awaitRoundEnd(timeout);
+  }
+  RendezvousEvent reportFailure(const std::string& failureRecordJson) override {
+    if (rounds_.current()) monitor_.suppress(rounds_.current()->generation);
+    return rounds_.reportFailure(failureRecordJson);
+  }
+  std::vector<std::string> failureRecords() override { return rounds_.failureRecords(); }
+  ExitBarrierResult exitBarrier(std::chrono::milliseconds timeout) override {
+    return rounds_.exitBarrier(timeout);
+  }
+  void leave() override {
+    monitor_.exit();
+    rounds_.leave();
+  }
+  bool awaitOthersLeft(std::chrono::milliseconds timeout) override {
+    return rounds_.awaitOthersLeft(timeout);
+  }
+
+ private:
+  NextResult entered(detail::JoinedRound joined, Clock::time_point started);
+  JobEnded jobEnded(const detail::RendezvousKeys& keys);
+  void startFresh(const detail::IncarnationState& ended);
+
+  const RendezvousSettings settings_;
+  const NodeDescriptor self_;
+  detail::RoundState rounds_;
+  detail::RoundJoiner joiner_;
+  detail::RoundMonitor monitor_;
+  Store& store_;
+  std::shared_ptr<spdlog::logger> log_;
+  // The agent's thread only.
+  bool ownerChecked_ = false;
+};
+
+NextResult StoreRendezvous::next() {
+  monitor_.exit();
+  rounds_.leaveRunningRound();
+  if (!ownerChecked_) {
+    detail::checkStoreOwner(store_, settings_.runId, rounds_.self());
+    ownerChecked_ = true;
+  }
+  const auto started = Clock::now();
+  while (true) {
+    const detail::IncarnationState inc = detail::readIncarnation(store_, settings_.runId);
+    const auto& attached = rounds_.keys();
+    // The job this node was part of ended (and maybe another one started since).
+    if (attached && (attached->incarnation() != inc.number || inc.ended)) {
+      return jobEnded(*attached);
+    }
+    if (inc.ended) {
+      startFresh(inc);
+      continue;
+    }
+    if (!attached) rounds_.attach(detail::RendezvousKeys(settings_.runId, inc.number));
+    auto outcome = joiner_.join(*rounds_.keys(), rounds_.history());
+    if (auto* joined = std::get_if<detail::JoinedRound>(&outcome)) {
+      return entered(std::move(*joined), started);
+    }
+  }
+}
+
+NextResult StoreRendezvous::entered(detail::JoinedRound joined, Clock::time_point started) {
+  const RendezvousResult& r = joined.result;
+  rounds_.enter(r);
+  detail::MonitoredRound round{r.generation, r.nodeRank, {}, *rounds_.keys()};
+  for (const auto& member : r.members) round.hosts.push_back(member.node.host);
+  monitor_.enter(std::move(round));
+  log_->info("rendezvous '{}' generation {}: node rank {} of {}, ranks {}..{} of world {} ({} ms)",
+             settings_.runId, r.generation, r.nodeRank, r.nodeCount, r.baseRank,
+             r.baseRank + self_.localWorldSize - 1, r.worldSize,
+             std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
+  return std::move(joined.result);
+}
+
+void StoreRendezvous::startFresh(const detail::IncarnationState& ended) {
+  const int64_t now = detail::startNextIncarnation(store_, settings_.runId, ended.number);
+  log_->info("run id {} ended at {} ({}); starting a new job (incarnation {})", settings_.runId,
+             wallTime(ended.ended->unixMs), ended.ended->succeeded ? "succeeded" : "failed", now);
+}
+
+JobEnded StoreRendezvous::jobEnded(const detail::RendezvousKeys& keys) {
+  JobEnded e;
+  if (auto value = detail::peek(store_, keys.ended())) {
+    const detail::JobEnd end = detail::decodeJobEnd(*value);
+    e.result = end.succeeded ? JobResult::kSucceeded : JobResult::kFailed;
+    e.reason = end.reason;
+    e.endedAtUnixMs = end.unixMs;
+    e.lastGeneration = end.generation;
+  } else {
+    e.reason = "the job ended, and a new job with run id " + settings_.runId +
+               " has started since (its record is gone)";
+  }
+  const detail::MemberHistory history = rounds_.history();
+  e.memberGeneration = history.generation;
+  if (history.generation < 0) {
+    e.standing = NodeStanding::kNeverMember;
+  } else if (history.generation == e.lastGeneration) {
+    e.standing = NodeStanding::kMember;
+  } else {
+    e.standing = NodeStanding::kDropped;
+    if (auto end = detail::peek(store_, keys.end(history.generation))) {
+      e.droppedDetail = detail::decodeRoundEnd(*end).detail;
+    }
+  }
+  return e;
+}
+
+}  // namespace
+
+std::unique_ptr<Rendezvous> makeRendezvous(Store& store, RendezvousSettings settings,
+                                           NodeDescriptor self, StoreConnector heartbeatStore) {
+  return std::make_unique<StoreRendezvous>(store, std::move(settings), std::move(self),
+                                           std::move(heartbeatStore));
+}
+
+std::string rendezvousOwnerKey() { return detail::RendezvousKeys::owner(); }
+
+}  // namespace ddp

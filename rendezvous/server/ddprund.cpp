@@ -1,0 +1,82 @@
+#include "rendezvous/server/ddprund.hpp"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
+#include "rendezvous/server/store_server.hpp"
+
+namespace ddp {
+namespace {
+
+// Writes "<port>\n" to a temporary file next to `path` and renames it over `path`, so a reader
+// never sees a partial file.
+bool writePortFile(const std::string& path, uint16_t port, std::string& error) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << '\n';
+    out.flush();
+    if (!out) {
+      error = "cannot write the port file " + tmp;
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot rename " + tmp + " to " + path;
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int runDdprund(const DdprundOptions& options) {
+  setupLogging(options.logLevel);
+  auto log = logger("store");
+  boost::asio::io_context io(1);
+
+  StoreServerOptions serverOptions;
+  serverOptions.host = options.host;
+  serverOptions.port = options.port;
+  serverOptions.limits = options.limits;
+  serverOptions.maxConnections = options.maxConnections;
+  serverOptions.legacyDialect = options.legacyDialect;
+  serverOptions.name = "ddprund";
+
+  std::unique_ptr<StoreServer> server;
+  try {
+    server = std::make_unique<StoreServer>(io, serverOptions);
+  } catch (const Error& e) {
+    std::cerr << "ddprund: " << e.what() << std::endl;
+    return kDdprundCannotListen;
+  }
+  std::string error;
+  if (!options.portFile.empty() && !writePortFile(options.portFile, server->port(), error)) {
+    std::cerr << "ddprund: " << error << std::endl;
+    return kDdprundCannotListen;
+  }
+
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    log->info("ddprund: signal {} received, stopping", signal);
+    server->stop();
+  });
+  server->start();
+  std::cout << "listening on " << server->address() << std::endl;
+  io.run();
+  return kDdprundOk;
+}
+
+}  // namespace ddp

@@ -1,0 +1,46 @@
+// ddprund: the standalone rendezvous store daemon (a StoreServer on the main thread).
+//
+// run() binds, writes the port file, prints `listening on ADDRESS:PORT` to stdout, serves until
+// SIGTERM or SIGINT, then stops cleanly. Exit codes (also in the README):
+//   0  stopped by SIGTERM / SIGINT
+//   1  cannot listen (address in use, unknown host, ...) or cannot write --port-file
+//   2  bad flags (handled by ddprund_main.cpp before run())
+//
+// Thread safety: run() owns the calling thread until the daemon stops; call it once per process.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "rendezvous/wire/wire_codec.hpp"
+
+namespace ddp {
+
+struct DdprundOptions {
+  // Address to listen on; "::" accepts IPv4 and IPv6 (dual-stack).
+  std::string host = "::";
+  // Port; 0 picks a free one (see portFile).
+  uint16_t port = 29400;
+  // When set, the bound port is written here (atomically, by rename) once listening.
+  std::string portFile;
+  // spdlog level; empty = $DDP_LOG_LEVEL, else info.
+  std::string logLevel;
+  // Per-request limits.
+  WireLimits limits;
+  // Most simultaneous connections.
+  std::size_t maxConnections = 65536;
+  // How torch <= 2.1 connections are read (--legacy-dialect=auto|1.13|2.1).
+  wire::LegacyDialect legacyDialect = wire::LegacyDialect::kAuto;
+};
+
+// Exit codes of ddprund.
+inline constexpr int kDdprundOk = 0;
+inline constexpr int kDdprundCannotListen = 1;
+inline constexpr int kDdprundBadFlags = 2;
+
+// Runs the daemon until SIGTERM/SIGINT. Blocks. Returns the exit code; prints one line to stderr
+// on failure. Throws ConfigError for an unknown log level.
+int runDdprund(const DdprundOptions& options);
+
+}  // namespace ddp

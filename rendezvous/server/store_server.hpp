@@ -1,0 +1,89 @@
+// StoreServer: a TCP key-value server speaking c10d's TCPStore wire protocol (all three dialects).
+//
+// It is what `ddprund` runs, what `ddprun --standalone` embeds as its rendezvous store, and what
+// the group-rank-0 agent starts fresh for each restart generation as the *worker store*.
+//
+// Thread safety: all state is owned by the io_context the server runs on; call stop() from any
+// thread (it posts to the io_context). StoreServerThread wraps a server in its own io_context and
+// thread for embedding.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "rendezvous/wire/wire_codec.hpp"  // WireLimits, wire::LegacyDialect
+
+namespace ddp {
+
+struct StoreServerOptions {
+  // Address to bind. "::" is dual-stack (IPv4 and IPv6).
+  std::string host = "::";
+  // Port to bind; 0 picks a free one (read it back with port()).
+  uint16_t port = 0;
+  // Per-request limits.
+  WireLimits limits;
+  // Most simultaneous connections; further ones are accepted and closed at once with a log line.
+  std::size_t maxConnections = 65536;
+  // Name used in log lines ("ddprund", "worker-store gen 3", ...).
+  std::string name = "store";
+  // How v1 (torch <= 2.1) connections are read; see wire_codec.hpp. kAuto tells 1.13 from 2.1 by
+  // the opcodes a connection uses.
+  wire::LegacyDialect legacyDialect = wire::LegacyDialect::kAuto;
+  // kAuto only: how long a lone v1 opcode-8 request (1.13 DELETE_KEY or 2.1 APPEND?) waits for
+  // more bytes before it is taken as a 1.13 DELETE_KEY. Paid at most once per connection.
+  std::chrono::milliseconds v1AmbiguityGrace{20};
+  // Keys the store holds from the moment it listens, before it serves anyone: an agent-hosted
+  // rendezvous store carries its owner's run id (rendezvousOwnerKey()) so that an agent of
+  // another run reaching it by mistake knows at once.
+  std::vector<std::pair<std::string, std::string>> initialKeys;
+};
+
+class StoreServer {
+ public:
+  // Binds and listens at once (so port() is valid on return). Throws NetworkError naming the
+  // address when the bind fails (e.g. the port is in use). Does not accept until start().
+  StoreServer(boost::asio::io_context& io, StoreServerOptions options);
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  // The bound port.
+  uint16_t port() const;
+  // The bound address, "[::]:29400" or "127.0.0.1:41234" (IPv6 in brackets).
+  std::string address() const;
+  // Starts accepting connections. Non-blocking.
+  void start();
+  // Closes the listener and every connection; pending handlers drain. Safe from any thread.
+  void stop();
+
+ private:
+  class Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// A StoreServer on its own io_context thread. The destructor stops it and joins the thread.
+class StoreServerThread {
+ public:
+  // Throws NetworkError when the bind fails.
+  explicit StoreServerThread(StoreServerOptions options);
+  ~StoreServerThread();
+  StoreServerThread(const StoreServerThread&) = delete;
+  StoreServerThread& operator=(const StoreServerThread&) = delete;
+
+  uint16_t port() const;
+  // Stops the server and joins the thread. Idempotent.
+  void stop();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ddp

@@ -1,0 +1,106 @@
+// StoreConnection: the one TCP connection under a TcpStoreClient.
+//
+// It connects (every resolved address, Backoff between rounds, all within connectTimeout), does
+// the v2 handshake (VALIDATE magic, PING with the pid as nonce, echo checked), sends encoded
+// requests and reads replies under deadlines. Socket and protocol failures become ddp::Error
+// naming the endpoint and the request; they are sticky: the socket is closed and every later use
+// rethrows the first failure. Before that close it writes the farewell bytes, if any, without
+// waiting (ddprun's ON_CLOSE_CLEAR: a connection this process gives up on must not look like a
+// dead process to the server, which still reads the requests sent before).
+//
+// Thread safety: none; TcpStoreClient serialises access.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "rendezvous/store/detail/deadline_socket.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
+#include "rendezvous/wire/wire_codec.hpp"
+
+namespace ddp::detail {
+
+// A decoded reply that owns its bytes.
+struct StoreReply {
+  int64_t integer = 0;
+  uint8_t status = 0;
+  uint32_t nonce = 0;
+  uint32_t version = 0;
+  uint64_t capabilities = 0;
+  std::vector<std::string> values;
+};
+
+// "host:port", with brackets around IPv6 literals.
+std::string formatEndpoint(const std::string& host, uint16_t port);
+// now + budget, saturating (a budget of milliseconds::max() means "no deadline").
+std::chrono::steady_clock::time_point deadlineAfter(std::chrono::milliseconds budget);
+// "30 s", "1.5 s", "250 ms".
+std::string formatBudget(std::chrono::milliseconds budget);
+// "[a, b]" with non-printable bytes escaped and long keys shortened.
+std::string formatKeys(const std::vector<std::string>& keys);
+
+class StoreConnection {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Connects and handshakes, reporting progress to options.onConnectProgress while attempts
+  // fail. Throws TimeoutError summarising the attempts when connectTimeout passes, NetworkError
+  // when the host never resolved within it.
+  explicit StoreConnection(const TcpStoreClientOptions& options);
+
+  const std::string& endpoint() const { return endpoint_; }
+  wire::Dialect dialect() const { return dialect_; }
+
+  // Rethrows the sticky failure, if any.
+  void throwIfFailed() const;
+
+  // Encodes and writes `request`. `what` names it for errors ("GET of key 'k'"). Throws
+  // NetworkError / TimeoutError (both leave the connection failed).
+  void send(const wire::Request& request, Clock::time_point deadline, const std::string& what);
+
+  // Reads the reply to a request of kind `op`. nullopt when `deadline` passes first, or when
+  // `interruptFd` (-1: none) becomes readable first (the connection stays open: the caller
+  // decides). Throws NetworkError / ProtocolError (sticky).
+  std::optional<StoreReply> receive(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
+                                    const std::string& what, int interruptFd = -1);
+
+  // receive(), but a passed deadline throws TimeoutError naming `what` and `budget` and leaves
+  // the connection failed (a late reply would be read as the answer to the next request).
+  StoreReply expect(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
+                    std::chrono::milliseconds budget, const std::string& what);
+
+  // Closes the socket (after the farewell bytes); later calls throw `error` (a NetworkError or
+  // ProtocolError).
+  void markFailed(std::exception_ptr error);
+
+  // Bytes written, best effort and without waiting, when a failure closes the connection.
+  void setFarewell(std::string bytes) { farewell_ = std::move(bytes); }
+  // True once the failure was the server closing the connection (EOF or reset).
+  bool closedByServer() const { return closedByServer_; }
+
+ private:
+  // One connect + handshake attempt to one address; returns an error text, empty on success.
+  std::string attempt(const boost::asio::ip::tcp::endpoint& address, Clock::time_point deadline);
+  std::string handshake(Clock::time_point deadline);
+  [[noreturn]] void failNetwork(const std::string& what, const boost::system::error_code& ec);
+
+  TcpStoreClientOptions options_;
+  std::string endpoint_;
+  wire::Dialect dialect_;
+  boost::asio::io_context io_;
+  DeadlineSocket socket_;
+  std::string in_;   // received bytes not yet consumed
+  std::string out_;  // scratch for encoding
+  std::string farewell_;
+  std::exception_ptr failure_;
+  bool closedByServer_ = false;
+};
+
+}  // namespace ddp::detail
