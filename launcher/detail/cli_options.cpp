@@ -100,6 +100,11 @@ std::vector<OptionSpec> buildTable() {
                "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT; add SIGUSR1 for Slurm pre-emption)", kSignals),
       withEnv(torchOpt("shutdown_timeout", false, "SECONDS", "grace between the forwarded signal and SIGKILL (default 30)", kSignals),
               {"PET_SHUTDOWN_TIMEOUT", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"}),
+      withEnv(torchOpt("preflight", false, "warn|strict|off",
+                       "checks at every rendezvous round before workers start (versions, clocks, GPUs, "
+                       "the worker store's port from every node), one table on node rank 0; strict: a "
+                       "flag fails the round on every node (exit 4) (default warn)", "Diagnostics"),
+              {"DDP_PREFLIGHT"}),
       withEnv(torchOpt("dry_run", true, "",
                        "print the resolved configuration (flags, PET_*, Slurm) as JSON and exit 0", "Diagnostics"),
               {}),
