@@ -138,7 +138,7 @@ Agent::Agent(const LaunchConfig& config)
       advertisedAddr_(advertisedAddress(config, rdzvStore_, host_)),
       settings_(rendezvousSettingsFrom(config, runId_)),
       envBuilder_(config, runId_, currentEnvironment()),
-      preflight_(preflightSettingsFrom(config, host_), processEnv),
+      preflight_(preflightSettingsFrom(config, host_, advertisedAddr_), processEnv),
       supervisor_(groupSettings(config, host_), config.signalsToHandle,
                   config.explicitOptions.contains("signals_to_handle")) {
   NodeDescriptor self;

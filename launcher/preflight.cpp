@@ -42,10 +42,12 @@ std::optional<ClockOffset> offsetFrom(const std::string& clockRecord, int nodeRa
 
 }  // namespace
 
-PreflightSettings preflightSettingsFrom(const LaunchConfig& config, const std::string& host) {
+PreflightSettings preflightSettingsFrom(const LaunchConfig& config, const std::string& host,
+                                        const std::string& addr) {
   PreflightSettings s;
   s.mode = config.preflight;
   s.host = host;
+  s.addr = addr;
   s.workers = config.nprocPerNode;
   s.pythonExec = pythonOf(config);
   s.checkpointPlace = checkpointPlace(config);
@@ -83,6 +85,7 @@ NodeReport Preflight::localReport(const std::string& storeAddr, uint16_t storePo
                                   bool waitTorch) {
   NodeReport r;
   r.host = settings_.host;
+  r.addr = settings_.addr;
   r.workers = settings_.workers;
   r.port = probePort(storeAddr, storePort, settings_.portTimeout);
   r.fingerprint = fingerprint_.get();

@@ -55,6 +55,7 @@ inline constexpr int kPreflightFailedExitCode = 4;
 struct PreflightSettings {
   PreflightMode mode = PreflightMode::kWarn;
   std::string host;
+  std::string addr;              // the address other nodes reach this node at
   int workers = 1;               // --nproc-per-node, for the GPU check
   std::string pythonExec;        // the entry point's interpreter; "" when it is not Python
   std::string checkpointPlace;   // preflight_probe.hpp checkpointPlace()
@@ -65,8 +66,9 @@ struct PreflightSettings {
   std::chrono::milliseconds clockLimit{1000};
 };
 
-// The settings for `config` on host `host`.
-PreflightSettings preflightSettingsFrom(const LaunchConfig& config, const std::string& host);
+// The settings for `config` on host `host`, reached at `addr`.
+PreflightSettings preflightSettingsFrom(const LaunchConfig& config, const std::string& host,
+                                        const std::string& addr);
 
 struct PreflightPassed {};
 // strict mode and a flag, or no verdict: stop this node with kPreflightFailedExitCode.

@@ -27,7 +27,7 @@ constexpr VersionField kCompared[] = {
 };
 
 std::string nodeName(int rank, const NodeReport& r) {
-  return "node " + std::to_string(rank) + " (" + r.host + ")";
+  return "node " + std::to_string(rank) + " (" + r.host + (r.addr.empty() ? "" : ", " + r.addr) + ")";
 }
 
 std::string rankList(const std::vector<int>& ranks) {
@@ -148,7 +148,7 @@ std::vector<std::string> row(size_t rank, const std::optional<NodeReport>& repor
                     : "?";
   }
   const std::string port = (n.port.ok ? "ok " : "CLOSED ") + n.port.target + " (" + n.port.detail + ")";
-  return {std::to_string(rank), n.host, f.ddprun, f.torch, f.cudaDriver, f.cudaRuntime, f.nccl,
+  return {std::to_string(rank), n.host + (n.addr.empty() ? "" : " " + n.addr), f.ddprun, f.torch, f.cudaDriver, f.cudaRuntime, f.nccl,
           gpus, f.kernel, disk, clock, port};
 }
 
@@ -204,7 +204,7 @@ const char* checkName(PreflightCheck check) {
 
 std::string toJson(const NodeReport& r) {
   const NodeFingerprint& f = r.fingerprint;
-  json j = {{"host", r.host}, {"workers", r.workers}, {"ddprun", f.ddprun}, {"kernel", f.kernel},
+  json j = {{"host", r.host}, {"addr", r.addr}, {"workers", r.workers}, {"ddprun", f.ddprun}, {"kernel", f.kernel},
             {"cuda_driver", f.cudaDriver}, {"cuda_runtime", f.cudaRuntime}, {"nccl", f.nccl},
             {"torch", f.torch}, {"gpus", f.gpus}, {"gpu_model", f.gpuModel},
             {"disk_path", r.diskPath}, {"port_target", r.port.target}, {"port_ok", r.port.ok},
@@ -218,6 +218,7 @@ NodeReport reportFromJson(const std::string& text) {
   const json j = parse(text);
   NodeReport r;
   r.host = field<std::string>(j, "host");
+  r.addr = field<std::string>(j, "addr");
   r.workers = field<int>(j, "workers");
   NodeFingerprint& f = r.fingerprint;
   f.ddprun = field<std::string>(j, "ddprun");

@@ -51,7 +51,8 @@ struct PortProbe {
 
 struct NodeReport {
   std::string host;
-  int workers = 1;  // this node's --nproc-per-node
+  std::string addr;  // the address other nodes reach it at (hosts may share a name)
+  int workers = 1;   // this node's --nproc-per-node
   NodeFingerprint fingerprint;
   std::string diskPath;                  // where checkpoints go (preflight_probe.hpp)
   std::optional<uint64_t> diskFreeBytes;  // nullopt: statvfs failed

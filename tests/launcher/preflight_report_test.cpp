@@ -109,22 +109,25 @@ TEST_CASE("the table has one row per node and the flags below it", "[unit][prefl
   reports[0]->clock.reset();
   reports[1]->clock = ClockOffset{-250, 4};
   reports[1]->port = PortProbe{"10.0.0.1:4000", false, "refused"};
+  reports[1]->addr = "10.0.0.2";
   const auto flags = flagsOf(reports);
   const std::string table = formatPreflightTable(7, reports, flags);
   CHECK_THAT(table, Contains("preflight of generation 7: 3 node(s), 2 flag(s)"));
   CHECK_THAT(table, Contains("\n  0     alpha ") && Contains(" 0.1.0 "));
   CHECK_THAT(table, Contains("reference") && Contains("-250 ms +-4") && Contains("5.0 GiB /ckpt"));
   CHECK_THAT(table, Contains("2 x NVIDIA H200") && Contains("CLOSED 10.0.0.1:4000 (refused)"));
-  CHECK_THAT(table, Contains("\n  2     (no report)"));
-  CHECK_THAT(table, Contains("\n  FLAG port: node 1 (b)") && Contains("\n  FLAG missing: node 2"));
+  CHECK_THAT(table, Contains("\n  1     b 10.0.0.2 ") && Contains("\n  2     (no report)"));
+  CHECK_THAT(table, Contains("\n  FLAG port: node 1 (b, 10.0.0.2) cannot") && Contains("\n  FLAG missing: node 2"));
 }
 
 TEST_CASE("reports and verdicts survive their JSON; bad records are protocol errors",
           "[unit][preflight]") {
   NodeReport r = healthy("b");
+  r.addr = "10.0.0.2";
   r.diskFreeBytes.reset();
   const NodeReport back = reportFromJson(toJson(r));
   CHECK(back.host == "b");
+  CHECK(back.addr == "10.0.0.2");
   CHECK(back.fingerprint.torch == "2.11.0");
   CHECK(back.fingerprint.gpus == 2);
   CHECK_FALSE(back.diskFreeBytes);
