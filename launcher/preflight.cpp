@@ -34,7 +34,8 @@ std::optional<ClockOffset> offsetFrom(const std::string& clockRecord, int nodeRa
     if (std::find(late.begin(), late.end(), nodeRank) != late.end()) return std::nullopt;
     const int64_t leaderWall = j.at("wall_ms").get<int64_t>();
     const int64_t interval = std::chrono::ceil<std::chrono::milliseconds>(waited).count();
-    return ClockOffset{wallAtReturn - leaderWall - interval / 2, (interval + 1) / 2};
+    // +1: both wall clocks are read in whole milliseconds.
+    return ClockOffset{wallAtReturn - leaderWall - interval / 2, (interval + 1) / 2 + 1};
   } catch (const json::exception&) {
     return std::nullopt;
   }

@@ -22,7 +22,8 @@
 // Clock offset without trusting any clock: the leader read T0 after seeing node r's ready, which
 // node r published after p; node r's wait returned at q, after T0 was published. So T0 was read
 // within [p, q] of node r's time, and offset = Tr - T0 - (q - p) / 2 with an error bound of
-// (q - p) / 2: a slow store widens the bound and never fakes a skew. A node whose ready the leader
+// (q - p) / 2 (+ 1 ms: the wall clocks are read in whole ms): a slow store widens the bound and
+// never fakes a skew. A node whose ready the leader
 // did not see in time gets no offset.
 // Store traffic: O(1) round trips per node (two publishes and two waits of one or two round trips
 // each: about 10), O(N) once for the leader (multi-gets of N records). Time bounds: the leader
