@@ -22,14 +22,15 @@
 // Clock offset without trusting any clock: the leader read T0 after seeing node r's ready, which
 // node r published after p; node r's wait returned at q, after T0 was published. So T0 was read
 // within [p, q] of node r's time, and offset = Tr - T0 - (q - p) / 2 with an error bound of
-// (q - p) / 2 (+ 1 ms: the wall clocks are read in whole ms): a slow store widens the bound and
-// never fakes a skew. A node whose ready the leader
-// did not see in time gets no offset.
-// Store traffic: O(1) round trips per node (two publishes and two waits of one or two round trips
-// each: about 10), O(N) once for the leader (multi-gets of N records). Time bounds: the leader
-// spends at most 2 x leaderWait (10 s each) waiting, a node at most 2 x followerWait (15 s) plus
-// portTimeout (2 s); the fingerprint is probed once per agent, in the background from the agent's
-// start (the torch probe is bounded by torchTimeout, 10 s; a one-node round does not wait for it). A node that gets no clock from node
+// (q - p) / 2 + 1 ms (the wall clocks are read in whole ms): a slow store widens the bound and
+// never fakes a skew. A node whose ready the leader did not see in time gets no offset.
+//
+// Store traffic: O(1) round trips per node (two publishes of two round trips and two waits of a
+// wait and a get: 8, plus one round-end check per wait slice), O(N) once for the leader (its
+// multi-gets read N records). Time bounds: the leader waits at most 2 x leaderWait (10 s each), a
+// node at most 2 x followerWait (15 s each) plus portTimeout (2 s). The fingerprint is probed
+// once per agent, in the background from the agent's start (the torch probe is bounded by
+// torchTimeout, 10 s; a one-node round does not wait for it). A node that gets no clock from node
 // rank 0 (its --preflight is off) goes on at once in warn mode and fails in strict mode.
 //
 // Thread safety: construct and run() on the agent's thread; the background probe is owned and
