@@ -246,7 +246,8 @@ std::string formatHelp() {
   out << "\nOther:\n  -h, --help\n      show this help and exit\n  --version\n      print the version and exit\n"
          "\nExit status: 0 when every worker succeeded; the root-cause worker's exit code (128+signal\n"
          "when a signal killed it) when the job failed; 128+S when ddprun got signal S; 1 when the\n"
-         "rendezvous failed; 127 when a worker could not be started; 2 for a usage error.\n";
+         "rendezvous failed; 4 when --preflight=strict failed the round; 127 when a worker could not be\n"
+         "started; 2 for a usage error.\n";
   return out.str();
 }
 
