@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "rendezvous/store/rendezvous_key_names.hpp"
+
 namespace ddp::detail {
 
 using wire::Op;
@@ -84,6 +86,9 @@ void StoreState::deleteKey(std::string_view key, std::string& out) {
   auto it = kv_.find(key);
   const bool found = it != kv_.end();
   if (found) kv_.erase(it);
+  if (!heartbeatTimes_.empty()) {
+    if (auto t = heartbeatTimes_.find(key); t != heartbeatTimes_.end()) heartbeatTimes_.erase(t);
+  }
   wire::encodeIntReply(out, found ? 1 : 0);
 }
 
@@ -264,7 +269,39 @@ bool StoreState::add(const wire::Request& r, std::string& out, std::string& reas
   put(r.key, std::to_string(value));
   wire::encodeIntReply(out, value);
   wakeAll(r.key);
+  if (isHeartbeatKey(r.key)) noteHeartbeat(r.key);
   return true;
+}
+
+void StoreState::noteHeartbeat(std::string_view key) {
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = heartbeatTimes_.find(key); it != heartbeatTimes_.end()) {
+    it->second = now;
+  } else if (heartbeatTimes_.size() < kMaxHeartbeatTimes) {
+    heartbeatTimes_.emplace(std::string(key), now);
+  }
+}
+
+void StoreState::snapshot(std::string_view prefix, std::size_t budget, StoreSnapshot& out) const {
+  out.keys = kv_.size() + queues_.size();
+  std::size_t copied = 0;
+  for (const auto& [key, value] : kv_) {
+    out.dataBytes += key.size() + value.size();
+    if (!key.starts_with(prefix)) continue;
+    if (copied + key.size() + value.size() > budget) {
+      out.truncated = true;
+      continue;
+    }
+    copied += key.size() + value.size();
+    out.entries.emplace_back(key, value);
+    if (auto t = heartbeatTimes_.find(key); t != heartbeatTimes_.end()) {
+      out.heartbeatTimes.emplace(key, t->second);
+    }
+  }
+  for (const auto& [key, queue] : queues_) {
+    out.dataBytes += key.size();
+    for (const auto& item : queue) out.dataBytes += item.size();
+  }
 }
 
 void StoreState::wait(const wire::Request& r, StoreClient& client, std::string& out) {

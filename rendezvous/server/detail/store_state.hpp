@@ -14,9 +14,14 @@
 // are kept per client (at most kMaxOnClosePerClient; one per key, a new one replaces the old) and
 // applied as COMPARE_SETs, in registration order, by disconnect(client, true).
 //
+// For the status pages it also remembers, on its own steady clock, when each heartbeat key
+// (rendezvous/store/rendezvous_key_names.hpp) last got an ADD — at most kMaxHeartbeatTimes keys;
+// a deleted key is forgotten — and copies the keys under a prefix (snapshot()).
+//
 // Thread safety: none; one thread (the server's io_context) owns a StoreState and its clients.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -26,9 +31,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rendezvous/server/store_stats.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 
 namespace ddp::detail {
+
+// Most heartbeat keys whose last update time a StoreState keeps.
+inline constexpr std::size_t kMaxHeartbeatTimes = 1 << 16;
 
 // Most ON_CLOSE registrations one connection may hold; more are refused (reply -1).
 inline constexpr std::size_t kMaxOnClosePerClient = 16;
@@ -84,6 +93,10 @@ class StoreState {
   // Stores `value` at `key` before any client is served (StoreServerOptions::initialKeys).
   void preset(std::string_view key, std::string_view value) { put(key, value); }
 
+  // Fills out.keys, out.dataBytes, and out.entries with the keys under `prefix` (values included)
+  // until `budget` bytes were copied (then out.truncated), with their heartbeat times. O(keys).
+  void snapshot(std::string_view prefix, std::size_t budget, StoreSnapshot& out) const;
+
  private:
   struct Hash {
     using is_transparent = void;
@@ -117,9 +130,12 @@ class StoreState {
   void onClose(const wire::Request& r, StoreClient& client, std::string& out) const;
   void onCloseClear(const wire::Request& r, StoreClient& client, std::string& out) const;
 
+  void noteHeartbeat(std::string_view key);
+
   Map<std::string> kv_;
   Map<std::deque<std::string>> queues_;  // never empty deques: popped-empty queues are erased
   Map<std::vector<StoreClient*>> waiters_;
+  Map<std::chrono::steady_clock::time_point> heartbeatTimes_;
 };
 
 // std::stoll as the legacy server applies it to stored values: leading whitespace, an optional
