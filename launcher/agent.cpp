@@ -17,6 +17,7 @@
 #include "launcher/log_layout.hpp"
 #include "launcher/rendezvous_setup.hpp"
 #include "launcher/restart_policy.hpp"
+#include "launcher/agent_status.hpp"
 #include "launcher/supervisor.hpp"
 #include "launcher/worker_env_builder.hpp"
 #include "rendezvous/base/logging.hpp"
@@ -120,6 +121,7 @@ class Agent {
   std::unique_ptr<StoreServerThread> workerStore_;
   WorkerEnvBuilder envBuilder_;
   Supervisor supervisor_;
+  AgentStatus status_;  // what the status pages show of this node, and --http-port
 };
 
 Agent::Agent(const LaunchConfig& config)
@@ -143,6 +145,7 @@ Agent::Agent(const LaunchConfig& config)
   self.role = config.role;
   self.order = config.nodeOrder.value_or(-1);
   rdzv_ = makeRendezvous(*rdzvStore_.store, settings_, self, rdzvStore_.connectHeartbeat);
+  status_.start(config, runId_, host_, rdzvStore_.connectHeartbeat, supervisor_);
   if (envBuilder_.ompThreadsDefaulted()) {
     log_->info("OMP_NUM_THREADS=1 for each worker (it is unset and there are {} workers per node)",
                config.nprocPerNode);
@@ -177,6 +180,7 @@ int Agent::run() {
 // Leaves the rendezvous at the end of the job. The agent hosting the rendezvous store keeps it up
 // until every other node made its last call, so nobody is cut off mid-call.
 void Agent::leaveJob() {
+  status_.finish();  // before the last agent deletes the job's keys
   rdzv_->leave();
   if (rdzvStore_.server) rdzv_->awaitOthersLeft(config_.rdzv.closeTimeout);
 }
@@ -204,12 +208,14 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
     // The round ended (a peer lost, a scale-up) before node rank 0 published its worker store.
     log_->info("generation {} ended before its worker store was published ({})",
                round.generation, ended->event.detail);
+    status_.beginGeneration(round, 0);
     GenerationOutcome outcome;
     outcome.kind = OutcomeKind::kRendezvousEvent;
     outcome.event = ended->event;
     return follow(round, outcome);
   }
   const auto& store = std::get<WorkerStoreAddress>(prepared);
+  status_.beginGeneration(round, workerStore_ ? workerStore_->port() : 0);
   logs_.beginGeneration(round.generation, round.nodeRank);
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < config_.nprocPerNode; ++lr) {
@@ -262,6 +268,7 @@ Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome
   Decision d = decide(inputFor(outcome, round));
   while (true) {
     log_->debug("generation {}: {}", round.generation, d.why);
+    status_.generationEnded(outcome, d, last);
     switch (d.action) {
       case Action::kRejoin:
         if (last.kind == RendezvousEventKind::kPeerLost && last.lostRank == round.nodeRank) {
@@ -282,6 +289,7 @@ Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome
         if (last.kind == RendezvousEventKind::kStoreLost) {
           log_->error("lost the rendezvous store: {}", last.detail);
         }
+        status_.finish();
         if (d.leave) rdzv_->leave();
         return Exit{d.exitCode};
       default:

@@ -100,6 +100,13 @@ std::vector<OptionSpec> buildTable() {
                "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT; add SIGUSR1 for Slurm pre-emption)", kSignals),
       withEnv(torchOpt("shutdown_timeout", false, "SECONDS", "grace between the forwarded signal and SIGKILL (default 30)", kSignals),
               {"PET_SHUTDOWN_TIMEOUT", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"}),
+      withEnv(torchOpt("http_port", false, "PORT|auto|0",
+                       "serve this job's status page, /status and /metrics on PORT (auto: a free "
+                       "port; the address is logged) (default 0: off)", "Status"),
+              {"DDP_HTTP_PORT"}),
+      withEnv(torchOpt("http_host", false, "ADDR",
+                       "address the status pages listen on (default 127.0.0.1)", "Status"),
+              {"DDP_HTTP_HOST"}),
       withEnv(torchOpt("dry_run", true, "",
                        "print the resolved configuration (flags, PET_*, Slurm) as JSON and exit 0", "Diagnostics"),
               {}),
