@@ -71,6 +71,7 @@ void StatusPublisher::endGeneration(const std::string& how, const std::string& d
     nodeDirty_ = true;
     lastEnd_ = GenerationEnd{node_.generation, node_.nodeCount, node_.worldSize,
                              node_.restartsUsed, how, detail};
+    relayNow_ = relayPort_ != 0;
   }
   wake_.notify_all();
 }
@@ -81,8 +82,7 @@ void StatusPublisher::finish() {
     if (stopping_) return;
     if (node_.nodeRank == 0 && lastEnd_) historyPending_.push_back(*lastEnd_);
     lastEnd_.reset();
-    relayPort_ = 0;  // the metrics key is the rendezvous' to delete from now on
-    stopping_ = true;
+    stopping_ = true;  // the last tick still relays: the metrics key is deleted only after it
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -96,7 +96,7 @@ void StatusPublisher::run() {
       wake_.wait_for(lock, settings_.relayInterval, [this] { return stopping_; });
     } else {
       wake_.wait_for(lock, settings_.relayInterval, [this] {
-        return stopping_ || nodeDirty_ || !historyPending_.empty();
+        return stopping_ || nodeDirty_ || relayNow_ || !historyPending_.empty();
       });
     }
     Pending work;
@@ -105,6 +105,7 @@ void StatusPublisher::run() {
     work.history.swap(historyPending_);
     work.relayPort = relayPort_;
     work.relayGeneration = relayGeneration_;
+    relayNow_ = false;
     const bool last = stopping_;
     if (!work.node && work.history.empty() && work.relayPort == 0) {
       if (last) return;

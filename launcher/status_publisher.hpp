@@ -4,9 +4,10 @@
 //     when the generation ends;
 //   - on node rank 0, the job's history (how the previous generation ended, with its root cause)
 //     as each generation starts and when the job ends;
-//   - on node rank 0, the metric relay: once a second it reads the points rank 0 of the training
-//     wrote into this node's worker store (rendezvous/store/metric_points.hpp) and rewrites the
-//     job's ring of the newest 256 in the rendezvous store when new ones came.
+//   - on node rank 0, the metric relay: once a second, and at once when a generation ends (its
+//     worker store lives until the next generation starts), it reads the points rank 0 of the
+//     training wrote into this node's worker store (rendezvous/store/metric_points.hpp) and
+//     rewrites the job's ring of the newest 256 in the rendezvous store when new ones came.
 //
 // All store traffic happens on the publisher's own thread and its own connections (budget 2 s a
 // call), so a slow or lost store never delays the agent's supervision; the agent's calls only
@@ -83,6 +84,7 @@ class StatusPublisher {
   std::vector<GenerationEnd> historyPending_;  // entries to add (node rank 0 only)
   uint16_t relayPort_ = 0;
   int64_t relayGeneration_ = -1;
+  bool relayNow_ = false;  // a generation ended: read its worker store before it goes
   bool stopping_ = false;
   // The publisher's thread only.
   std::unique_ptr<Store> store_;

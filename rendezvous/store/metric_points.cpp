@@ -12,13 +12,14 @@ int64_t writeMetricPoint(Store& store, const std::string& fields) {
   if (fields.size() < 2 || fields.front() != '{' || fields.back() != '}') {
     throw std::invalid_argument("a metric point is a JSON object");
   }
+  constexpr std::size_t kNumberRoom = 32;  // {"n":<up to 20 digits>,
+  if (fields.size() + kNumberRoom > kMaxMetricPointBytes) {
+    throw std::invalid_argument("a metric point is at most 1 KiB");
+  }
   const int64_t n = store.add(metricPointCountKey(), 1);
   std::string point = "{\"n\":" + std::to_string(n);
   if (fields.size() > 2) point += ",";
   point.append(fields, 1);
-  if (point.size() > kMaxMetricPointBytes) {
-    throw std::invalid_argument("a metric point is at most 1 KiB");
-  }
   store.set(metricPointKey(n), point);
   return n;
 }
