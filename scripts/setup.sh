@@ -11,6 +11,8 @@ PACKAGES=(
   # tests: real peers and services
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
   stress-ng
+  # tests of the status pages: promtool (Prometheus' text-format checker), headless Chromium
+  prometheus chromium
 )
 
 missing=()

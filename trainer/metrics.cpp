@@ -33,10 +33,15 @@ void MetricsSink::log(const StepMetrics& m, bool last) {
   const double wall = std::chrono::duration<double>(
                           std::chrono::system_clock::now().time_since_epoch()).count();
   const auto now = std::chrono::steady_clock::now();
+  rateSum_ += m.samplesPerS;
+  ++rates_;
   if (publish_ && (last || now - lastPublished_ >= kPublishInterval)) {
     lastPublished_ = now;
+    const double rate = rateSum_ / rates_;
+    rateSum_ = 0;
+    rates_ = 0;
     const nlohmann::json point = {{"step", m.step}, {"epoch", m.epoch}, {"loss", m.loss},
-                                  {"lr", m.lr}, {"samples_per_s", m.samplesPerS}, {"time", wall}};
+                                  {"lr", m.lr}, {"samples_per_s", rate}, {"time", wall}};
     try {
       publish_(point.dump());
     } catch (const std::exception& e) {

@@ -13,8 +13,9 @@
 //     {"step": 120, "epoch": 1, "loss": 0.4312, "lr": 0.001, "samples_per_s": 51234.5,
 //      "time": 1732890000.12}
 //     handed to a publisher (train_main: the worker store, rendezvous/store/metric_points.hpp), at
-//     most 5 a second (the last step's always); a publisher that throws is dropped after one
-//     warning, training goes on.
+//     most 5 a second (the last step's always; samples_per_s is then the mean over the logged
+//     steps since the previous point); a publisher that throws is dropped after one warning,
+//     training goes on.
 //
 // Thread safety: not thread-safe; owned by rank 0's training thread.
 #pragma once
@@ -58,6 +59,8 @@ class MetricsSink {
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::function<void(const std::string&)> publish_;
   std::chrono::steady_clock::time_point lastPublished_{};
+  double rateSum_ = 0;  // samples_per_s of the logged steps not yet published
+  int rates_ = 0;
   double progressSeconds_;
   std::chrono::steady_clock::time_point lastProgress_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
