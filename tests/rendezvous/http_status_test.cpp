@@ -94,6 +94,8 @@ void writeJob(ddp::Store& store) {
                             "{\"gen\":3,\"step\":20,\"loss\":0.25,\"samples_per_s\":120}\n");
   store.append(keys.failures(), ddp::detail::frameRecord(R"({"generation":2,"node_rank":1})"));
   store.set(keys.history(), R"({"generation":2,"end":"restart","root_cause":"rank 3 exited"})" "\n");
+  // SET has no reply: a round trip on the same connection makes sure the server applied them all.
+  REQUIRE(store.check({keys.history()}));
 }
 
 }  // namespace
@@ -182,6 +184,7 @@ TEST_CASE("a value cannot close the page's script element", "[unit]") {
   o.port = d.store.port();
   ddp::TcpStoreClient client(o);
   client.set(ddp::detail::RendezvousKeys::incarnationOf("</script><b>x"), "0");
+  REQUIRE(client.check({ddp::detail::RendezvousKeys::incarnationOf("</script><b>x")}));
   const Reply page = request(d.status->port(), http::verb::get, "/");
   REQUIRE(page.status == 200);
   CHECK(page.body.find("</script><b>") == std::string::npos);
