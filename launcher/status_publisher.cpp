@@ -191,7 +191,10 @@ void StatusPublisher::relay(Pending& work) {
     reader_ = MetricPointReader();
   }
   bool added = false;
-  for (const auto& point : reader_.readNew(*workerStore_)) {
+  const auto fresh = reader_.readNew(*workerStore_);
+  logger("agent")->debug("status: relay read {} point(s) from the worker store on port {}",
+                         fresh.size(), work.relayPort);
+  for (const auto& point : fresh) {
     if (auto line = ringPoint(point, work.relayGeneration)) {
       pushRing(ring_, std::move(*line));
       added = true;

@@ -9,8 +9,9 @@
 //   /ddp/metrics/<n % 64>   point n: one JSON object of at most 1 KiB, {"n": n, "step": ...,
 //                           "loss": ..., "samples_per_s": ...} (also "epoch", "lr"; numbers)
 // A writer takes n = ADD(n, 1), then SETs slot n % 64 to the object with "n": n — two round
-// trips, in torch's Python API too (store.add, store.set). The worker store thus holds at most
-// 65 such keys however long the job runs, with or without a reader.
+// trips, in torch's Python API too (store.add("ddp/metrics/n", 1), store.set(...): torch's Store
+// sends "/" + key, so its names lack the leading '/'). The worker store thus holds at most 65
+// such keys however long the job runs, with or without a reader.
 //
 // Thread safety: the functions use the given Store only; a MetricPointReader is used by one
 // thread.

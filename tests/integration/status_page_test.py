@@ -1,6 +1,6 @@
 """The status pages of a running 2-node job (README "Status page and metrics").
 
-  status_page_test.py page|promtool
+  status_page_test.py page|promtool|standalone
 
 Starts ddprund (status pages on a port from the OS, read back from --http-port-file) and two
 ddprun agents of one job running the real `train` (one worker each, a dataset made here, enough
@@ -16,6 +16,11 @@ running with both nodes and metric points, then:
             /status must show the same job and nodes.
   promtool  `promtool check metrics` accepts ddprund's and the agent's /metrics (no lint
             problem either), which show the job's two nodes and heartbeat ages.
+  standalone  `ddprun --standalone --nproc-per-node 2 --http-port auto train` (no ddprund): the
+            agent's own /status shows its job running with both workers and metric points, its
+            /metrics passes promtool, and / serves the page with that status embedded.
+  torch     the same with a torch script (status_torch_worker.py) that sends its points with the
+            README's Python snippet: they reach the agent's /status as written.
 
 Every process started here is stopped by pid (multinode_harness.Harness.stop_all).
 """
@@ -49,14 +54,14 @@ def status_of(base):
     return next((j for j in jobs if j["run_id"] == RUN_ID), None)
 
 
-def running_with_points(job, generation=0):
-    return (job and job["state"] == "running" and len(job["nodes"]) == 2 and
+def running_with_points(job, generation=0, nodes=2):
+    return (job and job["state"] == "running" and len(job["nodes"]) == nodes and
             job["generation"] >= generation and
             sum(p["gen"] >= generation for p in job["points"]) >= 4 and
             all(n["status"] for n in job["nodes"]) and job)
 
 
-def start_job(h, fail):
+def write_config():
     data = os.path.join(TMP, "data")
     subprocess.run([os.path.join(BIN, "train"), "make-data", "--out", data, "--samples", "20000",
                     "--features", "32", "--classes", "4", "--shards", "2", "--seed", "1"],
@@ -66,6 +71,16 @@ def start_job(h, fail):
         json.dump({"data": data, "hidden": [64, 64], "device": "cpu", "epochs": 100000,
                    "batch_size": 64, "optimizer": "adamw", "lr": 0.002, "warmup_steps": 20,
                    "log_every": 5, "progress_seconds": 30}, f)
+    return config
+
+
+def agent_url(h, name):
+    return poll(name + "'s status page address", lambda: re.search(
+        r"status page at (http://[0-9.:\[\]]+/)", h.output(name)), 60).group(1)
+
+
+def start_job(h, fail):
+    config = write_config()
     port_file, http_file = os.path.join(TMP, "ddprund.port"), os.path.join(TMP, "ddprund.http")
     h.spawn("ddprund", [os.path.join(BIN, "ddprund"), "--host", "127.0.0.1", "--port", "0",
                         "--port-file", port_file, "--http-port-file", http_file])
@@ -83,9 +98,7 @@ def start_job(h, fail):
                                    "--rdzv-conf", RDZV_CONF, "--node-rank", str(node),
                                    "--max-restarts", "2", "--shutdown-timeout", "5"] + extra +
                 [os.path.join(BIN, "train"), "--config", config] + fault, env)
-    agent_url = poll("agent0's status page address", lambda: re.search(
-        r"status page at (http://[0-9.:\[\]]+/)", h.output("agent0")), 60).group(1)
-    return "http://127.0.0.1:%d/" % http, agent_url
+    return "http://127.0.0.1:%d/" % http, agent_url(h, "agent0")
 
 
 def check_page(h, base, agent):
@@ -119,11 +132,7 @@ def check_page(h, base, agent):
 def check_promtool(h, base, agent):
     for name, url in (("ddprund", base), ("agent", agent)):
         text = fetch(url + "metrics")
-        out = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
-                             text=True, timeout=60)
-        check(out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(),
-              "promtool accepts %s's /metrics: rc %d\n%s%s" %
-              (name, out.returncode, out.stdout, out.stderr))
+        promtool_accepts(name, text)
         check('ddprun_job_nodes{job="%s"} 2' % RUN_ID in text, name + " shows the job's nodes")
         check(text.count("ddprun_node_heartbeat_age_seconds{") == 2, name + " shows 2 ages")
     check("ddprund_request_duration_seconds_bucket" in fetch(base + "metrics"),
@@ -131,8 +140,60 @@ def check_promtool(h, base, agent):
     h.log("promtool: ddprund's and the agent's /metrics pass")
 
 
+def promtool_accepts(name, text):
+    out = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                         text=True, timeout=60)
+    check(out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(),
+          "promtool accepts %s's /metrics: rc %d\n%s%s" %
+          (name, out.returncode, out.stdout, out.stderr))
+
+
+def start_standalone(h, entrypoint):
+    h.spawn("agent0", [os.path.join(BIN, "ddprun"), "--standalone", "--nproc-per-node", "2",
+                       "--rdzv-id", RUN_ID, "--http-port", "auto"] + entrypoint,
+            dict(os.environ, DDP_NO_SLURM="1", PYTHON_EXEC="/usr/bin/python3"))
+    return agent_url(h, "agent0")
+
+
+def torch_script(h):
+    url = start_standalone(h, [os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                            "status_torch_worker.py")])
+    job = poll("the torch script's points on the agent's /status",
+               lambda: running_with_points(status_of(url), 0, 1), 120)
+    point = job["points"][-1]
+    check(point["gen"] == 0 and point["n"] >= 1 and abs(point["loss"] - 2.0 / point["step"]) < 1e-9
+          and point["samples_per_s"] == 1000.0 + point["step"], "a point as written: %s" % point)
+    steps = [p["step"] for p in job["points"]]
+    check(steps == sorted(steps), "points in order: %s" % steps)
+    h.log("torch: %d points from the README snippet, the last %s" % (len(steps), point))
+
+
+def standalone(h):
+    url = start_standalone(h, [os.path.join(BIN, "train"), "--config", write_config()])
+    job = poll("the standalone job running with points on the agent's /status",
+               lambda: running_with_points(status_of(url), 0, 1), 120)
+    workers = job["nodes"][0]["status"]["workers"]
+    check([w["state"] for w in workers] == ["running", "running"], "both workers run: %s" % workers)
+    text = fetch(url + "metrics")
+    promtool_accepts("the standalone agent", text)
+    check('ddprun_job_workers{job="%s",state="running"} 2' % RUN_ID in text, "2 workers running")
+    check('"run_id":"%s"' % RUN_ID in fetch(url), "the page embeds the job")
+    h.log("standalone: the agent's pages show %s with %d points" % (RUN_ID, len(job["points"])))
+
+
 def main():
     scenario = sys.argv[1]
+    if scenario in ("standalone", "torch"):
+        h = Harness()
+        try:
+            standalone(h) if scenario == "standalone" else torch_script(h)
+            print("PASS")
+            return 0
+        except TestFailure as e:
+            print("FAIL: %s\n---- agent0 ----\n%s" % (e, h.output("agent0")[-3000:]))
+            return 1
+        finally:
+            h.stop_all()
     generation = 1 if scenario == "page" else 0
     h = Harness()
     try:
