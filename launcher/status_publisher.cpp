@@ -191,10 +191,7 @@ void StatusPublisher::relay(Pending& work) {
     reader_ = MetricPointReader();
   }
   bool added = false;
-  const auto fresh = reader_.readNew(*workerStore_);
-  logger("agent")->debug("status: relay read {} point(s) from the worker store on port {}",
-                         fresh.size(), work.relayPort);
-  for (const auto& point : fresh) {
+  for (const auto& point : reader_.readNew(*workerStore_)) {
     if (auto line = ringPoint(point, work.relayGeneration)) {
       pushRing(ring_, std::move(*line));
       added = true;

@@ -74,7 +74,7 @@ std::shared_ptr<const StoreSnapshot> DdprundStatus::snapshot() {
   }
   auto promise = std::make_shared<std::promise<StoreSnapshot>>();
   auto future = promise->get_future();
-  store_.snapshot(std::string(kRendezvousKeyRoot), kSnapshotBudget,
+  store_.snapshot(kSnapshotBudget,
                   [promise](StoreSnapshot s) { promise->set_value(std::move(s)); });
   if (future.wait_for(kSnapshotWait) == std::future_status::ready) {
     last_ = std::make_shared<const StoreSnapshot>(future.get());
@@ -96,7 +96,6 @@ HttpReply DdprundStatus::handle(const std::string& target) {
                       {"uptime_s", std::round(uptime)},
                       {"connections", snap->connections},
                       {"keys", snap->keys},
-                      {"data_bytes", snap->dataBytes},
                       {"truncated", snap->truncated}};
     content.storeMetrics = storeMetricsText(*snap, residentMemoryBytes());
     return content;

@@ -1,11 +1,11 @@
 // DdprundStatus: ddprund's status pages (http_status_routes.hpp) for every job in its store.
 //
-// Each request that shows jobs uses a StoreSnapshot of the keys under rdzv/ that the store's io
-// thread copied (StoreServer::snapshot); the HTTP thread waits for it (at most 2 s; then the
-// previous one is used, or 503) and builds the job views from the copy. The io thread takes a
-// snapshot at most every max(250 ms, 50 × what the last one cost it), whatever the number of
-// scrapers, so the status pages never take more than 2% of the store's io thread; requests in
-// between reuse the last copy. Heartbeat ages come from the io thread's own record of each
+// Each request that shows jobs uses a StoreSnapshot of the rendezvous keys (rdzv/...) that the
+// store's io thread copied (StoreServer::snapshot: O(rendezvous keys), not O(all keys)); the HTTP
+// thread waits for it (at most 2 s; then the previous one is used, or 503) and builds the job
+// views from the copy. The io thread takes a snapshot at most every max(250 ms, 50 × what the
+// last one cost it), whatever the number of scrapers, so the status pages never take more than
+// 2% of the store's io thread; requests in between reuse the last copy. Heartbeat ages come from the io thread's own record of each
 // heartbeat key's last ADD (store_state.hpp), so they are exact to the store's clock.
 //
 // Thread safety: construct and destroy on the thread that owns `store`; requests run on the

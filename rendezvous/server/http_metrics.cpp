@@ -152,8 +152,6 @@ std::string storeMetricsText(const StoreSnapshot& s, std::size_t residentBytes) 
   requestHistogram(w, st);
   w.family("ddprund_keys", "gauge", "Keys and queues the store holds.");
   w.sample("ddprund_keys", {}, static_cast<double>(s.keys));
-  w.family("ddprund_data_bytes", "gauge", "Bytes of the names and values the store holds.");
-  w.sample("ddprund_data_bytes", {}, static_cast<double>(s.dataBytes));
   w.family("ddprund_status_snapshot_seconds", "gauge",
            "Time the store's io thread spent copying the state this page shows.");
   w.sample("ddprund_status_snapshot_seconds", {},

@@ -12,7 +12,6 @@
 //   ddprund_sent_bytes_total                counter
 //   ddprund_request_duration_seconds        histogram  (store_stats.hpp says what is measured)
 //   ddprund_keys                            gauge    keys and queues held
-//   ddprund_data_bytes                      gauge    bytes of their names and values
 //   ddprund_status_snapshot_seconds         gauge    io-thread time of the last status snapshot
 //   process_resident_memory_bytes           gauge
 //   ddprun_job_info{job,incarnation,state}  gauge    1 per job

@@ -150,7 +150,14 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
  private:
   void onRead(beast::error_code ec) {
-    if (server_->stopped_ || ec) return;  // closed, timed out or malformed: drop the connection
+    if (server_->stopped_) return;
+    if (ec) {  // closed or timed out: drop the connection; malformed: say why first
+      if (ec.category() == http::make_error_code(http::error::bad_method).category()) {
+        const bool tooBig = ec == http::error::header_limit || ec == http::error::body_limit;
+        refuse(tooBig ? 431 : 400, "bad request: " + ec.message() + "\n");
+      }
+      return;
+    }
     const auto& request = parser_->get();
     HttpReply reply = server_->answer(request);
     auto response = std::make_shared<http::response<http::string_body>>();
@@ -178,6 +185,23 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
                           return;
                         }
                         self->read();
+                      });
+  }
+
+  // Answers a request that could not be read, then closes the connection.
+  void refuse(unsigned status, std::string text) {
+    auto response = std::make_shared<http::response<http::string_body>>();
+    response->version(11);
+    response->result(status);
+    response->set(http::field::content_type, "text/plain; charset=utf-8");
+    response->keep_alive(false);
+    response->body() = std::move(text);
+    response->prepare_payload();
+    response_ = response;
+    http::async_write(stream_, *response_,
+                      [self = shared_from_this()](beast::error_code, std::size_t) {
+                        beast::error_code ignored;
+                        self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
                       });
   }
 

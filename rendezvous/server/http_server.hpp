@@ -2,9 +2,10 @@
 // pages of ddprund and the agent (README "Status page and metrics").
 //
 // It answers GET and HEAD only (405 otherwise), with the handler's reply for the request's path
-// (the query string is passed along). Requests are bounded: headers at most 8 KiB, no body
+// (the query string is passed along). Requests are bounded: headers at most 8 KiB (431), no body
 // accepted, 10 s to send a request, at most `maxConnections` open at once (more are closed at
-// once); keep-alive is honoured. Every reply carries `Cache-Control: no-store` and
+// once); keep-alive is honoured. A request that cannot be parsed gets a one-line 400 naming why,
+// and its connection is closed; everyone else is served on. Every reply carries `Cache-Control: no-store` and
 // `X-Content-Type-Options: nosniff`; the handler may add a Content-Security-Policy.
 //
 // The handler runs on the server's own thread and may block (a status read): while it does,

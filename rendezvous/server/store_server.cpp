@@ -71,15 +71,14 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     asio::post(io_, [self = shared_from_this()] { self->stop(); });
   }
 
-  void snapshot(std::string prefix, std::size_t budget, std::function<void(StoreSnapshot)> done) {
-    asio::post(io_, [self = shared_from_this(), prefix = std::move(prefix), budget,
-                     done = std::move(done)] {
+  void snapshot(std::size_t budget, std::function<void(StoreSnapshot)> done) {
+    asio::post(io_, [self = shared_from_this(), budget, done = std::move(done)] {
       if (self->core_->stopped) return;
       StoreSnapshot out;
       out.takenAt = std::chrono::steady_clock::now();
       out.stats = self->core_->stats;
       out.connections = self->core_->sessions.size();
-      self->core_->state.snapshot(prefix, budget, out);
+      self->core_->state.snapshot(budget, out);
       out.cost = std::chrono::steady_clock::now() - out.takenAt;
       done(std::move(out));
     });
@@ -198,9 +197,8 @@ void StoreServer::start() { impl_->start(); }
 
 void StoreServer::stop() { impl_->requestStop(); }
 
-void StoreServer::snapshot(std::string prefix, std::size_t budget,
-                           std::function<void(StoreSnapshot)> done) {
-  impl_->snapshot(std::move(prefix), budget, std::move(done));
+void StoreServer::snapshot(std::size_t budget, std::function<void(StoreSnapshot)> done) {
+  impl_->snapshot(budget, std::move(done));
 }
 
 // ---- StoreServerThread ------------------------------------------------------------------------

@@ -65,10 +65,11 @@ class StoreServer {
   // Closes the listener and every connection; pending handlers drain. Safe from any thread.
   void stop();
 
-  // Takes a StoreSnapshot (counters, key count, and the keys under `prefix` up to `budget` bytes)
-  // on the io thread and hands it to `done` there; `done` must not block. Non-blocking; safe from
-  // any thread. `done` is not called once the server stopped.
-  void snapshot(std::string prefix, std::size_t budget, std::function<void(StoreSnapshot)> done);
+  // Takes a StoreSnapshot (counters, key count, and the rendezvous keys up to `budget` bytes) on
+  // the io thread — O(rendezvous keys), whatever else the store holds — and hands it to `done`
+  // there; `done` must not block. Non-blocking; safe from any thread. `done` is not called once
+  // the server stopped.
+  void snapshot(std::size_t budget, std::function<void(StoreSnapshot)> done);
 
  private:
   class Impl;

@@ -56,8 +56,7 @@ struct StoreSnapshot {
   StoreStats stats;
   std::size_t connections = 0;  // open now
   std::size_t keys = 0;         // keys and queues held
-  std::size_t dataBytes = 0;    // bytes of their names and values
-  // Every key under the requested prefix with its value, until the byte budget ran out.
+  // Every rendezvous key (rdzv/...) with its value, in name order, until the byte budget ran out.
   std::vector<std::pair<std::string, std::string>> entries;
   bool truncated = false;
   // When each heartbeat key among `entries` last changed (the server's steady clock); keys the

@@ -2,9 +2,11 @@
 // shows up in /status, /metrics and the page; bad requests get clear answers.
 #include <catch2/catch.hpp>
 
+#include <future>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -191,21 +193,63 @@ TEST_CASE("a value cannot close the page's script element", "[unit]") {
   CHECK(page.body.find(R"(<\/script><b>x)") != std::string::npos);
 }
 
-TEST_CASE("an oversized request closes that HTTP connection; the store keeps serving", "[unit]") {
-  Daemon d;
+// Sends raw bytes and returns everything the server answers before it closes the connection.
+static std::string rawExchange(uint16_t port, const std::string& bytes) {
   asio::io_context io;
   asio::ip::tcp::socket socket(io);
-  socket.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), d.status->port()));
-  const std::string huge = "GET / HTTP/1.1\r\nX: " + std::string(64 * 1024, 'a') + "\r\n\r\n";
+  socket.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
   boost::system::error_code ec;
-  asio::write(socket, asio::buffer(huge), ec);
-  char byte;
-  socket.read_some(asio::buffer(&byte, 1), ec);
-  CHECK(ec);  // closed without an answer
+  asio::write(socket, asio::buffer(bytes), ec);
+  std::string answer;
+  char buf[4096];
+  while (true) {
+    const std::size_t n = socket.read_some(asio::buffer(buf), ec);
+    if (ec) break;
+    answer.append(buf, n);
+  }
+  return answer;
+}
+
+TEST_CASE("bad HTTP requests get one line and a closed connection; the store serves on",
+          "[unit]") {
+  Daemon d;
+  const std::string huge = "GET / HTTP/1.1\r\nX: " + std::string(64 * 1024, 'a') + "\r\n\r\n";
+  const std::string tooBig = rawExchange(d.status->port(), huge);
+  CHECK(tooBig.starts_with("HTTP/1.1 431 "));
+  CHECK(tooBig.find("bad request: header limit exceeded") != std::string::npos);
+  const std::string garbage = rawExchange(d.status->port(), "\x01\x02 nonsense\r\n\r\n");
+  CHECK(garbage.starts_with("HTTP/1.1 400 "));
   ddp::TcpStoreClientOptions o;
   o.port = d.store.port();
   ddp::TcpStoreClient client(o);
   client.set("k", "v");
   CHECK(client.get("k") == "v");
   CHECK(request(d.status->port(), http::verb::get, "/healthz").status == 200);
+}
+
+TEST_CASE("a snapshot copies the rendezvous keys only, with heartbeat times", "[unit]") {
+  Daemon d;
+  ddp::TcpStoreClientOptions o;
+  o.port = d.store.port();
+  ddp::TcpStoreClient client(o);
+  for (int i = 0; i < 1000; ++i) client.set("torch/key" + std::to_string(i), "v");
+  const ddp::detail::RendezvousKeys keys("job", 0);
+  client.add(keys.heartbeat(0, 0), 1);
+  client.add(keys.heartbeat(0, 1), 1);
+  client.set(keys.round(), "0");
+  client.compareSet(keys.formed(), "", "0");
+  client.append(keys.failures(), "x");
+  client.deleteKey(keys.heartbeat(0, 1));
+  std::promise<ddp::StoreSnapshot> taken;
+  d.store.snapshot(1 << 20, [&](ddp::StoreSnapshot s) { taken.set_value(std::move(s)); });
+  const ddp::StoreSnapshot s = taken.get_future().get();
+  CHECK(s.keys == 1004);
+  std::vector<std::string> names;
+  for (const auto& [key, value] : s.entries) names.push_back(key);
+  CHECK(names == std::vector<std::string>{keys.failures(), keys.formed(), keys.heartbeat(0, 0),
+                                          keys.round()});
+  CHECK(s.heartbeatTimes.size() == 1);
+  CHECK(s.heartbeatTimes.count(keys.heartbeat(0, 0)) == 1);
+  CHECK_FALSE(s.truncated);
+  CHECK(s.stats.requests[static_cast<std::size_t>(ddp::wire::Op::kSet)] == 1001);
 }

@@ -85,9 +85,9 @@ void StoreState::check(const wire::Request& r, std::string& out) const {
 void StoreState::deleteKey(std::string_view key, std::string& out) {
   auto it = kv_.find(key);
   const bool found = it != kv_.end();
-  if (found) kv_.erase(it);
-  if (!heartbeatTimes_.empty()) {
-    if (auto t = heartbeatTimes_.find(key); t != heartbeatTimes_.end()) heartbeatTimes_.erase(t);
+  if (found) {
+    kv_.erase(it);
+    forgetRendezvousKey(key);
   }
   wire::encodeIntReply(out, found ? 1 : 0);
 }
@@ -96,6 +96,7 @@ void StoreState::append(std::string_view key, std::string_view data) {
   auto it = kv_.find(key);
   if (it == kv_.end()) {
     kv_.emplace(std::string(key), std::string(data));
+    noteRendezvousKey(key);
   } else {
     it->second.append(data);
   }
@@ -122,6 +123,7 @@ void StoreState::put(std::string_view key, std::string_view value) {
   auto it = kv_.find(key);
   if (it == kv_.end()) {
     kv_.emplace(std::string(key), std::string(value));
+    noteRendezvousKey(key);
   } else {
     it->second.assign(value);  // reuses the old value's capacity
   }
@@ -245,6 +247,7 @@ void StoreState::compareSet(const wire::Request& r, std::string& out) {
       return;
     }
     kv_.emplace(std::string(r.key), std::string(r.desired));
+    noteRendezvousKey(r.key);
     wire::encodeValueReply(out, r.desired);
     wakeAll(r.key);
     return;
@@ -282,25 +285,31 @@ void StoreState::noteHeartbeat(std::string_view key) {
   }
 }
 
-void StoreState::snapshot(std::string_view prefix, std::size_t budget, StoreSnapshot& out) const {
+void StoreState::noteRendezvousKey(std::string_view key) {
+  if (key.starts_with(kRendezvousKeyRoot)) rendezvousKeys_.emplace(key);
+}
+
+void StoreState::forgetRendezvousKey(std::string_view key) {
+  if (!key.starts_with(kRendezvousKeyRoot)) return;
+  if (auto it = rendezvousKeys_.find(key); it != rendezvousKeys_.end()) rendezvousKeys_.erase(it);
+  if (auto t = heartbeatTimes_.find(key); t != heartbeatTimes_.end()) heartbeatTimes_.erase(t);
+}
+
+void StoreState::snapshot(std::size_t budget, StoreSnapshot& out) const {
   out.keys = kv_.size() + queues_.size();
   std::size_t copied = 0;
-  for (const auto& [key, value] : kv_) {
-    out.dataBytes += key.size() + value.size();
-    if (!key.starts_with(prefix)) continue;
-    if (copied + key.size() + value.size() > budget) {
+  for (const auto& key : rendezvousKeys_) {
+    const auto it = kv_.find(key);
+    if (it == kv_.end()) continue;
+    if (copied + key.size() + it->second.size() > budget) {
       out.truncated = true;
-      continue;
+      break;
     }
-    copied += key.size() + value.size();
-    out.entries.emplace_back(key, value);
+    copied += key.size() + it->second.size();
+    out.entries.emplace_back(key, it->second);
     if (auto t = heartbeatTimes_.find(key); t != heartbeatTimes_.end()) {
       out.heartbeatTimes.emplace(key, t->second);
     }
-  }
-  for (const auto& [key, queue] : queues_) {
-    out.dataBytes += key.size();
-    for (const auto& item : queue) out.dataBytes += item.size();
   }
 }
 

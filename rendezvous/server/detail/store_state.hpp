@@ -14,9 +14,11 @@
 // are kept per client (at most kMaxOnClosePerClient; one per key, a new one replaces the old) and
 // applied as COMPARE_SETs, in registration order, by disconnect(client, true).
 //
-// For the status pages it also remembers, on its own steady clock, when each heartbeat key
+// For the status pages it also keeps the names of the rendezvous keys (rdzv/..., an ordered index
+// maintained when such a key is created or deleted, so a snapshot costs O(rendezvous keys), not
+// O(keys)) and remembers, on its own steady clock, when each heartbeat key
 // (rendezvous/store/rendezvous_key_names.hpp) last got an ADD — at most kMaxHeartbeatTimes keys;
-// a deleted key is forgotten — and copies the keys under a prefix (snapshot()).
+// a deleted key is forgotten.
 //
 // Thread safety: none; one thread (the server's io_context) owns a StoreState and its clients.
 #pragma once
@@ -26,6 +28,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -93,9 +96,10 @@ class StoreState {
   // Stores `value` at `key` before any client is served (StoreServerOptions::initialKeys).
   void preset(std::string_view key, std::string_view value) { put(key, value); }
 
-  // Fills out.keys, out.dataBytes, and out.entries with the keys under `prefix` (values included)
-  // until `budget` bytes were copied (then out.truncated), with their heartbeat times. O(keys).
-  void snapshot(std::string_view prefix, std::size_t budget, StoreSnapshot& out) const;
+  // Fills out.keys, and out.entries with the rendezvous keys (rdzv/...) and their values, in
+  // name order, until `budget` bytes were copied (then out.truncated), with their heartbeat
+  // times. O(rendezvous keys).
+  void snapshot(std::size_t budget, StoreSnapshot& out) const;
 
  private:
   struct Hash {
@@ -131,11 +135,14 @@ class StoreState {
   void onCloseClear(const wire::Request& r, StoreClient& client, std::string& out) const;
 
   void noteHeartbeat(std::string_view key);
+  void noteRendezvousKey(std::string_view key);
+  void forgetRendezvousKey(std::string_view key);
 
   Map<std::string> kv_;
   Map<std::deque<std::string>> queues_;  // never empty deques: popped-empty queues are erased
   Map<std::vector<StoreClient*>> waiters_;
   Map<std::chrono::steady_clock::time_point> heartbeatTimes_;
+  std::set<std::string, std::less<>> rendezvousKeys_;
 };
 
 // std::stoll as the legacy server applies it to stored values: leading whitespace, an optional
