@@ -1,6 +1,6 @@
-# Build speed on a small machine: ccache when installed, unity builds of the libraries, and one
-# precompiled header for the tests. Measured in the README ("Build times"); every part can be
-# switched off (-DDDP_CCACHE=OFF, -DDDP_UNITY_BUILD=OFF, -DDDP_PCH=OFF), the result is the same.
+# Build speed on a small machine: ccache when installed, and precompiled headers for the heavy
+# third-party headers. Measured in the README ("Build time"); each part can be switched off
+# (-DDDP_CCACHE=OFF, -DDDP_PCH=OFF) and the programs built are the same.
 
 # -- ccache: only when nobody chose a launcher (-DCMAKE_CXX_COMPILER_LAUNCHER=..., or the
 #    CMAKE_CXX_COMPILER_LAUNCHER environment variable, which CMake reads on the first configure).
