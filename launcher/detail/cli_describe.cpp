@@ -103,7 +103,10 @@ std::string describeConfig(const LaunchConfig& c, const NumaSetup* numa) {
       {"node_rank", orNull(c.nodeRank)}, {"node_order", orNull(c.nodeOrder)}, {"virtual_local_rank", c.virtualLocalRank},
       {"numa_binding", c.numaBinding == NumaPolicy::kNone ? json(nullptr) : json(numaPolicyName(c.numaBinding))},
       {"numa_plan", numaPlan(numa)},
-      {"start_method", c.startMethod}, {"no_slurm", c.noSlurm}, {"preflight", preflightName(c.preflight)}, {"command", c.command},
+      {"start_method", c.startMethod}, {"no_slurm", c.noSlurm},
+      {"preflight", preflightName(c.preflight)},
+      {"http_port", c.httpPort == LaunchConfig::kHttpPortAuto ? json("auto") : json(c.httpPort)},
+      {"http_host", c.httpHost}, {"command", c.command},
       {"entrypoint", c.entrypointName}, {"entrypoint_kind", kindName(c.entrypointKind)},
       {"explicit_options", c.explicitOptions}, {"notes", c.notes}};
   return out.dump(2) + "\n";

@@ -12,6 +12,8 @@ Mems_allowed_list and the memory policy in /proc/self/numa_maps. Checked for eve
                        them (CPU 0, CPU 1); node and socket say "nothing to bind" and bind nothing
   numa_1n1core_here.xml  one core with 2 threads: exclusive for 2 workers is a one-line error
                        (exit 2, no worker starts); core-complex has nothing to bind
+  CUDA_VISIBLE_DEVICES=1,0 puts rank 0 on CPU 0; --virtual-local-rank still binds by the real
+                       local rank
   without the flag     the workers keep both CPUs (what the checks above would see without the
                        feature)
 
@@ -32,7 +34,7 @@ DDPRUN = os.path.join(BIN, "ddprun")
 POLICIES = ["node", "socket", "exclusive", "core-complex"]
 
 WORKER = r"""#!/bin/sh
-out="$1/rank$LOCAL_RANK"
+out="$1/rank$RANK"  # one node: RANK is the local rank (LOCAL_RANK is 0 with --virtual-local-rank)
 {
   grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status
   echo "Policy: $(head -n 1 /proc/self/numa_maps | cut -d' ' -f2-3 | sed 's/ file=.*//')"
@@ -88,9 +90,10 @@ def expect(tag, reports, cpus, policies):
         got = reports[rank]
         check(got["Cpus_allowed_list"] == want, "%s: rank %d runs on CPUs %s, want %s" %
               (tag, rank, got["Cpus_allowed_list"], want))
-        want_policy = policies[rank] if isinstance(policies[rank], tuple) else (policies[rank],)
-        check(got["Policy"] in want_policy, "%s: rank %d memory policy '%s', want %s" %
-              (tag, rank, got["Policy"], " or ".join(want_policy)))
+        if policies[rank] is not None:  # None: not checked
+            want = policies[rank] if isinstance(policies[rank], tuple) else (policies[rank],)
+            check(got["Policy"] in want, "%s: rank %d memory policy '%s', want %s" %
+                  (tag, rank, got["Policy"], " or ".join(want)))
         check(got["Mems_allowed_list"] == MEMS, "%s: rank %d Mems_allowed_list %s, want %s" %
               (tag, rank, got["Mems_allowed_list"], MEMS))
 
@@ -106,6 +109,16 @@ def crossed_gpus():
         reports, out = run(tag, ["--numa-binding", policy], "numa_2n_here.xml")
         expect(tag, reports, ["1", "0"], [rank0_memory, preferred(0)])
         check(rank0_line in out, "%s: the agent does not log '%s':\n%s" % (tag, rank0_line, out))
+
+
+def gpu_order():
+    """CUDA_VISIBLE_DEVICES reorders the GPUs; --virtual-local-rank binds by the real local rank."""
+    reports, _ = run("2n_cvd", ["--numa-binding", "node"], "numa_2n_here.xml",
+                     {"CUDA_VISIBLE_DEVICES": "1,0"})
+    expect("2n_cvd", reports, ["0", "1"], [preferred(0), None])
+    reports, _ = run("2n_virtual", ["--numa-binding", "node", "--virtual-local-rank"],
+                     "numa_2n_here.xml")
+    expect("2n_virtual", reports, ["1", "0"], [None, preferred(0)])
 
 
 def one_node_two_caches():
@@ -147,7 +160,8 @@ def dry_run_plans():
         "core-complex": ["0-1,16-17", "2-3,18-19", "8-9,24-25"],
     }
     for policy, cpus in want.items():
-        env = dict(os.environ, DDP_NO_SLURM="1", HWLOC_XMLFILE=os.path.join(DATA, "numa_2s4n8g.xml"),
+        env = dict(os.environ, DDP_NO_SLURM="1",
+                   HWLOC_XMLFILE=os.path.join(DATA, "numa_2s4n8g.xml"),
                    CUDA_VISIBLE_DEVICES="0,1,4")
         env.pop("HWLOC_THISSYSTEM", None)
         p = subprocess.run([DDPRUN, "--nproc-per-node=3", "--numa-binding", policy, "--dry-run",
@@ -178,7 +192,8 @@ def main():
     with open(WORKER_PATH, "w") as f:
         f.write(WORKER)
     os.chmod(WORKER_PATH, 0o755)
-    for scenario in (unbound, crossed_gpus, one_node_two_caches, one_core, dry_run_plans):
+    for scenario in (unbound, crossed_gpus, gpu_order, one_node_two_caches, one_core,
+                     dry_run_plans):
         scenario()
         print("ok: " + scenario.__name__, flush=True)
     return 0
