@@ -3,13 +3,11 @@
 # Builds one Catch2 test executable per unit and registers it with CTest. Every test gets
 # DDP_BIN_DIR (the built binaries), DDP_SOURCE_DIR and DDP_TEST_TMP (a per-test scratch folder),
 # which is also its TMPDIR: what a test's processes keep in temp dirs (ddprun keeps the logs of a
-# failed job without --log-dir) stays in that folder. Every such test reuses the precompiled
-# header ddp_test_pch (Catch2, Asio, spdlog, nlohmann/json; cmake/DdpBuildSpeed.cmake).
+# failed job without --log-dir) stays in that folder.
 function(ddp_add_test)
   cmake_parse_arguments(T "SKIP_77" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ddp_catch_main ${T_LIBS})
-  ddp_use_pch(ddp_test_pch ${T_NAME})
   set_target_properties(${T_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests-bin)
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})
   ddp_test_properties(${T_NAME} "${T_LABELS}" "${T_TIMEOUT}" "${T_ENV}" ${T_SKIP_77})
