@@ -186,6 +186,17 @@ void resolveSignals(Resolver& r, LaunchConfig& c) {
                           .value_or(c.shutdownTimeout);
 }
 
+void resolveHang(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
+  c.hangTimeout = r.get<std::chrono::milliseconds>("hang_timeout", [](const std::string& s) {
+                     const auto d = detail::parseDuration(s);
+                     if (d.count() != 0 && d < std::chrono::seconds(1))
+                       throw ConfigError("must be 0 (off) or at least 1 s");
+                     return d;
+                   }).value_or(c.hangTimeout);
+  c.fileTimer = getenv("TORCHELASTIC_ENABLE_FILE_TIMER").value_or("") == "1";
+  c.timerFile = getenv("TORCHELASTIC_TIMER_FILE").value_or("");
+}
+
 void resolveEntry(Resolver& r, LaunchConfig& c, const detail::RawArgs& raw, const EnvLookup& getenv) {
   detail::EntrypointRequest request;
   request.positional = raw.entrypoint;
@@ -227,6 +238,7 @@ LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLoo
   const ConfMap rdzvConf = resolveRendezvous(resolver, config);
   resolveLogs(resolver, config, getenv);
   resolveSignals(resolver, config);
+  resolveHang(resolver, config, getenv);
   resolveEntry(resolver, config, raw, getenv);
   if (!config.standalone) applyEnvironmentDetection(config, getenv);  // --standalone: one node
   detail::applyStandalone(config, raw.values.contains("standalone") ? "--standalone" : "PET_STANDALONE");

@@ -3,12 +3,19 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <sys/syscall.h>
+
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <fstream>
 #include <optional>
 #include <utility>
 
 #include "launcher/failure_sequence.hpp"
+#include "launcher/proc_info.hpp"
+#include "launcher/stack_collector.hpp"
+#include "launcher/stack_text.hpp"
 #include "launcher/worker_process.hpp"
 #include "rendezvous/base/logging.hpp"
 
@@ -43,11 +50,23 @@ struct WorkerGroup::Worker {
   std::optional<ErrorFileContents> errorFile;
   int64_t monotonicMs = 0;  // display only
   int64_t unixMs = 0;       // display only
+  // Hang detection (takeHung): the verdict, and while its stacks are being taken, `collecting`.
+  std::optional<HangVerdict> hang;
+  bool collecting = false;
+  bool pendingEnd = false;  // stacks taken; ended once no other hung worker's are being taken
+  std::unique_ptr<boost::asio::posix::stream_descriptor> dumpWait;  // a Python dump: target's pidfd
+  std::unique_ptr<boost::asio::steady_timer> dumpBound;
+  std::string stacks;  // trimmed
+  std::string stacksFile;
+  bool waitsForPeer = false;
 };
 
 namespace {
 
 bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+// Lines of a hung worker's stacks shown in the log and the failure summary (all in stacks.txt).
+constexpr std::size_t kShownStackLines = 40;
 
 }  // namespace
 
@@ -58,9 +77,11 @@ WorkerGroup::WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, Group
       settings_(std::move(settings)),
       logs_(logs),
       generation_(generation),
-      graceTimer_(io) {}
+      graceTimer_(io),
+      stacks_(std::make_unique<StackCollector>(io, reaper, settings_.hang.stackBound)) {}
 
 WorkerGroup::~WorkerGroup() {
+  stacks_.reset();  // first: a worker under gdb's ptrace is not reported to its guardian
   for (auto& w : workers_) killAndReap(*w);
 }
 
@@ -134,6 +155,10 @@ void WorkerGroup::watchOne(Worker& w) {
 }
 
 void WorkerGroup::onReaped(Worker& w, int status) {
+  if (w.collecting) {  // a Python dump ends with the worker; gdb's did not finish
+    finishHang(w, w.err->endCapture() +
+                      (w.dumpBound ? "" : "(the worker exited while gdb was taking its stacks)\n"));
+  }
   w.exited = true;
   w.status = status;
   w.unixMs = unixNowMs();
@@ -157,11 +182,16 @@ void WorkerGroup::numberExit(Worker& w) {
     w.seqByWorker = true;
     return;
   }
+  if (w.hang) return;  // numbered when it was found hung
   if (w.signalledBeforeExit) return;  // stopped by ddprun: never the root cause, no number needed
+  w.failureSeq = takeFailureNumber();
+}
+
+int64_t WorkerGroup::takeFailureNumber() {
   if (!sequencer_ && !workers_.empty()) {
     sequencer_ = FailureSequencer::forWorkers(workers_.front()->spec.env, kSequenceBudget);
   }
-  if (sequencer_) w.failureSeq = sequencer_->next().value_or(0);
+  return sequencer_ ? sequencer_->next().value_or(0) : 0;
 }
 
 // The guardian was killed (its worker got SIGKILL from its parent-death signal): what the worker
@@ -181,7 +211,8 @@ void WorkerGroup::notify(int signal) {
 
 void WorkerGroup::signalLive(int signal) {
   for (auto& w : workers_) {
-    if (w->exited) continue;
+    const bool hungNotEnded = w->collecting || w->pendingEnd;  // ended after the stacks
+    if (w->exited || (hungNotEnded && signal != SIGKILL)) continue;
     if (!w->signalledBeforeExit) w->signalledBeforeExit = !hasExited(w->proc);
     ::killpg(w->pid, signal);
   }
@@ -248,7 +279,13 @@ std::vector<WorkerFailure> WorkerGroup::failures() const {
     }
     f.stderrTail.assign(w->err->tail().begin(), w->err->tail().end());
     // A worker that numbered its own failure failed before any stop signal could matter.
-    f.stoppedByAgent = w->signalledBeforeExit && !w->seqByWorker;
+    f.stoppedByAgent = w->signalledBeforeExit && !w->seqByWorker && !w->hang;
+    if (w->hang) {
+      f.hang = w->hang->reason;
+      f.stacks = w->stacks;
+      f.stacksFile = w->stacksFile;
+      f.waitsForPeer = w->waitsForPeer;
+    }
     out.push_back(std::move(f));
   }
   std::sort(out.begin(), out.end(),
@@ -260,6 +297,90 @@ std::vector<pid_t> WorkerGroup::pids() const {
   std::vector<pid_t> out;
   for (const auto& w : workers_) out.push_back(w->pid);
   return out;
+}
+
+std::vector<WorkerGroup::Watched> WorkerGroup::watched() const {
+  std::vector<Watched> out;
+  for (const auto& w : workers_) {
+    out.push_back({w->spec.localRank, w->pid, w->exited, w->out->bytesRead() + w->err->bytesRead()});
+  }
+  return out;
+}
+
+void WorkerGroup::takeHung(const HangVerdict& v) {
+  auto it = std::find_if(workers_.begin(), workers_.end(),
+                         [&](const auto& w) { return w->spec.localRank == v.localRank; });
+  if (it == workers_.end() || (*it)->exited || (*it)->hang) return;
+  Worker& w = **it;
+  w.hang = v;
+  w.failureSeq = takeFailureNumber();
+  w.collecting = true;
+  const bool python = isPythonProcess(v.target);
+  logger("agent")->warn("worker rank {} (local {}, pid {}) hangs: {}; taking the stacks of pid {} "
+                        "({})", w.spec.globalRank, w.spec.localRank, w.pid, v.reason, v.target,
+                        python ? "Python: SIGABRT, faulthandler prints them" : "gdb");
+  if (!python) {
+    stacks_->collectNative(v.target, [this, &w](const std::string& text) { finishHang(w, text); });
+    return;
+  }
+  w.err->beginCapture();
+  if (abortForStacks(v.target)) {
+    awaitPythonDump(w);
+  } else {
+    finishHang(w, "no stacks: pid " + std::to_string(v.target) + " is gone\n");
+  }
+}
+
+// The dump is complete when the aborted process is gone (its pidfd turns readable), or at the bound.
+void WorkerGroup::awaitPythonDump(Worker& w) {
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, w.hang->target, 0));
+  w.dumpBound = std::make_unique<boost::asio::steady_timer>(io_, settings_.hang.stackBound);
+  w.dumpBound->async_wait([this, &w](const boost::system::error_code& ec) {
+    if (!ec) finishHang(w, w.err->endCapture() + "(no complete dump within the bound)\n");
+  });
+  if (pidfd < 0) return;  // gone already, or no pidfds: the bound ends the wait
+  w.dumpWait = std::make_unique<boost::asio::posix::stream_descriptor>(io_, pidfd);
+  w.dumpWait->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                         [this, &w](const boost::system::error_code& ec) {
+                           if (!ec) finishHang(w, w.err->endCapture());
+                         });
+}
+
+void WorkerGroup::finishHang(Worker& w, const std::string& text) {
+  if (!w.collecting) return;
+  w.collecting = false;
+  boost::system::error_code ignored;
+  if (w.dumpBound) w.dumpBound->cancel();
+  if (w.dumpWait) w.dumpWait->close(ignored);
+  w.stacksFile = logs_.workerDir(generation_, w.spec.localRank) + "/stacks.txt";
+  std::ofstream file(w.stacksFile, std::ios::trunc);
+  file << "# " << w.hang->reason << "\n" << text;
+  if (!file.flush()) w.stacksFile.clear();
+  w.stacks = trimStacks(w.dumpBound ? cleanPythonDump(text) : text, kShownStackLines, w.stacksFile);
+  w.waitsForPeer = waitsForPeer(text);
+  logger("agent")->warn("stacks of worker rank {} (pid {}){}:\n{}", w.spec.globalRank,
+                        w.hang->target, w.stacksFile.empty() ? "" : ", whole in " + w.stacksFile,
+                        w.stacks);
+  w.pendingEnd = true;
+  endHungWorkers();
+}
+
+// Hung workers are ended together once every one's stacks are taken: ending one first would make
+// the collectives of the others fail while gdb still reads their stacks.
+void WorkerGroup::endHungWorkers() {
+  if (std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->collecting; })) {
+    return;
+  }
+  for (auto& w : workers_) {
+    if (!w->pendingEnd) continue;
+    w->pendingEnd = false;
+    if (w->exited) continue;
+    if (w->hang->signal == 0) {
+      ::killpg(w->pid, SIGKILL);
+    } else {
+      ::kill(w->hang->target, w->hang->signal);  // the timer's signal to its process, as torch
+    }
+  }
 }
 
 }  // namespace ddp

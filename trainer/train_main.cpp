@@ -8,6 +8,7 @@
 #include "trainer/model.hpp"
 #include "trainer/trainer.hpp"
 #include "worker_runtime/communicator.hpp"
+#include "worker_runtime/progress.hpp"
 #include "worker_runtime/worker_env.hpp"
 #include "worker_runtime/worker_store.hpp"
 
@@ -59,7 +60,9 @@ int runTrain(const TrainOptions& o) {
     throw ConfigError("config: device '" + config.device + "' cannot use backend '" +
                       config.backend + "' (cuda needs nccl, cpu needs gloo)");
   }
-  RunContext ctx{env.rank, env.worldSize, env.localRank, env.restartCount, o.failAtStep, o.failRank};
+  RunContext ctx{env.rank,     env.worldSize, env.localRank, env.restartCount, o.failAtStep,
+                 o.failRank,   o.hangAtStep,  o.hangRank,
+                 [](int64_t step) { reportProgress(step); }};  // for ddprun --hang-timeout
 
   std::unique_ptr<Store> store;
   std::unique_ptr<Communicator> comm;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct RunContext {
   int generation = 0;       // TORCHELASTIC_RESTART_COUNT
   int64_t failAtStep = -1;  // fault injection: stop with injectedFailure ...
   int failRank = -1;        // ... on this rank after this many steps, generation 0 only
+  int64_t hangAtStep = -1;  // fault injection: sleep for good inside step hangAtStep + 1 ...
+  int hangRank = -1;        // ... on this rank, generation 0 only (hang detection tests)
+  // Called after every optimizer step with the steps done so far (train: worker_runtime's
+  // reportProgress, for ddprun's hang detection). May be empty.
+  std::function<void(int64_t step)> onStep;
 };
 
 struct TrainResult {

@@ -100,6 +100,11 @@ std::vector<OptionSpec> buildTable() {
                "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT; add SIGUSR1 for Slurm pre-emption)", kSignals),
       withEnv(torchOpt("shutdown_timeout", false, "SECONDS", "grace between the forwarded signal and SIGKILL (default 30)", kSignals),
               {"PET_SHUTDOWN_TIMEOUT", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"}),
+      withEnv(torchOpt("hang_timeout", false, "SECONDS",
+                       "a worker without progress this long (no progress report from worker_runtime, or no "
+                       "output and no CPU time) is a failure of that worker; its stacks are taken first "
+                       "(off unless given; at least 1 s)", "Hang detection"),
+              {"DDP_HANG_TIMEOUT"}),
       withEnv(torchOpt("dry_run", true, "",
                        "print the resolved configuration (flags, PET_*, Slurm) as JSON and exit 0", "Diagnostics"),
               {}),

@@ -1,0 +1,133 @@
+#include "launcher/hang_monitor.hpp"
+
+#include <algorithm>
+
+#include "launcher/proc_info.hpp"
+#include "rendezvous/base/logging.hpp"
+
+namespace ddp {
+namespace {
+
+double unixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::vector<pid_t> pidsOf(const std::vector<WorkerGroup::Watched>& workers) {
+  std::vector<pid_t> pids;
+  for (const auto& w : workers) pids.push_back(w.pid);
+  return pids;
+}
+
+}  // namespace
+
+HangMonitor::HangMonitor(boost::asio::io_context& io, WorkerGroup& group,
+                         const HangSettings& settings, FileTimerServer* timers)
+    : group_(group),
+      settings_(settings),
+      timers_(timers),
+      watch_(settings.timeout, pidsOf(group.watched()), Clock::now()),
+      timer_(io),
+      tick_(std::clamp<std::chrono::milliseconds>(settings.timeout / 4, std::chrono::milliseconds(100),
+                                                  std::chrono::seconds(1))) {
+  samples_.resize(watch_.size());
+  const auto now = Clock::now();
+  sample(now);  // the baseline
+  nextSample_ = now + tick_;
+  if (timers_) timers_->setHandler([this](const FileTimerRequest& r) { onRequest(r); });
+  arm();
+}
+
+HangMonitor::~HangMonitor() {
+  if (timers_) timers_->setHandler(nullptr);
+  timer_.cancel();
+}
+
+void HangMonitor::onWorkerExit(int localRank) {
+  if (localRank >= 0 && static_cast<std::size_t>(localRank) < watch_.size()) watch_.exited(localRank);
+}
+
+// The local rank whose worker sent a request from `pid`; remembered per pid for the generation.
+std::optional<int> HangMonitor::workerOf(pid_t pid) {
+  auto known = senders_.find(pid);
+  if (known != senders_.end()) {
+    return known->second < 0 ? std::nullopt : std::optional<int>(known->second);
+  }
+  int found = -1;
+  for (const auto& w : group_.watched()) {
+    if (!w.exited && belongsToWorker(pid, w.pid)) {
+      found = w.localRank;
+      break;
+    }
+  }
+  senders_[pid] = found;
+  if (found < 0) {
+    logger("agent")->warn("a request on the worker timer FIFO came from pid {}, which is no worker "
+                          "of this node nor below one; its requests are ignored", pid);
+    return std::nullopt;
+  }
+  return found;
+}
+
+void HangMonitor::onRequest(const FileTimerRequest& r) {
+  const auto lr = workerOf(r.pid);
+  if (!lr) return;
+  const auto now = Clock::now();
+  if (r.isProgress()) {
+    watch_.beat(*lr, r.step, now);
+    return;  // a later deadline: the armed timer re-arms itself when it fires
+  }
+  watch_.activity(*lr, now);
+  if (r.isRelease()) {
+    watch_.release(*lr, r.pid, r.scopeId);
+  } else {
+    watch_.acquire(*lr, r.pid, r.scopeId, r.expirationTime, r.signal);
+    arm();  // the new deadline may be the nearest one
+  }
+}
+
+void HangMonitor::sample(Clock::time_point now) {
+  const auto workers = group_.watched();
+  for (const auto& w : workers) {
+    const auto lr = static_cast<std::size_t>(w.localRank);
+    if (lr >= samples_.size() || !watch_.needsSampling(w.localRank)) continue;
+    Sample next{treeCpuTicks(w.pid), w.outputBytes};
+    Sample& last = samples_[lr];
+    const bool first = !last.cpu && last.output == 0;
+    if (!first && (next.cpu != last.cpu || next.output != last.output)) watch_.activity(w.localRank, now);
+    last = next;
+  }
+}
+
+void HangMonitor::onTimer() {
+  const auto now = Clock::now();
+  if (now >= nextSample_) {
+    sample(now);
+    nextSample_ = now + tick_;
+  }
+  HangCheck due = watch_.check(now, unixNow());
+  auto log = logger("agent");
+  for (const auto& note : due.notes) log->info("{}", note);
+  if (!due.hangs.empty() && group_.stopping()) {
+    log->debug("{} worker(s) fell silent while the group was being stopped; not taken as hung",
+               due.hangs.size());
+  } else {
+    for (const auto& verdict : due.hangs) group_.takeHung(verdict);
+  }
+  arm();
+}
+
+void HangMonitor::arm() {
+  const auto now = Clock::now();
+  std::optional<Clock::time_point> next = watch_.nextDeadline(now, unixNow());
+  bool sampling = false;
+  for (std::size_t lr = 0; lr < watch_.size(); ++lr) sampling = sampling || watch_.needsSampling(int(lr));
+  if (sampling && (!next || nextSample_ < *next)) next = nextSample_;
+  timer_.cancel();
+  if (!next) return;
+  timer_.expires_at(*next);
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) onTimer();
+  });
+}
+
+}  // namespace ddp
