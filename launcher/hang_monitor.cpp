@@ -1,5 +1,7 @@
 #include "launcher/hang_monitor.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "launcher/proc_info.hpp"
@@ -85,15 +87,23 @@ void HangMonitor::onRequest(const FileTimerRequest& r) {
   }
 }
 
+// A worker whose CPU time grew by less than this share of one core between samples is idle:
+// Python and torch keep a few background threads that wake now and then (a clock tick every
+// second or two), which must not count as progress.
+constexpr double kBusyShare = 0.1;
+
 void HangMonitor::sample(Clock::time_point now) {
-  const auto workers = group_.watched();
-  for (const auto& w : workers) {
+  static const double ticksPerSecond = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  for (const auto& w : group_.watched()) {
     const auto lr = static_cast<std::size_t>(w.localRank);
     if (lr >= samples_.size() || !watch_.needsSampling(w.localRank)) continue;
-    Sample next{treeCpuTicks(w.pid), w.outputBytes};
+    Sample next{treeCpuTicks(w.pid), w.outputBytes, now};
     Sample& last = samples_[lr];
-    const bool first = !last.cpu && last.output == 0;
-    if (!first && (next.cpu != last.cpu || next.output != last.output)) watch_.activity(w.localRank, now);
+    if (last.cpu) {  // else the first sample: a baseline
+      const double wall = std::chrono::duration<double>(now - last.at).count();
+      const double cpu = next.cpu ? double(*next.cpu - std::min(*next.cpu, *last.cpu)) / ticksPerSecond : 0;
+      if (next.output != last.output || cpu >= kBusyShare * wall) watch_.activity(w.localRank, now);
+    }
     last = next;
   }
 }

@@ -4,7 +4,9 @@
 //     beats and torch's file timers, each matched to the worker whose process sent it (the worker
 //     itself, its process group or a descendant; other senders are ignored with a note);
 //   * output and CPU time of workers that never beat, sampled on a tick of --hang-timeout / 4
-//     (0.1 to 1 s) — /proc is read only then, and only while such a worker runs;
+//     (0.1 to 1 s) — /proc is read only then, and only while such a worker runs. New output, or
+//     CPU time grown by at least a tenth of a core since the last sample, is activity (less is the
+//     housekeeping of idle runtime threads);
 // and hands each verdict to WorkerGroup::takeHung (stacks, then the end of the worker). One
 // steady_timer on the io_context, armed for the next deadline or sample: nothing polls, and with
 // no deadline pending nothing runs. Verdicts that fall due while the group is being stopped are
@@ -45,8 +47,9 @@ class HangMonitor {
  private:
   using Clock = std::chrono::steady_clock;
   struct Sample {
-    std::optional<uint64_t> cpu;
+    std::optional<uint64_t> cpu;  // clock ticks of the worker's tree
     uint64_t output = 0;
+    Clock::time_point at;
   };
   void onRequest(const FileTimerRequest& request);
   std::optional<int> workerOf(pid_t pid);
