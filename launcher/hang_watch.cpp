@@ -68,7 +68,7 @@ std::string HangWatch::silence(const Worker& w, Clock::time_point now) const {
   const double silent = std::chrono::duration<double>(now - w.lastProgress).count();
   if (w.beats) {
     return "no progress report for " + seconds(silent) +
-           (w.lastStep ? " (the last one after step " + std::to_string(*w.lastStep) + ")" : "");
+           (w.lastStep ? " (last report: step " + std::to_string(*w.lastStep) + ")" : "");
   }
   return "no output, CPU time or timer request for " + seconds(silent);
 }

@@ -11,6 +11,8 @@ PACKAGES=(
   # tests: real peers and services
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
   stress-ng
+  # hang detection takes a native worker's stacks with gdb; the scaling report draws with matplotlib
+  gdb python3-matplotlib
 )
 
 missing=()

@@ -55,14 +55,20 @@ def train_config():
     return config
 
 
-def detection_bound(h, name, timeout_s, marks=1):
+def detection_bound(h, p, name, timeout_s):
     """Waits for ddprun's first "hangs:" line and checks it came within timeout_s + 2 s of the
-    latest of the first `marks` stop marks (a bound: both are seen no earlier than they happen)."""
-    stops = poll("%d stop mark(s) of %s" % (marks, name),
-                 lambda: len(MARK.findall(h.output(name))) >= marks and MARK.findall(h.output(name)),
-                 120)
-    stopped = max(float(t) for t in stops[:marks])
-    poll("ddprun finding the hang", lambda: "hangs: " in h.output(name), timeout_s + 30)
+    worker's stop mark (a bound: both are seen no earlier than they happen). Fails at once when
+    ddprun (p) exits first."""
+    def seen(what):
+        def pred():
+            text = h.output(name)
+            check(what(text) or p.poll() is None,
+                  "ddprun exited %s before that:\n%s" % (p.poll(), text[-4000:]))
+            return what(text)
+        return pred
+    stops = poll("the stop mark of " + name, seen(lambda t: MARK.findall(t)), 120)
+    stopped = float(stops[0])
+    poll("ddprun finding the hang", seen(lambda t: "hangs: " in t), timeout_s + 30)
     seen = time.monotonic()
     h.log("hang seen %.2f s after the worker stopped (--hang-timeout %g)" % (seen - stopped, timeout_s))
     check(seen - stopped <= timeout_s + 2,
@@ -90,7 +96,7 @@ def run_train(h, name, restarts):
     p = h.spawn(name, [DDPRUN, "--nproc-per-node=2", "--hang-timeout=3", "--max-restarts=%d" % restarts,
                        "--log-dir", log_dir, "--shutdown-timeout=10", TRAIN, "--config",
                        train_config(), "--hang-at-step", "20", "--hang-rank", "1"], env())
-    detection_bound(h, name, 3)
+    detection_bound(h, p, name, 3)
     return p, log_dir
 
 
@@ -131,7 +137,7 @@ def scenario_train_restart(h):
 def scenario_torch_gloo(h):
     p = h.spawn("torch", [DDPRUN, "--nproc-per-node=2", "--hang-timeout=3", "--max-restarts=1",
                           "--shutdown-timeout=10", WORKER, "gloo_sleep"], env())
-    detection_bound(h, "torch", 3)
+    detection_bound(h, p, "torch", 3)
     rc = h.wait_exit(p, "torch", 180)
     out = h.output("torch")
     check(rc == 0, "ddprun exited %d, want 0 (restarted and finished):\n%s" % (rc, out[-4000:]))
@@ -149,7 +155,7 @@ def scenario_file_timer(h):
     fifo = os.path.join(TMP, "watchdog.fifo")
     p = h.spawn("timer", [DDPRUN, "--nproc-per-node=2", "--shutdown-timeout=10", WORKER, "file_timer"],
                 env(TORCHELASTIC_ENABLE_FILE_TIMER="1", TORCHELASTIC_TIMER_FILE=fifo))
-    detection_bound(h, "timer", 1)  # the scope's own 1 s
+    detection_bound(h, p, "timer", 1)  # the scope's own 1 s
     rc = h.wait_exit(p, "timer", 60)
     out = h.output("timer")
     check(rc == 134, "ddprun exited %d, want 134 (SIGABRT: Python's stacks):\n%s" % (rc, out[-4000:]))
@@ -167,7 +173,7 @@ def scenario_file_timer(h):
 def scenario_no_code(h):
     p = h.spawn("sleep", [DDPRUN, "--nproc-per-node=3", "--hang-timeout=2", "--shutdown-timeout=10",
                           WORKER, "just_sleep"], env())
-    detection_bound(h, "sleep", 2)
+    detection_bound(h, p, "sleep", 2)
     rc = h.wait_exit(p, "sleep", 60)
     out = h.output("sleep")
     check(rc == 134, "ddprun exited %d, want 134 (SIGABRT: Python's stacks):\n%s" % (rc, out[-4000:]))
