@@ -27,8 +27,15 @@ const char* const kPeerWaits[] = {
 
 }  // namespace
 
+// True when a line of `text` names a frame that waits for other ranks.
+bool mentionsPeerWait(const std::string& text) {
+  return std::any_of(std::begin(kPeerWaits), std::end(kPeerWaits),
+                     [&](const char* p) { return text.find(p) != std::string::npos; });
+}
+
 std::string cleanGdbStacks(const std::string& gdbOutput) {
-  // gdb lists the threads from the highest number down; the main thread (1) goes first here.
+  // gdb lists the threads from the highest number down; here the main thread (1) goes first, then
+  // threads waiting for peers (what a reader looks for), then the rest in thread order.
   std::vector<std::string> threads;
   std::istringstream in(gdbOutput);
   std::string line;
@@ -41,8 +48,10 @@ std::string cleanGdbStacks(const std::string& gdbOutput) {
     }
   }
   if (threads.empty()) return gdbOutput;
+  std::reverse(threads.begin(), threads.end());
+  std::stable_partition(threads.begin() + 1, threads.end(), mentionsPeerWait);
   std::string out;
-  for (auto it = threads.rbegin(); it != threads.rend(); ++it) out += (out.empty() ? "" : "\n") + *it;
+  for (const auto& t : threads) out += (out.empty() ? "" : "\n") + t;
   return out;
 }
 
@@ -77,16 +86,6 @@ std::string trimStacks(const std::string& stacks, std::size_t maxLines, const st
   return out;
 }
 
-bool waitsForPeer(const std::string& stacks) {
-  std::istringstream in(stacks);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (std::any_of(std::begin(kPeerWaits), std::end(kPeerWaits),
-                    [&](const char* p) { return line.find(p) != std::string::npos; })) {
-      return true;
-    }
-  }
-  return false;
-}
+bool waitsForPeer(const std::string& stacks) { return mentionsPeerWait(stacks); }
 
 }  // namespace ddp

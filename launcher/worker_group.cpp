@@ -320,6 +320,9 @@ void WorkerGroup::takeHung(const HangVerdict& v) {
                         "({})", w.spec.globalRank, w.spec.localRank, w.pid, v.reason, v.target,
                         python ? "Python: SIGABRT, faulthandler prints them" : "gdb");
   if (!python) {
+    // Frozen first: gdb reads symbols for seconds before it attaches, and a peer ended meanwhile
+    // (on another node, say) would turn the wait in its stack into an exit.
+    ::kill(v.target, SIGSTOP);
     stacks_->collectNative(v.target, [this, &w](const std::string& text) { finishHang(w, text); });
     return;
   }
@@ -379,6 +382,7 @@ void WorkerGroup::endHungWorkers() {
       ::killpg(w->pid, SIGKILL);
     } else {
       ::kill(w->hang->target, w->hang->signal);  // the timer's signal to its process, as torch
+      ::kill(w->hang->target, SIGCONT);           // it was frozen for gdb
     }
   }
 }

@@ -110,7 +110,8 @@ class WorkerGroup {
   // Takes the verdict's worker as hung (once; an exited worker is left alone): numbers its failure
   // now (so hung workers keep the order of the verdicts), keeps stop signals other than SIGKILL
   // away from it until it is ended, takes the stacks of verdict.target (stack_collector.hpp; a
-  // Python process's dump is its captured stderr, and the SIGABRT that asks for it ends it),
+  // native process is frozen with SIGSTOP for gdb; a Python process's dump is its captured
+  // stderr, and the SIGABRT that asks for it ends it),
   // writes them whole to <worker dir>/stacks.txt and logs them trimmed. Once no hung worker's
   // stacks are still being taken, ends every hung worker: SIGKILL to the worker's process group, or
   // the timer's signal to the timer's process. Its failure then shows the hang and the stacks.

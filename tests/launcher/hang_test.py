@@ -8,6 +8,10 @@ are taken before it is ended, and the job restarts or reports them in its failur
                                allreduce) as collateral; stacks.txt whole in --log-dir
   hang_test.py train_restart   the same with --max-restarts=1: the hang and its stacks are logged,
                                the job restarts and finishes (exit 0)
+  hang_test.py train_cross_node  the same across 2 agents (one rank each) and a ddprund: each agent
+                               finds its own rank hung; rank 0's waiter is frozen before gdb, so
+                               its stack still shows the wait after node 1 ended rank 1; both
+                               agents print the same summary: rank 1 root cause, rank 0 collateral
   hang_test.py torch_gloo      a torch 1.13 Gloo script with no code for ddprun (only its output and
                                CPU time stop): rank 1 sleeps inside a step, rank 0 waits in
                                all_reduce; both are found, with Python stacks (faulthandler); the
@@ -29,7 +33,8 @@ import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.environ["DDP_SOURCE_DIR"], "tests", "integration"))
-from multinode_harness import BIN, PY, SRC, TMP, Harness, TestFailure, check, poll  # noqa: E402
+from multinode_harness import (BIN, PY, RDZV_CONF, SRC, TMP, Harness, TestFailure, check,  # noqa: E402
+                               poll)
 
 TRAIN = os.path.join(BIN, "train")
 DDPRUN = os.path.join(BIN, "ddprun")
@@ -134,6 +139,36 @@ def scenario_train_restart(h):
     h.log("hang logged with stacks, job restarted and finished")
 
 
+def scenario_train_cross_node(h):
+    port = h.ddprund()
+    config = train_config()
+    agents = {}
+    for node in (0, 1):
+        name = "node%d" % node
+        agents[name] = h.spawn(name, [
+            DDPRUN, "--nnodes=2", "--nproc-per-node=1", "--node-rank=%d" % node,
+            "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:%d" % port, "--rdzv-id=hang",
+            "--rdzv-conf", RDZV_CONF, "--hang-timeout=3", "--shutdown-timeout=10", TRAIN,
+            "--config", config, "--hang-at-step", "20", "--hang-rank", "1"], env())
+    detection_bound(h, agents["node1"], "node1", 3)
+    summaries = {}
+    for name, p in agents.items():
+        rc = h.wait_exit(p, name, 120)
+        out = h.output(name)
+        check(rc == 137, "%s exited %d, want 137 (rank 1 ended by SIGKILL):\n%s" % (name, rc, out[-4000:]))
+        summaries[name] = summary_of(out)
+    check(summaries["node0"] == summaries["node1"], "the agents print different summaries:\n%s\n---\n%s"
+          % (summaries["node0"], summaries["node1"]))
+    summary = summaries["node0"]
+    root = root_cause(summary)
+    check(re.search(r"rank\s*: 1 \(local_rank: 0\)", root) and "injectedHang" in root,
+          "root cause is not rank 1 with its stacks:\n" + summary)
+    others = summary[:summary.index("Root Cause")]
+    check("waiting for its peers while rank 1" in others and "GlooCommunicator" in others,
+          "rank 0 is not collateral with its wait in the stacks:\n" + summary)
+    h.log("both agents: rank 1 hung (root cause), rank 0 frozen in its allreduce (collateral)")
+
+
 def scenario_torch_gloo(h):
     p = h.spawn("torch", [DDPRUN, "--nproc-per-node=2", "--hang-timeout=3", "--max-restarts=1",
                           "--shutdown-timeout=10", WORKER, "gloo_sleep"], env())
@@ -192,6 +227,7 @@ def main():
     h = Harness()
     try:
         {"train_summary": scenario_train_summary, "train_restart": scenario_train_restart,
+         "train_cross_node": scenario_train_cross_node,
          "torch_gloo": scenario_torch_gloo, "file_timer": scenario_file_timer,
          "no_code": scenario_no_code}[scenario](h)
         print("PASS")
