@@ -135,8 +135,9 @@ void HangMonitor::arm() {
   timer_.cancel();
   if (!next) return;
   timer_.expires_at(*next);
-  timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) onTimer();
+  // A completion already queued runs even after the timer is gone: `alive` tells.
+  timer_.async_wait([this, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& ec) {
+    if (!ec && !alive.expired()) onTimer();
   });
 }
 

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <vector>
@@ -66,6 +67,7 @@ class HangMonitor {
   Clock::time_point nextSample_;
   std::vector<Sample> samples_;
   std::map<pid_t, int> senders_;  // request pid -> local rank (-1: none of ours)
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // expires with the monitor
 };
 
 }  // namespace ddp

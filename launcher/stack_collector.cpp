@@ -64,7 +64,8 @@ void StackCollector::collectNative(pid_t pid, Done done) {
   const std::string gdb =
       resolveProgram("gdb", path == env.end() ? "/usr/local/bin:/usr/bin:/bin" : path->second);
   if (gdb.empty()) {
-    boost::asio::post(io_, [done] {
+    boost::asio::post(io_, [done, alive = std::weak_ptr<int>(alive_)] {
+      if (alive.expired()) return;
       done("no stacks: gdb is not installed (Debian package gdb; scripts/setup.sh installs it)\n");
     });
     return;
@@ -74,7 +75,9 @@ void StackCollector::collectNative(pid_t pid, Done done) {
     job->proc = spawnWorker(gdbCommand(gdb, pid), env);
   } catch (const std::exception& e) {
     const std::string why = e.what();
-    boost::asio::post(io_, [done, why] { done("no stacks: " + why + "\n"); });
+    boost::asio::post(io_, [done, why, alive = std::weak_ptr<int>(alive_)] {
+      if (!alive.expired()) done("no stacks: " + why + "\n");
+    });
     return;
   }
   const pid_t guardian = job->proc.guardianPid;
@@ -85,9 +88,11 @@ void StackCollector::collectNative(pid_t pid, Done done) {
   keep.tailLines = 20;
   job->err = std::make_unique<OutputPump>(io_, std::exchange(job->proc.stderrFd, -1), keep);
   job->bound = std::make_unique<boost::asio::steady_timer>(io_, bound_);
-  job->bound->async_wait([this, guardian](const boost::system::error_code& ec) {
+  job->bound->async_wait([this, guardian, alive = std::weak_ptr<int>(alive_)](
+                             const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;  // a completion queued before the collector went
     auto it = jobs_.find(guardian);
-    if (ec || it == jobs_.end()) return;
+    if (it == jobs_.end()) return;
     it->second->timedOut = true;
     ::killpg(it->second->proc.pid, SIGKILL);
   });

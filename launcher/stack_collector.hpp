@@ -50,6 +50,7 @@ class StackCollector {
   ChildReaper& reaper_;
   std::chrono::milliseconds bound_;
   std::map<pid_t, std::unique_ptr<Job>> jobs_;  // by gdb's guardian pid
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // expires with the collector
 };
 
 // Sends SIGABRT to `pid` after setting its core-size limit to 0 (a dump nobody asked for). Returns

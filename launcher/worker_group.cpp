@@ -155,11 +155,11 @@ void WorkerGroup::watchOne(Worker& w) {
 }
 
 void WorkerGroup::onReaped(Worker& w, int status) {
+  w.exited = true;
   if (w.collecting) {  // a Python dump ends with the worker; gdb's did not finish
     finishHang(w, w.err->endCapture() +
                       (w.dumpBound ? "" : "(the worker exited while gdb was taking its stacks)\n"));
   }
-  w.exited = true;
   w.status = status;
   w.unixMs = unixNowMs();
   w.monotonicMs = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -338,14 +338,18 @@ void WorkerGroup::takeHung(const HangVerdict& v) {
 void WorkerGroup::awaitPythonDump(Worker& w) {
   const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, w.hang->target, 0));
   w.dumpBound = std::make_unique<boost::asio::steady_timer>(io_, settings_.hang.stackBound);
-  w.dumpBound->async_wait([this, &w](const boost::system::error_code& ec) {
-    if (!ec) finishHang(w, w.err->endCapture() + "(no complete dump within the bound)\n");
+  // A completion already queued runs even after its timer or descriptor is gone: `alive` tells.
+  std::weak_ptr<int> alive = alive_;
+  w.dumpBound->async_wait([this, &w, alive](const boost::system::error_code& ec) {
+    if (!ec && !alive.expired()) {
+      finishHang(w, w.err->endCapture() + "(no complete dump within the bound)\n");
+    }
   });
   if (pidfd < 0) return;  // gone already, or no pidfds: the bound ends the wait
   w.dumpWait = std::make_unique<boost::asio::posix::stream_descriptor>(io_, pidfd);
   w.dumpWait->async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                         [this, &w](const boost::system::error_code& ec) {
-                           if (!ec) finishHang(w, w.err->endCapture());
+                         [this, &w, alive](const boost::system::error_code& ec) {
+                           if (!ec && !alive.expired()) finishHang(w, w.err->endCapture());
                          });
 }
 

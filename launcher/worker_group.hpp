@@ -147,6 +147,8 @@ class WorkerGroup {
   static constexpr std::chrono::milliseconds kSequenceBudget{1000};
   int64_t reaped_ = 0;
   std::unique_ptr<FailureSequencer> sequencer_;
+  // Expires with the group: completions of hang handling that were already queued then do nothing.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   // Declared last: destroyed first, killing any gdb still attached to a worker.
   std::unique_ptr<StackCollector> stacks_;
 };
