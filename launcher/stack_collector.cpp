@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
+#include <fstream>
 #include <utility>
 
 #include "launcher/output_pump.hpp"
@@ -119,6 +120,17 @@ void StackCollector::finish(pid_t guardian) {
     text += "(gdb was stopped after " + std::to_string(bound_.count()) + " ms; stacks may be cut)\n";
   }
   job->done(text);
+}
+
+RecordedStacks recordStacks(const std::string& path, const std::string& reason,
+                            const std::string& stacks, bool pythonDump, std::size_t shownLines) {
+  RecordedStacks out;
+  std::ofstream file(path, std::ios::trunc);
+  file << "# " << reason << "\n" << stacks;
+  if (file.flush()) out.file = path;
+  out.shown = trimStacks(pythonDump ? cleanPythonDump(stacks) : stacks, shownLines, out.file);
+  out.waitsForPeer = waitsForPeer(stacks);
+  return out;
 }
 
 bool abortForStacks(pid_t pid) {

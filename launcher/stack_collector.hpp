@@ -53,6 +53,19 @@ class StackCollector {
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // expires with the collector
 };
 
+// What a hung worker's failure shows of its stacks (failure_summary.hpp).
+struct RecordedStacks {
+  std::string shown;  // the first lines (stack_text.hpp: trimStacks), for the log and the summary
+  std::string file;   // where the whole text is ("" when it could not be written)
+  bool waitsForPeer = false;
+};
+
+// Writes `stacks` whole to `path` (a first line "# <reason>"), and returns what to show: a Python
+// dump without its noise (`pythonDump`), trimmed to `shownLines`. Blocks for the write only;
+// never throws (a failed write leaves `file` empty).
+RecordedStacks recordStacks(const std::string& path, const std::string& reason,
+                            const std::string& stacks, bool pythonDump, std::size_t shownLines);
+
 // Sends SIGABRT to `pid` after setting its core-size limit to 0 (a dump nobody asked for). Returns
 // false when the process is gone. Non-blocking.
 bool abortForStacks(pid_t pid);

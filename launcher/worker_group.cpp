@@ -3,19 +3,14 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include <sys/syscall.h>
-
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <algorithm>
 #include <cerrno>
-#include <fstream>
 #include <optional>
 #include <utility>
 
+#include "launcher/detail/group_worker.hpp"
 #include "launcher/failure_sequence.hpp"
-#include "launcher/proc_info.hpp"
 #include "launcher/stack_collector.hpp"
-#include "launcher/stack_text.hpp"
 #include "launcher/worker_process.hpp"
 #include "rendezvous/base/logging.hpp"
 
@@ -34,39 +29,10 @@ int64_t unixNowMs() {
 
 }  // namespace
 
-struct WorkerGroup::Worker {
-  WorkerSpec spec;
-  pid_t pid = -1;  // the worker (its guardian is proc.guardianPid)
-  SpawnedProcess proc;
-  std::unique_ptr<OutputPump> out;
-  std::unique_ptr<OutputPump> err;
-  bool exited = false;
-  int status = 0;
-  // The exit record (see failure_summary.hpp for how these order failures).
-  int64_t reapSeq = 0;
-  int64_t failureSeq = 0;
-  bool seqByWorker = false;
-  bool signalledBeforeExit = false;  // a stop signal reached it while it still ran
-  std::optional<ErrorFileContents> errorFile;
-  int64_t monotonicMs = 0;  // display only
-  int64_t unixMs = 0;       // display only
-  // Hang detection (takeHung): the verdict, and while its stacks are being taken, `collecting`.
-  std::optional<HangVerdict> hang;
-  bool collecting = false;
-  bool pendingEnd = false;  // stacks taken; ended once no other hung worker's are being taken
-  std::unique_ptr<boost::asio::posix::stream_descriptor> dumpWait;  // a Python dump: target's pidfd
-  std::unique_ptr<boost::asio::steady_timer> dumpBound;
-  std::string stacks;  // trimmed
-  std::string stacksFile;
-  bool waitsForPeer = false;
-};
 
 namespace {
 
 bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
-
-// Lines of a hung worker's stacks shown in the log and the failure summary (all in stacks.txt).
-constexpr std::size_t kShownStackLines = 40;
 
 }  // namespace
 
@@ -297,98 +263,6 @@ std::vector<pid_t> WorkerGroup::pids() const {
   std::vector<pid_t> out;
   for (const auto& w : workers_) out.push_back(w->pid);
   return out;
-}
-
-std::vector<WorkerGroup::Watched> WorkerGroup::watched() const {
-  std::vector<Watched> out;
-  for (const auto& w : workers_) {
-    out.push_back({w->spec.localRank, w->pid, w->exited, w->out->bytesRead() + w->err->bytesRead()});
-  }
-  return out;
-}
-
-void WorkerGroup::takeHung(const HangVerdict& v) {
-  auto it = std::find_if(workers_.begin(), workers_.end(),
-                         [&](const auto& w) { return w->spec.localRank == v.localRank; });
-  if (it == workers_.end() || (*it)->exited || (*it)->hang) return;
-  Worker& w = **it;
-  w.hang = v;
-  w.failureSeq = takeFailureNumber();
-  w.collecting = true;
-  const bool python = isPythonProcess(v.target);
-  logger("agent")->warn("worker rank {} (local {}, pid {}) hangs: {}; taking the stacks of pid {} "
-                        "({})", w.spec.globalRank, w.spec.localRank, w.pid, v.reason, v.target,
-                        python ? "Python: SIGABRT, faulthandler prints them" : "gdb");
-  if (!python) {
-    // Frozen first: gdb reads symbols for seconds before it attaches, and a peer ended meanwhile
-    // (on another node, say) would turn the wait in its stack into an exit.
-    ::kill(v.target, SIGSTOP);
-    stacks_->collectNative(v.target, [this, &w](const std::string& text) { finishHang(w, text); });
-    return;
-  }
-  w.err->beginCapture();
-  if (abortForStacks(v.target)) {
-    awaitPythonDump(w);
-  } else {
-    finishHang(w, "no stacks: pid " + std::to_string(v.target) + " is gone\n");
-  }
-}
-
-// The dump is complete when the aborted process is gone (its pidfd turns readable), or at the bound.
-void WorkerGroup::awaitPythonDump(Worker& w) {
-  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, w.hang->target, 0));
-  w.dumpBound = std::make_unique<boost::asio::steady_timer>(io_, settings_.hang.stackBound);
-  // A completion already queued runs even after its timer or descriptor is gone: `alive` tells.
-  std::weak_ptr<int> alive = alive_;
-  w.dumpBound->async_wait([this, &w, alive](const boost::system::error_code& ec) {
-    if (!ec && !alive.expired()) {
-      finishHang(w, w.err->endCapture() + "(no complete dump within the bound)\n");
-    }
-  });
-  if (pidfd < 0) return;  // gone already, or no pidfds: the bound ends the wait
-  w.dumpWait = std::make_unique<boost::asio::posix::stream_descriptor>(io_, pidfd);
-  w.dumpWait->async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                         [this, &w, alive](const boost::system::error_code& ec) {
-                           if (!ec && !alive.expired()) finishHang(w, w.err->endCapture());
-                         });
-}
-
-void WorkerGroup::finishHang(Worker& w, const std::string& text) {
-  if (!w.collecting) return;
-  w.collecting = false;
-  boost::system::error_code ignored;
-  if (w.dumpBound) w.dumpBound->cancel();
-  if (w.dumpWait) w.dumpWait->close(ignored);
-  w.stacksFile = logs_.workerDir(generation_, w.spec.localRank) + "/stacks.txt";
-  std::ofstream file(w.stacksFile, std::ios::trunc);
-  file << "# " << w.hang->reason << "\n" << text;
-  if (!file.flush()) w.stacksFile.clear();
-  w.stacks = trimStacks(w.dumpBound ? cleanPythonDump(text) : text, kShownStackLines, w.stacksFile);
-  w.waitsForPeer = waitsForPeer(text);
-  logger("agent")->warn("stacks of worker rank {} (pid {}){}:\n{}", w.spec.globalRank,
-                        w.hang->target, w.stacksFile.empty() ? "" : ", whole in " + w.stacksFile,
-                        w.stacks);
-  w.pendingEnd = true;
-  endHungWorkers();
-}
-
-// Hung workers are ended together once every one's stacks are taken: ending one first would make
-// the collectives of the others fail while gdb still reads their stacks.
-void WorkerGroup::endHungWorkers() {
-  if (std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->collecting; })) {
-    return;
-  }
-  for (auto& w : workers_) {
-    if (!w->pendingEnd) continue;
-    w->pendingEnd = false;
-    if (w->exited) continue;
-    if (w->hang->signal == 0) {
-      ::killpg(w->pid, SIGKILL);
-    } else {
-      ::kill(w->hang->target, w->hang->signal);  // the timer's signal to its process, as torch
-      ::kill(w->hang->target, SIGCONT);           // it was frozen for gdb
-    }
-  }
 }
 
 }  // namespace ddp
