@@ -89,13 +89,11 @@ def draw(results, cores, args, path):
                  ha="center", fontsize=10)
     ax2.axhline(100, ls="--", color="#7f8c8d")
     ax2.set_xticks(list(pos), [str(n) for n in ns])
-    ax2.set_xlabel("workers (N)")
+    ax2.set_xlabel("workers (N)" + ("; red, hatched: oversubscribed (more workers than the %d cores)"
+                                    % cores if any(over) else ""))
     ax2.set_ylabel("efficiency (%)")
     ax2.set_ylim(0, max(115, max(100 * r["efficiency"] for r in results) + 15))
     ax2.set_title("Scaling efficiency = speed at N / (N x speed at 1)", fontsize=10.5)
-    if any(over):
-        ax2.text(0.98, 0.80, "red, hatched: more workers\nthan the %d cores (oversubscribed)" % cores,
-                 transform=ax2.transAxes, ha="right", va="top", fontsize=9, color="#c0392b")
 
     for r in results:
         xs, ys = zip(*r["loss_curve"])
@@ -104,7 +102,7 @@ def draw(results, cores, args, path):
     ax3.xaxis.set_major_formatter(FuncFormatter(lambda x, _: "%gk" % (x / 1000) if x else "0"))
     ax3.set_xlabel("samples seen (all workers)")
     ax3.set_ylabel("training loss (mean over ranks)")
-    ax3.set_title("Loss (same lr: a larger N takes larger steps)", fontsize=10.5)
+    ax3.set_title("Loss (N x %d samples per step, same lr)" % args.batch, fontsize=10.5)
     ax3.grid(alpha=0.3)
     ax3.legend(fontsize=9)
 
