@@ -15,8 +15,10 @@
 #include "launcher/failure_summary.hpp"
 #include "launcher/job_summary.hpp"
 #include "launcher/log_layout.hpp"
+#include "launcher/preflight.hpp"
 #include "launcher/rendezvous_setup.hpp"
 #include "launcher/restart_policy.hpp"
+#include "launcher/agent_status.hpp"
 #include "launcher/supervisor.hpp"
 #include "launcher/worker_env_builder.hpp"
 #include "rendezvous/base/logging.hpp"
@@ -94,6 +96,10 @@ class Agent {
   using Step = std::variant<Rejoin, Exit>;
 
   Step runGeneration(const RendezvousResult& round);
+  // The round ended before this node started its workers (`when`: at which step).
+  Step endedBeforeStart(const RendezvousResult& round, const RendezvousEvent& event,
+                        const char* when);
+  int preflightFailed(const RendezvousResult& round, const std::string& line);
   std::variant<WorkerStoreAddress, RoundEnded> prepareWorkerStore(const RendezvousResult& round);
   Step follow(const RendezvousResult& round, const GenerationOutcome& outcome);
   Decision perform(const Decision& d, const RendezvousResult& round,
@@ -122,7 +128,9 @@ class Agent {
   std::unique_ptr<Rendezvous> rdzv_;
   std::unique_ptr<StoreServerThread> workerStore_;
   WorkerEnvBuilder envBuilder_;
+  Preflight preflight_;
   Supervisor supervisor_;
+  AgentStatus status_;  // what the status pages show of this node, and --http-port
 };
 
 Agent::Agent(const LaunchConfig& config)
@@ -135,6 +143,7 @@ Agent::Agent(const LaunchConfig& config)
       advertisedAddr_(advertisedAddress(config, rdzvStore_, host_)),
       settings_(rendezvousSettingsFrom(config, runId_)),
       envBuilder_(config, runId_, currentEnvironment()),
+      preflight_(preflightSettingsFrom(config, host_, advertisedAddr_), processEnv),
       supervisor_(groupSettings(config, host_), config.signalsToHandle,
                   config.explicitOptions.contains("signals_to_handle")) {
   NodeDescriptor self;
@@ -146,6 +155,7 @@ Agent::Agent(const LaunchConfig& config)
   self.role = config.role;
   self.order = config.nodeOrder.value_or(-1);
   rdzv_ = makeRendezvous(*rdzvStore_.store, settings_, self, rdzvStore_.connectHeartbeat);
+  status_.start(config, runId_, host_, rdzvStore_.connectHeartbeat, supervisor_);
   if (envBuilder_.ompThreadsDefaulted()) {
     log_->info("OMP_NUM_THREADS=1 for each worker (it is unset and there are {} workers per node)",
                config.nprocPerNode);
@@ -180,6 +190,7 @@ int Agent::run() {
 // Leaves the rendezvous at the end of the job. The agent hosting the rendezvous store keeps it up
 // until every other node made its last call, so nobody is cut off mid-call.
 void Agent::leaveJob() {
+  status_.finish();  // before the last agent deletes the job's keys
   rdzv_->leave();
   if (rdzvStore_.server) rdzv_->awaitOthersLeft(config_.rdzv.closeTimeout);
 }
@@ -201,18 +212,40 @@ std::variant<WorkerStoreAddress, RoundEnded> Agent::prepareWorkerStore(
   return WorkerStoreAddress{advertisedAddr_, workerStore_->port()};
 }
 
+Agent::Step Agent::endedBeforeStart(const RendezvousResult& round, const RendezvousEvent& event,
+                                    const char* when) {
+  log_->info("generation {} ended {} ({})", round.generation, when, event.detail);
+  status_.beginGeneration(round, 0);
+  GenerationOutcome outcome;
+  outcome.kind = OutcomeKind::kRendezvousEvent;
+  outcome.event = event;
+  return follow(round, outcome);
+}
+
+// Strict preflight failed the round: every node stops, saying which check failed where.
+int Agent::preflightFailed(const RendezvousResult& round, const std::string& line) {
+  log_->error("preflight failed in generation {}, no worker started: {}", round.generation, line);
+  workerStore_.reset();
+  leaveJob();
+  return kPreflightFailedExitCode;
+}
+
 Agent::Step Agent::runGeneration(const RendezvousResult& round) {
   auto prepared = prepareWorkerStore(round);
   if (auto* ended = std::get_if<RoundEnded>(&prepared)) {
-    // The round ended (a peer lost, a scale-up) before node rank 0 published its worker store.
-    log_->info("generation {} ended before its worker store was published ({})",
-               round.generation, ended->event.detail);
-    GenerationOutcome outcome;
-    outcome.kind = OutcomeKind::kRendezvousEvent;
-    outcome.event = ended->event;
-    return follow(round, outcome);
+    // A peer lost, a scale-up: before node rank 0 published its worker store.
+    return endedBeforeStart(round, ended->event, "before its worker store was published");
   }
   const auto& store = std::get<WorkerStoreAddress>(prepared);
+  status_.beginGeneration(round, workerStore_ ? workerStore_->port() : 0);
+  const PreflightOutcome checked =
+      blocking([&] { return preflight_.run(*rdzv_, round, store.addr, store.port); });
+  if (auto* ended = std::get_if<RoundEnded>(&checked)) {
+    return endedBeforeStart(round, ended->event, "during its preflight checks");
+  }
+  if (auto* failed = std::get_if<PreflightFailed>(&checked)) {
+    return Exit{preflightFailed(round, failed->line)};
+  }
   logs_.beginGeneration(round.generation, round.nodeRank);
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < config_.nprocPerNode; ++lr) {
@@ -268,6 +301,7 @@ Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome
   Decision d = decide(inputFor(outcome, round));
   while (true) {
     log_->debug("generation {}: {}", round.generation, d.why);
+    status_.generationEnded(outcome, d, last);
     switch (d.action) {
       case Action::kRejoin:
         if (last.kind == RendezvousEventKind::kPeerLost && last.lostRank == round.nodeRank) {
@@ -288,6 +322,7 @@ Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome
         if (last.kind == RendezvousEventKind::kStoreLost) {
           log_->error("lost the rendezvous store: {}", last.detail);
         }
+        status_.finish();
         if (d.leave) rdzv_->leave();
         return Exit{d.exitCode};
       default:

@@ -173,6 +173,11 @@ void resolveLogs(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
     c.logPrefix = fromTorchTemplate(*torchTemplate);
   }
   c.logLevel = r.get<std::string>("log_level", detail::parseLogLevel).value_or(c.logLevel);
+  c.preflight = r.get<PreflightMode>("preflight", [](auto& s) {
+                   const std::string mode = oneOf(s, {"warn", "strict", "off"});
+                   return mode == "off" ? PreflightMode::kOff
+                          : mode == "strict" ? PreflightMode::kStrict : PreflightMode::kWarn;
+                 }).value_or(c.preflight);
   c.eventLogHandler = r.text("event_log_handler").value_or(c.eventLogHandler);
   c.logsSpecs = r.text("logs_specs").value_or("");
   c.duplicateStdoutFilters = detail::parseFilterList(r.text("duplicate_stdout_filters").value_or(""));
@@ -195,6 +200,13 @@ void resolveHang(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
                    }).value_or(c.hangTimeout);
   c.fileTimer = getenv("TORCHELASTIC_ENABLE_FILE_TIMER").value_or("") == "1";
   c.timerFile = getenv("TORCHELASTIC_TIMER_FILE").value_or("");
+}
+
+void resolveStatus(Resolver& r, LaunchConfig& c) {
+  c.httpPort = r.get<int>("http_port", [](const std::string& s) {
+                  return s == "auto" ? LaunchConfig::kHttpPortAuto : intIn(s, 0, 65535);
+                }).value_or(c.httpPort);
+  if (auto host = r.text("http_host"); host && !host->empty()) c.httpHost = *host;
 }
 
 void resolveEntry(Resolver& r, LaunchConfig& c, const detail::RawArgs& raw, const EnvLookup& getenv) {
@@ -239,6 +251,7 @@ LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLoo
   resolveLogs(resolver, config, getenv);
   resolveSignals(resolver, config);
   resolveHang(resolver, config, getenv);
+  resolveStatus(resolver, config);
   resolveEntry(resolver, config, raw, getenv);
   if (!config.standalone) applyEnvironmentDetection(config, getenv);  // --standalone: one node
   detail::applyStandalone(config, raw.values.contains("standalone") ? "--standalone" : "PET_STANDALONE");

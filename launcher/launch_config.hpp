@@ -41,6 +41,10 @@ enum class EntrypointKind {
   kProgram,       // --no-python, or a non-.py program: run as given (PATH lookup by the spawner)
 };
 
+// --preflight: off (no checks, no store traffic), warn (print the table and flags, go on), strict
+// (a flag fails the round on every node; preflight.hpp).
+enum class PreflightMode { kOff, kWarn, kStrict };
+
 // A resolved rendezvous endpoint: host without brackets, port (0 = a free port, standalone).
 struct Endpoint {
   std::string host;
@@ -157,6 +161,16 @@ struct LaunchConfig {
   std::string logLevel = "info";
   // --no-slurm: ignore SLURM_* even inside a Slurm step.
   bool noSlurm = false;
+  // --preflight (DDP_PREFLIGHT): the checks at each rendezvous round before workers start.
+  PreflightMode preflight = PreflightMode::kWarn;
+
+  // Status pages (README "Status page and metrics").
+  // --http-port: port of this agent's /, /status and /metrics; 0 = none, kHttpPortAuto = a free
+  // port (the agent logs the address either way).
+  static constexpr int kHttpPortAuto = -1;
+  int httpPort = 0;
+  // --http-host: the address they listen on (loopback unless the user opens them wider).
+  std::string httpHost = "127.0.0.1";
 
   // The command to run for each worker: argv[0] resolved (python -u [-m] script, or the program),
   // then the user's arguments. ${local_rank} is substituted per worker by the launcher.

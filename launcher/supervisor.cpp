@@ -93,6 +93,7 @@ void Supervisor::onSignal(const ReceivedSignal& s) {
 
 void Supervisor::onWorkerExit(int localRank) {
   if (monitor_ != nullptr) monitor_->onWorkerExit(localRank);
+  if (observer_) observer_(group_->states());
   if (group_->stopping()) return;
   if (group_->allSucceeded()) {
     finish(OutcomeKind::kSucceeded);
@@ -150,6 +151,7 @@ GenerationOutcome Supervisor::runGeneration(std::vector<WorkerSpec> specs, const
   std::optional<HangMonitor> monitor;  // destroyed before the group
   if (settings_.hang.enabled()) monitor.emplace(io_, group, settings_.hang, timerServer_.get());
   monitor_ = monitor ? &*monitor : nullptr;
+  if (observer_) observer_(group.states());
   if (pendingSignal_) {  // arrived before the start
     const ReceivedSignal early = *pendingSignal_;
     pendingSignal_.reset();

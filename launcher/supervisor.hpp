@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -89,6 +90,11 @@ class Supervisor {
 
   boost::asio::io_context& io() { return io_; }
 
+  // Called on the agent's thread with every worker's state when a generation's workers started
+  // and after each exit (the status pages); must not block.
+  using WorkerObserver = std::function<void(const std::vector<WorkerState>&)>;
+  void observeWorkers(WorkerObserver observer) { observer_ = std::move(observer); }
+
  private:
   void onSignal(const ReceivedSignal& s);
   void onWorkerExit(int localRank);
@@ -108,6 +114,7 @@ class Supervisor {
   std::optional<ReceivedSignal> pendingSignal_;
   std::unique_ptr<FileTimerServer> timerServer_;  // with hang detection
   HangMonitor* monitor_ = nullptr;                 // the running generation's
+  WorkerObserver observer_;
 };
 
 template <class F, class OnSignal>

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "trainer/train_config.hpp"
@@ -32,7 +33,9 @@ struct RunContext {
   int hangRank = -1;        // ... on this rank, generation 0 only (hang detection tests)
   // Called after every optimizer step with the steps done so far (train: worker_runtime's
   // reportProgress, for ddprun's hang detection). May be empty.
-  std::function<void(int64_t step)> onStep;
+  std::function<void(int64_t step)> onStep{};
+  // Rank 0: where its metric points go for the status page (MetricsSink::publishTo); may be empty.
+  std::function<void(const std::string& point)> publishPoint{};
 };
 
 struct TrainResult {

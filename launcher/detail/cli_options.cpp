@@ -105,6 +105,18 @@ std::vector<OptionSpec> buildTable() {
                        "output and no CPU time) is a failure of that worker; its stacks are taken first "
                        "(off unless given; at least 1 s)", "Hang detection"),
               {"DDP_HANG_TIMEOUT"}),
+      withEnv(torchOpt("preflight", false, "warn|strict|off",
+                       "checks at every rendezvous round before workers start (versions, clocks, GPUs, "
+                       "the worker store's port from every node), one table on node rank 0; strict: a "
+                       "flag fails the round on every node (exit 4) (default warn)", "Diagnostics"),
+              {"DDP_PREFLIGHT"}),
+      withEnv(torchOpt("http_port", false, "PORT|auto|0",
+                       "serve this job's status page, /status and /metrics on PORT (auto: a free "
+                       "port; the address is logged) (default 0: off)", "Status"),
+              {"DDP_HTTP_PORT"}),
+      withEnv(torchOpt("http_host", false, "ADDR",
+                       "address the status pages listen on (default 127.0.0.1)", "Status"),
+              {"DDP_HTTP_HOST"}),
       withEnv(torchOpt("dry_run", true, "",
                        "print the resolved configuration (flags, PET_*, Slurm) as JSON and exit 0", "Diagnostics"),
               {}),
@@ -246,7 +258,8 @@ std::string formatHelp() {
   out << "\nOther:\n  -h, --help\n      show this help and exit\n  --version\n      print the version and exit\n"
          "\nExit status: 0 when every worker succeeded; the root-cause worker's exit code (128+signal\n"
          "when a signal killed it) when the job failed; 128+S when ddprun got signal S; 1 when the\n"
-         "rendezvous failed; 127 when a worker could not be started; 2 for a usage error.\n";
+         "rendezvous failed; 4 when --preflight=strict failed the round; 127 when a worker could not be\n"
+         "started; 2 for a usage error.\n";
   return out.str();
 }
 

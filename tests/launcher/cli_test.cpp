@@ -426,3 +426,15 @@ TEST_CASE("--hang-timeout: off by default, seconds or ms, at least 1 s; torch's 
   CHECK(timer.timerFile == "/tmp/wd");
   CHECK_FALSE(parse({"x"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "true"}}).fileTimer);
 }
+
+TEST_CASE("--preflight: warn by default, DDP_PREFLIGHT, bad values named", "[cli][preflight]") {
+  CHECK(parse({"x"}).preflight == ddp::PreflightMode::kWarn);
+  CHECK(parse({"--preflight=strict", "x"}).preflight == ddp::PreflightMode::kStrict);
+  CHECK(parse({"--preflight", "off", "x"}).preflight == ddp::PreflightMode::kOff);
+  CHECK(parse({"x"}, {{"DDP_PREFLIGHT", "strict"}}).preflight == ddp::PreflightMode::kStrict);
+  CHECK(parse({"--preflight=warn", "x"}, {{"DDP_PREFLIGHT", "off"}}).preflight ==
+        ddp::PreflightMode::kWarn);
+  CHECK_THAT(errorOf({"--preflight=loud", "x"}),
+             Catch::Contains("--preflight 'loud'") && Catch::Contains("warn, strict, off"));
+  CHECK_THAT(errorOf({"x"}, {{"DDP_PREFLIGHT", "on"}}), Catch::Contains("DDP_PREFLIGHT 'on'"));
+}
