@@ -97,12 +97,13 @@ void HangMonitor::sample(Clock::time_point now) {
   for (const auto& w : group_.watched()) {
     const auto lr = static_cast<std::size_t>(w.localRank);
     if (lr >= samples_.size() || !watch_.needsSampling(w.localRank)) continue;
-    Sample next{treeCpuTicks(w.pid), w.outputBytes, now};
+    Sample next{treeCpuTicks(w.pid), treeRunDelayNs(w.pid), w.outputBytes, now};
     Sample& last = samples_[lr];
     if (last.cpu) {  // else the first sample: a baseline
       const double wall = std::chrono::duration<double>(now - last.at).count();
       const double cpu = next.cpu ? double(*next.cpu - std::min(*next.cpu, *last.cpu)) / ticksPerSecond : 0;
-      if (next.output != last.output || cpu >= kBusyShare * wall) watch_.activity(w.localRank, now);
+      const double waited = double(next.waitNs - std::min(next.waitNs, last.waitNs)) / 1e9;
+      if (next.output != last.output || cpu + waited >= kBusyShare * wall) watch_.activity(w.localRank, now);
     }
     last = next;
   }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -58,6 +59,21 @@ std::optional<uint64_t> treeCpuTicks(pid_t root) {
   for (pid_t p : below) {
     const std::string s = statFields(p);
     total += field(s, 14).value_or(0) + field(s, 15).value_or(0);
+  }
+  return total;
+}
+
+uint64_t treeRunDelayNs(pid_t root) {
+  std::vector<pid_t> procs{root};
+  addDescendants(root, procs, 0);
+  uint64_t total = 0;
+  std::error_code ec;
+  for (pid_t p : procs) {
+    for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(p) + "/task", ec)) {
+      std::ifstream in(task.path() / "schedstat");
+      uint64_t onCpu = 0, waiting = 0;
+      if (in >> onCpu >> waiting) total += waiting;
+    }
   }
   return total;
 }

@@ -17,6 +17,12 @@ namespace ddp {
 // Non-blocking.
 std::optional<uint64_t> treeCpuTicks(pid_t root);
 
+// Time (ns) the threads of `root` and of every live process below it have spent runnable but
+// waiting for a CPU (/proc/<pid>/task/<tid>/schedstat, run_delay). A worker starved of CPU on a
+// loaded machine accrues this instead of CPU time; a blocked one accrues neither. 0 when unreadable
+// (a kernel without schedstats). Non-blocking.
+uint64_t treeRunDelayNs(pid_t root);
+
 // True when `pid` is `worker`, in the worker's process group, or below it (its parent chain
 // reaches the worker). Non-blocking.
 bool belongsToWorker(pid_t pid, pid_t worker);
