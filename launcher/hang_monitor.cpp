@@ -91,6 +91,10 @@ void HangMonitor::onRequest(const FileTimerRequest& r) {
 // Python and torch keep a few background threads that wake now and then (a clock tick every
 // second or two), which must not count as progress.
 constexpr double kBusyShare = 0.1;
+// A worker whose threads waited for a CPU at least this share of the time is starved, not hung (a
+// torch import behind 20 runnable processes on 2 cores gets under a tenth of a core). Blocked
+// workers' threads also wait after each wake-up: up to a tenth of the time measured at load 23.
+constexpr double kStarvedShare = 0.5;
 
 void HangMonitor::sample(Clock::time_point now) {
   static const double ticksPerSecond = static_cast<double>(::sysconf(_SC_CLK_TCK));
@@ -103,7 +107,8 @@ void HangMonitor::sample(Clock::time_point now) {
       const double wall = std::chrono::duration<double>(now - last.at).count();
       const double cpu = next.cpu ? double(*next.cpu - std::min(*next.cpu, *last.cpu)) / ticksPerSecond : 0;
       const double waited = double(next.waitNs - std::min(next.waitNs, last.waitNs)) / 1e9;
-      if (next.output != last.output || cpu + waited >= kBusyShare * wall) watch_.activity(w.localRank, now);
+      const bool busy = cpu >= kBusyShare * wall || waited >= kStarvedShare * wall;
+      if (next.output != last.output || busy) watch_.activity(w.localRank, now);
     }
     last = next;
   }

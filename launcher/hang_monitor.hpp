@@ -6,8 +6,8 @@
 //   * output and CPU time of workers that never beat, sampled on a tick of --hang-timeout / 4
 //     (0.1 to 1 s) — /proc is read only then, and only while such a worker runs. New output, or
 //     CPU time grown by at least a tenth of a core since the last sample, is activity (less is the
-//     housekeeping of idle runtime threads); time spent runnable but waiting for a CPU counts as
-//     CPU time (a worker starved on a loaded machine wants to run: it is not hung);
+//     housekeeping of idle runtime threads); so is waiting for a CPU at least half the time (a
+//     worker starved on a loaded machine wants to run: it is not hung);
 // and hands each verdict to WorkerGroup::takeHung (stacks, then the end of the worker). One
 // steady_timer on the io_context, armed for the next deadline or sample: nothing polls, and with
 // no deadline pending nothing runs. Verdicts that fall due while the group is being stopped are
