@@ -76,6 +76,7 @@ FLAG_VALUES = {
     "--shutdown-timeout": lambda b, s: seconds(b["shutdown_timeout_ms"]),
     "--hang-timeout": lambda b, s: b["hang_timeout_ms"] != 0 or b["file_timer"],
     "--virtual-local-rank": lambda b, s: b["virtual_local_rank"],
+    "--numa-binding": lambda b, s: b["numa_binding"] is not None,
     "--no-slurm": lambda b, s: b["no_slurm"],
     "--log-level": lambda b, s: b["log_level"],
     "--preflight": lambda b, s: b["preflight"],
