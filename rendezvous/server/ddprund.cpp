@@ -51,6 +51,7 @@ int runDdprund(const DdprundOptions& options) {
   serverOptions.port = options.port;
   serverOptions.limits = options.limits;
   serverOptions.maxConnections = options.maxConnections;
+  serverOptions.maxMemoryBytes = options.maxMemoryBytes;
   serverOptions.legacyDialect = options.legacyDialect;
   serverOptions.name = "ddprund";
 
@@ -74,6 +75,8 @@ int runDdprund(const DdprundOptions& options) {
     server->stop();
   });
   server->start();
+  log->info("ddprund: memory budget {} MiB (--max-memory{})", server->stats().memoryLimit >> 20,
+            options.maxMemoryBytes == 0 ? ", default" : "");
   std::cout << "listening on " << server->address() << std::endl;
   io.run();
   return kDdprundOk;

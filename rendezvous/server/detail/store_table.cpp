@@ -1,0 +1,72 @@
+#include "rendezvous/server/detail/store_table.hpp"
+
+namespace ddp::detail {
+
+const Blob* StoreTable::find(std::string_view key) const {
+  auto it = values_.find(key);
+  return it == values_.end() ? nullptr : &it->second.value;
+}
+
+bool StoreTable::exists(std::string_view key) const {
+  return values_.find(key) != values_.end() || queues_.find(key) != queues_.end();
+}
+
+std::size_t StoreTable::queueLength(std::string_view key) const {
+  auto it = queues_.find(key);
+  return it == queues_.end() ? 0 : it->second.items.size();
+}
+
+bool StoreTable::put(std::string_view key, Blob value) {
+  auto it = values_.find(key);
+  if (it != values_.end()) {
+    it->second.value = std::move(value);
+    return true;
+  }
+  auto charge = Charge::tryTake(budget_, kTableEntryBytes + key.size());
+  if (!charge) return false;
+  values_.emplace(std::string(key), Entry{std::move(value), std::move(*charge)});
+  keyBytes_ += key.size();
+  return true;
+}
+
+bool StoreTable::append(std::string_view key, std::string_view data) {
+  auto it = values_.find(key);
+  if (it == values_.end()) {
+    auto value = Blob::copy(budget_, data);
+    return value && put(key, std::move(*value));
+  }
+  return it->second.value.append(budget_, data);
+}
+
+bool StoreTable::erase(std::string_view key) {
+  auto it = values_.find(key);
+  if (it == values_.end()) return false;
+  keyBytes_ -= it->first.size();
+  values_.erase(it);
+  return true;
+}
+
+bool StoreTable::queuePush(std::string_view key, Blob value) {
+  auto itemCharge = Charge::tryTake(budget_, kQueueItemBytes);
+  if (!itemCharge) return false;
+  auto it = queues_.find(key);
+  if (it == queues_.end()) {
+    auto charge = Charge::tryTake(budget_, kQueueBytes + key.size());
+    if (!charge) return false;
+    it = queues_.emplace(std::string(key), Queue{{}, std::move(*charge)}).first;
+  }
+  it->second.items.push_back(QueueItem{std::move(value), std::move(*itemCharge)});
+  return true;
+}
+
+std::optional<std::pair<std::size_t, Blob>> StoreTable::queuePop(std::string_view key) {
+  auto it = queues_.find(key);
+  if (it == queues_.end()) return std::nullopt;
+  auto& items = it->second.items;
+  std::pair<std::size_t, Blob> popped{items.size(), std::move(items.front().value)};
+  items.pop_front();
+  if (items.empty()) queues_.erase(it);
+  return popped;
+}
+
+}  // namespace ddp::detail
