@@ -68,7 +68,8 @@ struct ServerStats {
 class StoreServer {
  public:
   // Binds and listens at once (so port() is valid on return). Throws NetworkError naming the
-  // address when the bind fails (e.g. the port is in use). Does not accept until start().
+  // address when the bind fails (e.g. the port is in use), ConfigError when the initial keys do
+  // not fit in the memory budget. Does not accept until start().
   StoreServer(boost::asio::io_context& io, StoreServerOptions options);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;

@@ -76,6 +76,10 @@ class StoreState {
   bool refusedForMemory() const { return refusedForMemory_; }
   MemoryBudget& budget() { return budget_; }
 
+  // Drops every key and queue (the budget then holds only what clients still hold). Every client
+  // must have been disconnected first.
+  void clear() { table_.clear(); }
+
   // Stores `value` at `key` before any client is served (StoreServerOptions::initialKeys).
   // False when the budget cannot hold it.
   bool preset(std::string_view key, std::string_view value);

@@ -69,4 +69,10 @@ std::optional<std::pair<std::size_t, Blob>> StoreTable::queuePop(std::string_vie
   return popped;
 }
 
+void StoreTable::clear() {
+  values_.clear();
+  queues_.clear();
+  keyBytes_ = 0;
+}
+
 }  // namespace ddp::detail

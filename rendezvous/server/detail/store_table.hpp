@@ -1,9 +1,9 @@
 // StoreTable: the data a StoreServer holds — keys with their values, and the queues (a separate
 // namespace, as in torch's libuv server) — every byte of it charged to a MemoryBudget.
 //
-// Every change to the data goes through put(), append(), erase(), queuePush() and queuePop():
-// that is the one place where a journal of mutations (durability) hooks in. A mutation that the
-// budget cannot hold returns false and changes nothing.
+// Every change to the data goes through put(), append(), erase(), queuePush(), queuePop() and
+// clear(): that is the one place where a journal of mutations (durability) hooks in. A mutation
+// that the budget cannot hold returns false and changes nothing.
 //
 // Thread safety: none; the server's io_context thread owns the table.
 #pragma once
@@ -57,6 +57,8 @@ class StoreTable {
   bool queuePush(std::string_view key, Blob value);
   // Pops the front of queue `key`: its length before the pop and the value; nullopt when empty.
   std::optional<std::pair<std::size_t, Blob>> queuePop(std::string_view key);
+  // Drops every key and queue.
+  void clear();
 
  private:
   struct Hash {
