@@ -12,6 +12,7 @@ PACKAGES=(
   clang-14 libfuzzer-14-dev
   # tests: real peers and services
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
+  nftables  # preflight tests: a port blocked inside a network namespace
   stress-ng
 )
 
