@@ -7,8 +7,8 @@
 #   DDP_JOBS           parallel compile jobs (default: the number of CPUs)
 #   DDP_BUILD_TYPE     CMAKE_BUILD_TYPE (default RelWithDebInfo)
 #
-# CMake compiles through ccache when it is installed (DDP_CCACHE, cmake/DdpBuildSpeed.cmake). The last
-# line printed is the time configure + build took.
+# CMake compiles through ccache when it is installed (DDP_CCACHE, cmake/DdpBuildSpeed.cmake).
+# The last line printed is the time configure + build took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${DDP_BUILD_DIR:-build}
