@@ -15,6 +15,7 @@
 #include "trainer/optimizer.hpp"
 #include "trainer/reducer.hpp"
 #include "trainer/sharded_dataset.hpp"
+#include "trainer/shm_allreduce.hpp"
 
 namespace ddp {
 namespace {
@@ -40,8 +41,17 @@ class TrainLoop {
     shape_ = {int(data_->features()), cfg_.hidden, int(data_->classes())};
     model_ = makeModel(resolveDevice(cfg_), shape_, ctx_.localRank, cfg_.bf16);
     optimizer_ = std::make_unique<Optimizer>(*model_, cfg_.optimizer, ctx_.worldSize);
-    reducer_ = std::make_unique<Reducer>(
-        *model_, comm_, ReducerOptions{std::size_t(cfg_.bucketMb * 1024 * 1024)});
+    if (comm_ && cfg_.shmAllreduce && !model_->onDevice()) {
+      ShmAllreduceOptions shm;
+      shm.timeout = std::chrono::milliseconds(int64_t(cfg_.commTimeoutS * 1000));
+      gradComm_ = ShmAllreduce::tryCreate(*comm_, shm);
+    }
+    if (comm_ && ctx_.rank == 0) {
+      logger("trainer")->info("gradient allreduce: {}", gradComm_ ? "shared memory (all ranks on this host)"
+                                                                 : "the communicator");
+    }
+    reducer_ = std::make_unique<Reducer>(*model_, gradComm_ ? gradComm_.get() : comm_,
+                                         ReducerOptions{std::size_t(cfg_.bucketMb * 1024 * 1024)});
     sampler_ = std::make_unique<DistributedSampler>(SamplerOptions{
         int64_t(data_->size()), ctx_.worldSize, ctx_.rank, cfg_.shuffle, cfg_.seed, cfg_.dropLast});
     restoreOrInit();
@@ -75,6 +85,7 @@ class TrainLoop {
   MlpShape shape_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<ShmAllreduce> gradComm_;  // the reducer's, when all ranks share this host
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<DistributedSampler> sampler_;
   std::unique_ptr<MetricsSink> metrics_;
