@@ -15,6 +15,7 @@
 #include "launcher/failure_summary.hpp"
 #include "launcher/job_summary.hpp"
 #include "launcher/log_layout.hpp"
+#include "launcher/numa_setup.hpp"
 #include "launcher/preflight.hpp"
 #include "launcher/rendezvous_setup.hpp"
 #include "launcher/restart_policy.hpp"
@@ -117,6 +118,7 @@ class Agent {
   std::string host_;
   std::string runId_;
   std::shared_ptr<spdlog::logger> log_;
+  NumaSetup numa_;  // resolved before anything else: a bad --numa-binding starts nothing
   LogLayout logs_;
   RendezvousStoreHandle rdzvStore_;
   // MASTER_ADDR when this node has node rank 0 (see advertisedAddress()).
@@ -135,6 +137,7 @@ Agent::Agent(const LaunchConfig& config)
       host_(hostName()),
       runId_(resolveRunId(config)),
       log_(logger("agent")),
+      numa_(setupNumaBinding(config.numaBinding, config.nprocPerNode)),
       logs_(config.logDir, runId_, usesFiles(config.redirects) || usesFiles(config.tee)),
       rdzvStore_(openRendezvousStore(config)),
       advertisedAddr_(advertisedAddress(config, rdzvStore_, host_)),
@@ -152,6 +155,7 @@ Agent::Agent(const LaunchConfig& config)
   self.role = config.role;
   self.order = config.nodeOrder.value_or(-1);
   rdzv_ = makeRendezvous(*rdzvStore_.store, settings_, self, rdzvStore_.connectHeartbeat);
+  for (const auto& line : numa_.lines) log_->info("{}", line);
   status_.start(config, runId_, host_, rdzvStore_.connectHeartbeat, supervisor_);
   if (envBuilder_.ompThreadsDefaulted()) {
     log_->info("OMP_NUM_THREADS=1 for each worker (it is unset and there are {} workers per node)",
@@ -247,6 +251,7 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < config_.nprocPerNode; ++lr) {
     specs.push_back(envBuilder_.build(lr, round, store, logs_.errorFilePath(round.generation, lr)));
+    specs.back().binding = numa_.bindingFor(lr);
   }
   log_->debug("generation {}: node {} of {}, ranks {}..{} of {}, worker store {}:{}",
               round.generation, round.nodeRank, round.nodeCount, round.baseRank,
