@@ -93,12 +93,15 @@ class TrainLoop {
   TrainResult result_;
   std::vector<float> x_;
   std::vector<int32_t> y_;
+  std::vector<int64_t> ids_;
   int64_t totalSteps_ = 0, samplesSinceLog_ = 0, samplesThisRun_ = 0;
   Clock::time_point lastLog_ = Clock::now();
   float lastGradNorm_ = 0;
   std::shared_ptr<float> scratch_;
   double lossSinceLog_ = 0;  // sum of step losses since the last metrics line
   int64_t stepsSinceLog_ = 0;
+  const GradReadyFn gradHook_ = [this](int t) { reducer_->markReady(t); };  // built once
+  const GradReadyFn noHook_;
 };
 
 void TrainLoop::restoreOrInit() {
@@ -176,16 +179,14 @@ float TrainLoop::runStep(const std::vector<int64_t>& list, std::size_t& pos) {
   int64_t samples = 0;
   for (int m = 0; m < micro; ++m) {
     const std::size_t n = std::min(b, list.size() - pos);
-    std::vector<int64_t> ids(list.begin() + std::ptrdiff_t(pos), list.begin() + std::ptrdiff_t(pos + n));
-    x_.resize(n * data_->features());
+    ids_.assign(list.begin() + std::ptrdiff_t(pos), list.begin() + std::ptrdiff_t(pos + n));
+    x_.resize(n * data_->features());  // these three allocate in the first step only
     y_.resize(n);
-    data_->gather(ids, x_.data(), y_.data());
+    data_->gather(ids_, x_.data(), y_.data());
     const bool sync = m == micro - 1;
     const float scale = 1.0f / float(n * std::size_t(ctx_.worldSize) * std::size_t(micro));
     if (sync) reducer_->prepare();
-    GradReadyFn hook;
-    if (sync) hook = [this](int t) { reducer_->markReady(t); };
-    lossSum += model_->trainBatch(x_.data(), y_.data(), int(n), scale, hook);
+    lossSum += model_->trainBatch(x_.data(), y_.data(), int(n), scale, sync ? gradHook_ : noHook_);
     if (sync) reducer_->finish();
     pos += n;
     samples += int64_t(n);
