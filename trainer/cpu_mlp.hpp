@@ -1,7 +1,9 @@
-// CpuMlp: the Model on the host, GEMMs through OpenBLAS (cblas_sgemm), everything in fp32.
+// CpuMlp: the Model on the host, GEMMs through oneDNN's sgemm (builds with libdnnl-dev) or
+// OpenBLAS (cblas_sgemm), everything in fp32.
 //
-// Thread safety: see Model. OpenBLAS may use its own threads inside a GEMM (OPENBLAS_NUM_THREADS
-// / OMP_NUM_THREADS); the launcher sets OMP_NUM_THREADS=1 when several workers share a node.
+// Thread safety: see Model. The GEMM library may use its own threads inside a GEMM (oneDNN:
+// OMP_NUM_THREADS; OpenBLAS: OPENBLAS_NUM_THREADS / OMP_NUM_THREADS); the launcher sets
+// OMP_NUM_THREADS=1 when several workers share a node.
 #pragma once
 
 #include <vector>
