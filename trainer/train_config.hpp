@@ -36,7 +36,7 @@ struct TrainConfig {
   OptimizerConfig optimizer;          // optimizer, lr, momentum, ... (see optimizer.hpp)
   double bucketMb = 25.0;             // DDP bucket size in MiB
   bool shmAllreduce = true;           // CPU: gradient allreduce through shared memory when every
-                                      // rank is on this host (else Gloo)
+                                      // rank is on this node (else Gloo)
   int64_t checkParamsEvery = 0;       // hash-compare parameters across ranks every N steps (0 = off)
   std::string backend = "auto";       // auto | gloo | nccl
   double commTimeoutS = 300.0;        // communicator setup and per-collective budget

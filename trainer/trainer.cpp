@@ -56,7 +56,8 @@ class TrainLoop {
     shape_ = {int(data_->features()), cfg_.hidden, int(data_->classes())};
     model_ = makeModel(resolveDevice(cfg_), shape_, ctx_.localRank, cfg_.bf16);
     optimizer_ = std::make_unique<Optimizer>(*model_, cfg_.optimizer, ctx_.worldSize);
-    if (comm_ && cfg_.shmAllreduce && !model_->onDevice()) {
+    const bool oneNode = ctx_.localWorldSize == 0 || ctx_.localWorldSize == ctx_.worldSize;
+    if (comm_ && cfg_.shmAllreduce && oneNode && !model_->onDevice()) {
       ShmAllreduceOptions shm;
       shm.timeout = std::chrono::milliseconds(int64_t(cfg_.commTimeoutS * 1000));
       gradComm_ = ShmAllreduce::tryCreate(*comm_, shm);
