@@ -83,6 +83,10 @@ int runAgentHost(const HostSpec& spec, int toParent, int fromParent) {
   }
   std::latch parked(spec.count);
   std::latch go(1);
+  // Agent threads stay until every agent of this host returned, so that no thread exits (freeing
+  // its stack) while other agents are still being timed.
+  std::latch returned(spec.count);
+  std::latch release(1);
   std::vector<int64_t> doneNs(static_cast<size_t>(spec.count), 0);
   std::atomic<int32_t> failures{0};
   std::atomic<bool> run{false};
@@ -102,6 +106,8 @@ int runAgentHost(const HostSpec& spec, int toParent, int fromParent) {
         std::fprintf(stderr, "agent %d: next() failed: %s\n", spec.firstAgent + i, e.what());
         ++failures;
       }
+      returned.count_down();
+      release.wait();
     });
   }
   parked.wait();
@@ -111,6 +117,8 @@ int runAgentHost(const HostSpec& spec, int toParent, int fromParent) {
                        readAll(fromParent, &byte, 1);
   run = started;
   go.count_down();  // also when the parent is gone: the threads then end without joining
+  if (started) returned.wait();
+  release.count_down();
   for (auto& t : threads) t.join();
   const int32_t failed = failures.load();
   const int32_t n = spec.count;

@@ -1,6 +1,7 @@
 // The cost of a round: N agents joining one round do O(N) store work in total. Every agent but
 // two reads O(1) bytes in O(1) requests (its own assignment, never the roster of all members);
-// node rank 0 (its watch list) and the closing agent (the join records) read O(N) once.
+// node rank 0 (its watch list) and the closing agent (the join records) read O(N) once. When the
+// last-call leader stops, one backup closes the round, not every agent.
 // Agents are threads over one InMemoryStore, each through its own counting wrapper; heartbeats go
 // through connections of their own, so only next() is counted.
 #include <catch2/catch.hpp>
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <memory>
 
+#include "pausable_store.hpp"
 #include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous/store/prefix_store.hpp"
 #include "rendezvous_harness.hpp"
@@ -74,6 +76,12 @@ struct Cost {
   int64_t totalBytes = 0;
 };
 
+StoreConnector ownConnection(Store& backing) {
+  return [&backing](std::chrono::milliseconds) {
+    return std::make_unique<PrefixStore>("", backing);
+  };
+}
+
 Cost joinRound(int n) {
   InMemoryStore backing;
   std::vector<std::unique_ptr<CountingStore>> stores;
@@ -82,11 +90,9 @@ Cost joinRound(int n) {
   auto settings = fastSettings("cost-" + std::to_string(n), n, n);
   for (int i = 0; i < n; ++i) {
     stores.push_back(std::make_unique<CountingStore>(backing));
-    StoreConnector own = [&backing](std::chrono::milliseconds) {
-      return std::make_unique<PrefixStore>("", backing);
-    };
     agents.push_back(std::make_unique<Agent>(*stores.back(), settings,
-                                             node("host-" + std::to_string(i)), own));
+                                             node("host-" + std::to_string(i)),
+                                             ownConnection(backing)));
     ptrs.push_back(agents.back().get());
   }
   const auto results = joinAll(ptrs);
@@ -122,4 +128,53 @@ TEST_CASE("a round of N agents is O(N) store work; each agent reads O(1)", "[ren
   // In total: linear in N, the closer's and node rank 0's O(N) included.
   CHECK(large.totalRequests <= 16 * 128);
   CHECK(large.totalBytes <= 300 * 128);
+}
+
+TEST_CASE("a stopped last-call leader: the next slot's agent closes the round, nobody else reads "
+          "the join records", "[rendezvous][cost]") {
+  constexpr int kAgents = 12;
+  InMemoryStore backing;
+  auto settings = fastSettings("backup", 2, 32);
+  settings.heartbeatTimeout = 1s;
+  const std::string round = "rdzv/backup/0/r/0/";
+  PausableStore leaderStore(backing);
+  std::vector<std::unique_ptr<CountingStore>> stores;
+  std::vector<std::unique_ptr<Agent>> agents;
+  for (int i = 0; i < kAgents; ++i) {
+    Store& base = i == 1 ? static_cast<Store&>(leaderStore) : backing;
+    stores.push_back(std::make_unique<CountingStore>(base));
+    agents.push_back(std::make_unique<Agent>(*stores.back(), settings, node("n" + std::to_string(i)),
+                                             ownConnection(backing)));
+  }
+  std::vector<std::future<RendezvousResult>> joins;
+  auto start = [&](int i) {
+    joins.push_back(
+        std::async(std::launch::async, [&, i] { return joined(agents[i]->rdzv->next()); }));
+  };
+  // Agent 0 draws slot 1, agent 1 slot 2 (min_nodes: the leader); the leader then stops.
+  start(0);
+  backing.wait({round + "node/1"}, 5s);
+  start(1);
+  backing.wait({round + "node/2"}, 5s);
+  leaderStore.pause();
+  for (int i = 2; i < kAgents; ++i) {
+    start(i);
+    backing.wait({round + "node/" + std::to_string(i + 1)}, 5s);
+  }
+  // The agent of slot 3 takes over one heartbeat_timeout after the last call; the round forms
+  // with every record, the stopped leader's too.
+  std::vector<RendezvousResult> results(kAgents);
+  for (int i = 0; i < kAgents; ++i) {
+    if (i == 1) continue;
+    REQUIRE(joins[i].wait_for(20s) == std::future_status::ready);
+    results[i] = joins[i].get();
+    CHECK(results[i].nodeCount == kAgents);
+  }
+  leaderStore.resume();
+  results[1] = joins[1].get();
+  checkConsistent(results);
+  CHECK(backing.get(round + "closer").rfind("n2/", 0) == 0);  // slot 3: the first backup
+  int readers = 0;
+  for (const auto& store : stores) readers += store->bytesRead() > 400 ? 1 : 0;
+  CHECK(readers <= 2);  // the closer, and node rank 0 (its watch list); not every agent
 }

@@ -19,6 +19,15 @@ std::chrono::milliseconds progressEvery(const RendezvousSettings& s) {
                                                std::chrono::seconds(5));
 }
 
+// How often a waiting agent that is not the last-call leader looks at its round (the header says
+// why): about twice per heartbeatTimeout, at least every progress interval, and never so often
+// that the waiters of a max_nodes round make more than ~1000 looks per second in all.
+std::chrono::milliseconds pollPeriod(const RendezvousSettings& s, std::chrono::milliseconds slice,
+                                     std::chrono::milliseconds heartbeatTimeout) {
+  const auto base = std::min(progressEvery(s), std::max(slice * 4, heartbeatTimeout / 2));
+  return std::max(base, std::chrono::milliseconds(s.maxNodes));
+}
+
 std::string seconds(Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
 }
@@ -37,7 +46,7 @@ RoundJoiner::RoundJoiner(Store& store, const RendezvousSettings& settings,
       node_(self),
       slice_(slice),
       heartbeatTimeout_(effectiveHeartbeatTimeout(settings)),
-      pollEvery_(std::min(progressEvery(settings), std::max(slice * 4, heartbeatTimeout_ / 2))),
+      pollEvery_(pollPeriod(settings, slice, heartbeatTimeout_)),
       closer_(store, settings, closerToken(self, this)),
       log_(logger("rdzv")) {}
 
@@ -139,20 +148,32 @@ Clock::time_point RoundJoiner::considerClosing(const RendezvousKeys& keys, const
   const auto now = Clock::now();
   if (count < settings_.minNodes) {
     minSeenAt = kNever;
-    return now + slice_ * 4;
+    return kNever;
   }
   if (minSeenAt == kNever) minSeenAt = now;
-  // The leader closes after the last call; the others only if it seems gone (one more
-  // heartbeatTimeout). Both apply the closing rule; the leader tracks it from the start, so
-  // that the silence of a previous member is timed from the first look.
+  // The leader closes after the last call; the others only if it seems gone, one after the
+  // other (backupRank). All apply the closing rule; the leader tracks it from the start, so that
+  // the silence of a previous member is timed from the first look.
   const bool leader = a.slot == settings_.minNodes;
+  const int64_t joined = std::min<int64_t>(count, settings_.maxNodes);
   const auto closeAt =
-      minSeenAt + settings_.lastCallTimeout + (leader ? Clock::duration::zero() : heartbeatTimeout_);
+      minSeenAt + settings_.lastCallTimeout + heartbeatTimeout_ * backupRank(a.slot, joined);
   if (!leader && now < closeAt) return closeAt;
   lastReadiness_ = closer_.readiness(keys, a.g, count);
   if (now < closeAt) return closeAt;
   if (lastReadiness_.ready) closer_.tryClose(keys, a.g);
   return now + slice_;
+}
+
+int64_t RoundJoiner::backupRank(int64_t slot, int64_t joined) const {
+  // Slots after the leader's, cyclically over the joined slots (1, 2, ...); a late agent last.
+  // Only the first kBackups take over one heartbeatTimeout apart; everybody else waits for one
+  // more, so that a dead leader makes O(1) agents, not all N, read the join records and the
+  // previous roster.
+  const int64_t leaderSlot = settings_.minNodes;
+  int64_t b = slot == 0 ? joined : (slot - leaderSlot + joined) % std::max<int64_t>(joined, 1);
+  if (slot == leaderSlot) b = 0;
+  return std::min<int64_t>(b, kBackups + 1);
 }
 
 RoundJoiner::Wait RoundJoiner::withdraw(const RendezvousKeys& keys, const Attempt& a) {

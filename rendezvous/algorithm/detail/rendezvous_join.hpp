@@ -7,8 +7,10 @@
 // draws slot maxNodes closes the round at once; the agent that draws slot minNodes (the last-call
 // leader) closes it once lastCallTimeout passed and the closing rule of rendezvous_close.hpp holds
 // (every member of the previous formed round is back or gone), unless the maxNodes-th agent did
-// first. If the leader dies or withdraws, any member that has seen minNodes joins for
-// lastCallTimeout + heartbeatTimeout applies the same rule; if the closing agent dies before
+// first. If the leader dies or withdraws, the agents of the next slots (cyclically) take over one
+// after the other: the k-th applies the same rule once it has seen minNodes joins for
+// lastCallTimeout + k x heartbeatTimeout (k = 1..3; every other agent at k = 4, so that a dead
+// leader costs O(1) agents' reading of the join records, not N); if the closing agent dies before
 // publishing, the waiting agents abandon the round after 2 x heartbeatTimeout (r/<g>/end) and
 // join the next one.
 //
@@ -22,9 +24,11 @@
 // is a member after all. Either way it is a member of no round it did not see formed.
 //
 // Between looks at the round a waiting agent reads nothing but its one key: the last-call leader
-// looks every 4 slices, every other agent every pollEvery = min(progress interval, max(4 slices,
-// heartbeatTimeout / 2)) — for a job that ended meanwhile, an abandoned round, a closer that
-// died, the leader's take-over. So N waiting agents cost O(N) store requests per pollEvery.
+// looks every 4 slices, every other agent every pollEvery = max(min(progress interval, max(4
+// slices, heartbeatTimeout / 2)), max_nodes x 1 ms) — for a job that ended meanwhile, an abandoned
+// round, a closer that died, the leader's take-over, progress logs. So N waiting agents cost O(N)
+// store requests per pollEvery (5 each), at most ~1000 looks per second in all however large the
+// job; a round that closes in less than pollEvery costs no look at all.
 // While waiting it logs at info every few seconds what it waits for and how long is left.
 //
 // Thread safety: one join at a time (the agent's thread).
@@ -95,6 +99,10 @@ class RoundJoiner {
   // the agent should look again (the leader's close time, at the latest).
   Clock::time_point considerClosing(const RendezvousKeys& keys, const Attempt& a, int64_t count,
                                     Clock::time_point& minSeenAt);
+  // How many heartbeatTimeouts after the last call the agent holding `slot` takes over closing
+  // (0: the leader), with `joined` slots drawn.
+  int64_t backupRank(int64_t slot, int64_t joined) const;
+  static constexpr int64_t kBackups = 3;
   Wait withdraw(const RendezvousKeys& keys, const Attempt& a);
   void markGone(const RendezvousKeys& keys, const MemberHistory& history);
   // A round closed without this agent (`n` members): scale it up, or wait as a spare.
