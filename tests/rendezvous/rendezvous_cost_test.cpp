@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <memory>
 
 #include "pausable_store.hpp"
@@ -110,6 +111,14 @@ Cost joinRound(int n) {
     c.maxRequests = std::max(c.maxRequests, stores[i]->requests());
     c.maxBytes = std::max(c.maxBytes, stores[i]->bytesRead());
   }
+  // The job ends: every per-agent key (join records, assignments, heartbeats) goes with it.
+  std::vector<std::future<ExitBarrierResult>> exits;
+  for (auto& a : agents) {
+    exits.push_back(std::async(std::launch::async, [&a] { return a->rdzv->exitBarrier(20s); }));
+  }
+  for (auto& e : exits) CHECK(std::holds_alternative<AllSucceeded>(e.get()));
+  for (auto& a : agents) a->rdzv->leave();
+  CHECK(backing.numKeys() == 2);  // inc, ended
   return c;
 }
 
