@@ -10,6 +10,7 @@ PACKAGES=(
   libgloo-dev libopenblas-dev
   # tests: real peers and services
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
+  nftables  # preflight tests: a port blocked inside a network namespace
   stress-ng
 )
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "rendezvous/algorithm/detail/round_records.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp::detail {
@@ -49,6 +50,7 @@ void deleteRound(Store& store, const RendezvousKeys& keys, int64_t g, int maxNod
     store.deleteKey(keys.assignment(g, slot));
     store.deleteKey(keys.heartbeat(g, static_cast<int>(slot - 1)));
   }
+  deleteRoundRecords(store, keys, g, static_cast<size_t>(slots));
   for (const auto& key : keys.roundKeys(g)) store.deleteKey(key);
 }
 
