@@ -60,22 +60,15 @@ DAEMON_PID=$!
 for _ in $(seq 100); do [[ -s "$WORK/port" ]] && break; sleep 0.1; done
 PORT="$(cat "$WORK/port")"
 RESULTS="$WORK/results.jsonl"
+LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 run=0
-
-# CPU time ddprund spent so far (user + system), in ms.
-daemon_cpu_ms() {
-  local stat
-  read -r -a stat < "/proc/$DAEMON_PID/stat"
-  echo $(( (stat[13] + stat[14]) * 1000 / $(getconf CLK_TCK) ))
-}
 
 for n in $NODES; do
   for _ in $(seq "$REPEAT"); do
     run=$((run + 1))
-    before="$(daemon_cpu_ms)"
-    line="$("${AGENT_PREFIX[@]}" "$BUILD/bin/rendezvous_scale" --port "$PORT" --nodes "$n" \
-      --agents-per-process "$AGENTS_PER_PROCESS" --run-id "join-$run")"
-    echo "${line%\}},\"daemon_cpu_ms\":$(( $(daemon_cpu_ms) - before ))}" >> "$RESULTS"
+    "${AGENT_PREFIX[@]}" "$BUILD/bin/rendezvous_scale" --port "$PORT" --nodes "$n" \
+      --agents-per-process "$AGENTS_PER_PROCESS" --daemon-pid "$DAEMON_PID" \
+      --run-id "join-$run" >> "$RESULTS"
   done
 done
 for n in $TORCH_NODES; do
@@ -93,11 +86,12 @@ if [[ "$TORCH_DETECT" == 1 ]]; then
     --watch-s 40 --run-id torch-detect 2>>"$WORK/torch.log" | grep '^{' >> "$RESULTS" || true
 fi
 
-"$PY" - "$RESULTS" "$(nproc)" <<'PYEOF'
+"$PY" - "$RESULTS" "$(nproc)" "$LOAD_BEFORE" <<'PYEOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print(f"\nRendezvous join: N agents on one {sys.argv[2]}-core machine, loopback; median of runs, ms\n")
-print("| agents | ddprun (all joined) | ddprun first / median agent | ddprund CPU | agent processes | torch 1.13 c10d (all joined) |")
+print(f"\nRendezvous join: N agents on one {sys.argv[2]}-core machine, loopback; median of runs, ms "
+      f"(load average before: {sys.argv[3]})\n")
+print("| agents | ddprun (all joined) | ddprun first / median agent | CPU meanwhile: ddprund / agents | agent processes | torch 1.13 c10d (all joined) |")
 print("|---:|---:|---:|---:|---:|---:|")
 ns = sorted({r["nodes"] for r in rows if r["mode"] == "join"})
 for n in ns:
@@ -106,7 +100,7 @@ for n in ns:
     med = lambda key, rs: statistics.median(r[key] for r in rs)
     o = f"{med('join_ms', ours):.0f}" if ours else "—"
     of = f"{med('first_ms', ours):.0f} / {med('median_ms', ours):.0f}" if ours else "—"
-    cpu = f"{med('daemon_cpu_ms', ours):.0f}" if ours else "—"
+    cpu = f"{med('daemon_cpu_ms', ours):.0f} / {med('agents_cpu_ms', ours):.0f}" if ours else "—"
     procs = f"{ours[0]['processes']}" if ours else "—"
     t = "—" if not torch else ("failed/timeout" if torch[0]["join_ms"] is None else f"{torch[0]['join_ms']:.0f}")
     print(f"| {n} | {o} | {of} | {cpu} | {procs} | {t} |")

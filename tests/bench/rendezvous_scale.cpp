@@ -3,7 +3,8 @@
 //
 //   join   : N agents (threads with one TcpStoreClient connection each, spread over processes of
 //            at most --agents-per-process; see rendezvous_scale_host.hpp) call next() at once
-//            (min = max = N); time from "go" until the first, the median and the last returned.
+//            (min = max = N); time from "go" until the first, the median and the last returned,
+//            and the CPU time spent meanwhile by the agent processes and (--daemon-pid) ddprund.
 //   detect : N agents in one round (min = N-1, max = N), one process; one is destroyed without
 //            leave() (as SIGKILL would); time until every survivor saw kPeerLost, and until the
 //            survivors' next round completed, next to the configured heartbeat timeout.
@@ -17,6 +18,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <stdexcept>
@@ -48,6 +50,7 @@ struct Options {
   int keepAliveMs = 5000;
   int lastCallMs = 200;
   std::string runId = "bench";
+  int daemonPid = 0;  // join: ddprund's pid, for its CPU time during the join (0: not measured)
 };
 
 double msSince(Clock::time_point t) {
@@ -89,9 +92,30 @@ Host startHost(const bench::HostSpec& spec) {
   return Host{pid, down[1], up[0]};
 }
 
-// Reads one host's join report; appends its done times (ms after t0). Returns its failures, or -1
-// when it reported nothing.
-int readReport(const Host& h, int64_t t0Ns, std::vector<double>& doneMs) {
+// CPU time (user + system) process `pid` spent so far, in ms; -1 when unknown. Clock-tick
+// granularity (10 ms here).
+double processCpuMs(int pid) {
+  if (pid <= 0) return -1;
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) return -1;
+  char buf[1024] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+  const char* p = std::strrchr(buf, ')');
+  if (n == 0 || p == nullptr) return -1;
+  unsigned long long utime = 0;
+  unsigned long long stime = 0;
+  if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                  &stime) != 2) {
+    return -1;
+  }
+  return static_cast<double>(utime + stime) * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// Reads one host's join report; appends its done times (ms after t0) and adds its CPU time to
+// cpuMs. Returns its failures, or -1 when it reported nothing.
+int readReport(const Host& h, int64_t t0Ns, std::vector<double>& doneMs, double& cpuMs) {
   int32_t failed = 0;
   int32_t n = 0;
   if (!bench::readAll(h.fromChild, &failed, sizeof failed) ||
@@ -99,7 +123,12 @@ int readReport(const Host& h, int64_t t0Ns, std::vector<double>& doneMs) {
     return -1;
   }
   std::vector<int64_t> ns(static_cast<size_t>(n));
-  if (!bench::readAll(h.fromChild, ns.data(), ns.size() * sizeof(int64_t))) return -1;
+  int64_t cpuNs = 0;
+  if (!bench::readAll(h.fromChild, ns.data(), ns.size() * sizeof(int64_t)) ||
+      !bench::readAll(h.fromChild, &cpuNs, sizeof cpuNs)) {
+    return -1;
+  }
+  cpuMs += static_cast<double>(cpuNs) / 1e6;
   for (int64_t t : ns) {
     if (t > 0) doneMs.push_back(static_cast<double>(t - t0Ns) / 1e6);
   }
@@ -121,15 +150,20 @@ int runJoin(const Options& o) {
     connectMs = std::max(connectMs, ms);
   }
   const char go = ready ? 'g' : 'x';
+  const double daemonCpuAtGo = processCpuMs(o.daemonPid);
   const int64_t t0Ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
   for (const Host& h : hosts) bench::writeAll(h.toChild, &go, 1);
   std::vector<double> doneMs;
+  double agentsCpuMs = 0;
   int failures = ready ? 0 : o.nodes;
   for (const Host& h : hosts) {
-    const int failed = ready ? readReport(h, t0Ns, doneMs) : 0;
+    const int failed = ready ? readReport(h, t0Ns, doneMs, agentsCpuMs) : 0;
     failures += failed < 0 ? 1 : failed;
   }
+  // Until the last host reported (slightly after its last agent returned).
+  const double daemonCpuMs =
+      daemonCpuAtGo < 0 ? -1 : processCpuMs(o.daemonPid) - daemonCpuAtGo;
   for (const Host& h : hosts) {
     bench::writeAll(h.toChild, &go, 1);
     ::close(h.toChild);
@@ -143,9 +177,10 @@ int runJoin(const Options& o) {
   }
   std::sort(doneMs.begin(), doneMs.end());
   std::printf("{\"mode\":\"join\",\"impl\":\"ddprun\",\"nodes\":%d,\"join_ms\":%.1f,"
-              "\"first_ms\":%.1f,\"median_ms\":%.1f,\"connect_ms\":%.1f,\"processes\":%zu}\n",
+              "\"first_ms\":%.1f,\"median_ms\":%.1f,\"connect_ms\":%.1f,\"processes\":%zu,"
+              "\"agents_cpu_ms\":%.0f,\"daemon_cpu_ms\":%.0f}\n",
               o.nodes, doneMs.back(), doneMs.front(), doneMs[doneMs.size() / 2], connectMs,
-              hosts.size());
+              hosts.size(), agentsCpuMs, daemonCpuMs);
   return 0;
 }
 
@@ -224,6 +259,8 @@ int main(int argc, char** argv) {
   app.add_option("--keep-alive-ms", o.keepAliveMs, "keep-alive interval");
   app.add_option("--last-call-ms", o.lastCallMs, "detect: last-call timeout of the new round");
   app.add_option("--run-id", o.runId, "rendezvous id (use a fresh one per run)");
+  app.add_option("--daemon-pid", o.daemonPid,
+                 "join: ddprund's pid (same machine), to report its CPU time during the join");
   CLI11_PARSE(app, argc, argv);
   ddp::setupLogging("warn");
   try {

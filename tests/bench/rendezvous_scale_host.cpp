@@ -1,5 +1,6 @@
 #include "rendezvous_scale_host.hpp"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -36,6 +37,13 @@ std::vector<std::unique_ptr<ddp::TcpStoreClient>> connectAll(const HostSpec& spe
     clients.push_back(std::make_unique<ddp::TcpStoreClient>(c));
   }
   return clients;
+}
+
+// CPU time of this whole process (every thread), user + system.
+int64_t processCpuNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 }  // namespace
@@ -116,15 +124,18 @@ int runAgentHost(const HostSpec& spec, int toParent, int fromParent) {
   const bool started = writeAll(toParent, &connectMs, sizeof connectMs) &&
                        readAll(fromParent, &byte, 1);
   run = started;
+  const int64_t cpuAtGo = processCpuNs();
   go.count_down();  // also when the parent is gone: the threads then end without joining
   if (started) returned.wait();
+  const int64_t cpuNs = processCpuNs() - cpuAtGo;
   release.count_down();
   for (auto& t : threads) t.join();
   const int32_t failed = failures.load();
   const int32_t n = spec.count;
   const bool reported = started && writeAll(toParent, &failed, sizeof failed) &&
                         writeAll(toParent, &n, sizeof n) &&
-                        writeAll(toParent, doneNs.data(), doneNs.size() * sizeof(int64_t));
+                        writeAll(toParent, doneNs.data(), doneNs.size() * sizeof(int64_t)) &&
+                        writeAll(toParent, &cpuNs, sizeof cpuNs);
   if (reported) readAll(fromParent, &byte, 1);
   agents.clear();
   return reported && failed == 0 ? 0 : 1;

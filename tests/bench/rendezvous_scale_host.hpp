@@ -9,7 +9,8 @@
 // Protocol with the parent over two pipes (binary, host byte order):
 //   host -> parent   double connect_ms, once every agent connected and its thread is parked
 //   parent -> host   one byte: go (every host's agents call next() now)
-//   host -> parent   int32 failures, int32 n, int64 steady-clock ns at which each next() returned
+//   host -> parent   int32 failures, int32 n, int64 steady-clock ns at which each next() returned,
+//                    int64 CPU ns this process spent from go until its last next() returned
 //   parent -> host   one byte: tear down (so that no agent stops heartbeating while others join)
 //
 // Thread safety: runs in a forked child before it starts any thread of its own.
