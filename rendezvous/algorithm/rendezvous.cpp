@@ -148,9 +148,8 @@ NextResult StoreRendezvous::next() {
 NextResult StoreRendezvous::entered(detail::JoinedRound joined, Clock::time_point started) {
   const RendezvousResult& r = joined.result;
   rounds_.enter(r);
-  detail::MonitoredRound round{r.generation, r.nodeRank, {}, *rounds_.keys()};
-  for (const auto& member : r.members) round.hosts.push_back(member.node.host);
-  monitor_.enter(std::move(round));
+  monitor_.enter(detail::MonitoredRound{r.generation, r.nodeRank, self_.host,
+                                        std::move(joined.watched), *rounds_.keys()});
   log_->info("rendezvous '{}' generation {}: node rank {} of {}, ranks {}..{} of world {} ({} ms)",
              settings_.runId, r.generation, r.nodeRank, r.nodeCount, r.baseRank,
              r.baseRank + self_.localWorldSize - 1, r.worldSize,

@@ -15,7 +15,8 @@
 // deleted (rendezvous_keys.hpp has the layout).
 //
 // Requirements met by every implementation (DESIGN.md "Rendezvous algorithm"): O(1) store
-// round-trips per agent per join on the common path; no clock synchronisation; one agent leaving
+// round-trips of O(1) size per agent per join on the common path, O(N) total store work per round
+// (one agent, the closer, does the O(N) part once); no clock synchronisation; one agent leaving
 // never closes the rendezvous for the others; deterministic node ranks (requested ranks honoured).
 //
 // Outcomes are values: how a wait ended (the round ended, the job ended) is returned; exceptions
@@ -79,12 +80,6 @@ struct NodeDescriptor {
   int order = -1;
 };
 
-struct RendezvousMember {
-  int nodeRank = 0;
-  int baseRank = 0;  // global rank of this node's local rank 0
-  NodeDescriptor node;
-};
-
 struct RendezvousResult {
   int64_t generation = 0;  // job-wide; TORCHELASTIC_RESTART_COUNT
   int restartsUsed = 0;    // failure restarts spent from the job budget so far
@@ -94,7 +89,9 @@ struct RendezvousResult {
   int worldSize = 1;       // WORLD_SIZE: sum of localWorldSize over the round's nodes
   int baseRoleRank = 0;    // ROLE_RANK of this node's LOCAL_RANK 0
   int roleWorldSize = 1;   // ROLE_WORLD_SIZE
-  std::vector<RendezvousMember> members;  // ordered by node rank
+  // No roster of the other nodes: each node reads only its own assignment (O(1) per node; the
+  // closing agent computes them all once). MASTER_ADDR comes from the worker store node rank 0
+  // publishes (publishWorkerStore / workerStore).
 };
 
 enum class RendezvousEventKind {
