@@ -279,6 +279,9 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
   }
   const auto& store = std::get<WorkerStoreAddress>(prepared);
   status_.beginGeneration(round, workerStore_ ? workerStore_->port() : 0);
+  // An agent-hosted store: the lowest node ranks say where the store may move (store_failover).
+  const bool agentHosted = rdzvStore_.server != nullptr || failover_.enabled();
+  if (agentHosted) publishStandby(*rdzv_, round, self_);
   const PreflightOutcome checked =
       blocking([&] { return preflight_.run(*rdzv_, round, store.addr, store.port); });
   if (auto* ended = std::get_if<RoundEnded>(&checked)) {
@@ -286,6 +289,13 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
   }
   if (auto* failed = std::get_if<PreflightFailed>(&checked)) {
     return Exit{preflightFailed(round, failed->line)};
+  }
+  if (agentHosted) {
+    auto standbys = blocking([&] { return readStandbys(*rdzv_, round, failoverBound(settings_)); });
+    if (auto* ended = std::get_if<RoundEnded>(&standbys)) {
+      return endedBeforeStart(round, ended->event, "while reading the store's standby list");
+    }
+    failover_.setStandbys(std::get<std::vector<Standby>>(std::move(standbys)));
   }
   logs_.beginGeneration(round.generation, round.nodeRank);
   std::vector<WorkerSpec> specs;

@@ -21,10 +21,12 @@ std::optional<std::pair<std::string, AgentId>> ownerAndHost(Store& store) {
   return std::make_pair(values[0], *host);
 }
 
-std::string describe(const RendezvousMember& m) {
-  return "node rank " + std::to_string(m.nodeRank) + " (" + m.node.host + ", pid " +
-         std::to_string(m.node.pid) + ")";
+std::string describe(const Standby& s) {
+  return "node rank " + std::to_string(s.nodeRank) + " (" + s.agent.host + ", pid " +
+         std::to_string(s.agent.pid) + ")";
 }
+
+const std::string kStandbyRecord = "standby";
 
 AgentId thisAgent() {
   const auto id = parseAgentId(thisAgentId());
@@ -44,18 +46,46 @@ std::optional<AgentId> parseAgentId(const std::string& text) {
   return id;
 }
 
-bool isAgent(const NodeDescriptor& node, const AgentId& id) {
-  return node.host == id.host && node.pid == id.pid;
+std::string encodeStandby(const NodeDescriptor& self) {
+  return self.host + "|" + std::to_string(self.pid) + "|" + self.addr;
 }
 
-std::vector<RendezvousMember> successionOrder(std::vector<RendezvousMember> members,
-                                              const std::optional<AgentId>& deadHost) {
-  std::stable_sort(members.begin(), members.end(),
+std::optional<Standby> decodeStandby(int nodeRank, const std::string& value) {
+  const auto last = value.rfind('|');
+  if (last == std::string::npos || last + 1 == value.size()) return std::nullopt;
+  auto agent = parseAgentId(value.substr(0, last));
+  if (!agent) return std::nullopt;
+  return Standby{nodeRank, *agent, value.substr(last + 1)};
+}
+
+void publishStandby(Rendezvous& rdzv, const RendezvousResult& round, const NodeDescriptor& self) {
+  if (round.nodeRank < kStandbyCandidates) rdzv.publishRoundRecord(kStandbyRecord, encodeStandby(self));
+}
+
+std::variant<std::vector<Standby>, RoundEnded> readStandbys(Rendezvous& rdzv,
+                                                            const RendezvousResult& round,
+                                                            std::chrono::milliseconds timeout) {
+  std::vector<int> ranks;
+  for (int r = 0; r < std::min(round.nodeCount, kStandbyCandidates); ++r) ranks.push_back(r);
+  auto got = rdzv.roundRecords(kStandbyRecord, ranks, timeout);
+  if (auto* ended = std::get_if<RoundEnded>(&got)) return *ended;
+  std::vector<Standby> out;
+  const auto& values = std::get<RoundRecords>(got);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!values[i]) continue;
+    if (auto standby = decodeStandby(ranks[i], *values[i])) out.push_back(std::move(*standby));
+  }
+  return out;
+}
+
+std::vector<Standby> successionOrder(std::vector<Standby> standbys,
+                                     const std::optional<AgentId>& deadHost) {
+  std::stable_sort(standbys.begin(), standbys.end(),
                    [](const auto& a, const auto& b) { return a.nodeRank < b.nodeRank; });
   if (deadHost) {
-    std::erase_if(members, [&](const RendezvousMember& m) { return isAgent(m.node, *deadHost); });
+    std::erase_if(standbys, [&](const Standby& s) { return s.agent == *deadHost; });
   }
-  return members;
+  return standbys;
 }
 
 std::chrono::milliseconds failoverBound(const RendezvousSettings& s) {
@@ -104,19 +134,19 @@ RendezvousStoreHandle StoreFailover::failOver(const JobSnapshot& snapshot,
     throw NetworkError(why + " (the rendezvous store at " + lost.description +
                        " still answers: this node's connection broke, the store stays)");
   }
-  const auto order = successionOrder(snapshot.members, dead);
+  const auto order = successionOrder(standbys_, dead);
   log_->warn("lost the rendezvous store hosted by the agent {} (pid {}): {}; moving it to the "
              "lowest surviving node of generation {} ({} candidate(s))",
              dead.host, dead.pid, why, snapshot.generation, order.size());
   for (size_t i = 0; i < order.size(); ++i) {
     const int expected = static_cast<int>(order.size() - 1 - i);
-    if (isAgent(order[i].node, self_)) return host(snapshot, expected);
+    if (order[i].agent == self_) return host(snapshot, expected);
     if (auto handle = follow(order[i], snapshot, expected)) return std::move(*handle);
   }
-  throw NetworkError(why + "; no surviving member of generation " +
+  throw NetworkError(why + "; no node on the standby list of generation " +
                      std::to_string(snapshot.generation) +
-                     " could take over the rendezvous store (this node was a member of no round, "
-                     "or none answered on port " + std::to_string(port_) + ")");
+                     " could take over the rendezvous store (this node read no standby list, or "
+                     "none answered on port " + std::to_string(port_) + ")");
 }
 
 RendezvousStoreHandle StoreFailover::host(const JobSnapshot& snapshot, int expected) {
@@ -135,14 +165,14 @@ RendezvousStoreHandle StoreFailover::host(const JobSnapshot& snapshot, int expec
   return handle;
 }
 
-std::optional<RendezvousStoreHandle> StoreFailover::follow(const RendezvousMember& successor,
+std::optional<RendezvousStoreHandle> StoreFailover::follow(const Standby& successor,
                                                            const JobSnapshot& snapshot,
                                                            int expected) {
   const auto bound = failoverBound(config_.rdzv);
-  const std::string where = successor.node.addr + ":" + std::to_string(port_);
+  const std::string where = successor.addr + ":" + std::to_string(port_);
   std::optional<RendezvousStoreHandle> handle;
   try {
-    handle.emplace(connectRendezvousStore(config_, successor.node.addr, port_, bound));
+    handle.emplace(connectRendezvousStore(config_, successor.addr, port_, bound));
   } catch (const Error& e) {  // TimeoutError, NetworkError: nobody listens there
     log_->warn("{} did not answer at {} within {} ms ({}); taking it as lost, trying the next node",
                describe(successor), where, bound.count(), e.what());

@@ -7,12 +7,13 @@
 // agent from the moment it listens), and which does not host it itself. With a ddprund, etcd or
 // an in-process store nothing changes: losing the store ends the job as before.
 //
-// How the survivors agree on the successor without a store: every member of a round has that
-// round's membership (RendezvousResult::members: host, pid and advertised address by node rank)
-// and the rendezvous port. The succession order is the members by node rank, the dead host left
-// out (successionOrder()); each member's standby endpoint is its advertised address (the
-// MASTER_ADDR the others already reach) and the job's rendezvous port, on which only the
-// successor listens. A survivor walks the order: the first member that is itself hosts the new
+// How the survivors agree on the successor without a store: the standby list. On an agent-hosted
+// store, node ranks 0 .. kStandbyCandidates - 1 of every round publish a round record "standby"
+// ("<host>|<pid>|<advertised address>") before the preflight checks and every member reads those
+// records after them (publishStandby(), readStandbys(): O(1) per agent, no roster). A member's
+// standby endpoint is its advertised address (the MASTER_ADDR the others already reach) on the
+// job's rendezvous port, on which only the successor listens. The succession order is the list
+// by node rank, the dead host left out (successionOrder()). A survivor walks the order: the first member that is itself hosts the new
 // store; for any other it connects within failoverBound() (refused connections are retried, as
 // the successor may notice the loss later than this node) and moves on to the next member when
 // it does not answer — it is taken as dead.
@@ -34,9 +35,9 @@
 // its heartbeats and ON_CLOSE run on the new store; the worker store of the next generation is
 // hosted by the new node rank 0 as usual.
 //
-// Not covered: an agent that was a member of no round yet (it waited to join) has no membership
+// Not covered: an agent that was a member of no round yet (it waited to join) has no standby list
 // to find the successor by and fails as before; so does everybody when the host dies before the
-// first round formed.
+// first round's standby list was read, and when all kStandbyCandidates candidates are gone.
 //
 // Thread safety: the agent's thread only.
 #pragma once
@@ -45,6 +46,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -64,12 +66,33 @@ struct AgentId {
 };
 // "<host>|<pid>" -> AgentId; nullopt when malformed.
 std::optional<AgentId> parseAgentId(const std::string& text);
-bool isAgent(const NodeDescriptor& node, const AgentId& id);
 
-// The members that may host the store after `deadHost` died, in the order every survivor tries
-// them: by node rank, the dead host left out (all of them when it is no member or unknown).
-std::vector<RendezvousMember> successionOrder(std::vector<RendezvousMember> members,
-                                              const std::optional<AgentId>& deadHost);
+// One entry of the standby list: a member that may host the store, and where.
+struct Standby {
+  int nodeRank = 0;
+  AgentId agent;
+  std::string addr;  // its advertised address
+  bool operator==(const Standby&) const = default;
+};
+// How many of a round's lowest node ranks are on the standby list.
+inline constexpr int kStandbyCandidates = 4;
+// "<host>|<pid>|<addr>" and back (nullopt when malformed).
+std::string encodeStandby(const NodeDescriptor& self);
+std::optional<Standby> decodeStandby(int nodeRank, const std::string& value);
+
+// The standby list's exchange in `round` (see above). publishStandby: node ranks below
+// kStandbyCandidates publish theirs (two store calls), the others nothing. readStandbys: the
+// entries published within `timeout` (a missing or malformed one is left out), or RoundEnded.
+// Throw what the rendezvous calls throw.
+void publishStandby(Rendezvous& rdzv, const RendezvousResult& round, const NodeDescriptor& self);
+std::variant<std::vector<Standby>, RoundEnded> readStandbys(Rendezvous& rdzv,
+                                                            const RendezvousResult& round,
+                                                            std::chrono::milliseconds timeout);
+
+// The standbys that may host the store after `deadHost` died, in the order every survivor tries
+// them: by node rank, the dead host left out (all of them when it is not on the list).
+std::vector<Standby> successionOrder(std::vector<Standby> standbys,
+                                     const std::optional<AgentId>& deadHost);
 
 // How long a survivor waits for a successor to answer, and the successor for the others'
 // reports: two heartbeat timeouts and a keep-alive interval (a survivor notices the loss at once
@@ -85,6 +108,8 @@ class StoreFailover {
   // agent. Never throws: a store that cannot be read leaves failover disabled.
   void learnHost(const RendezvousStoreHandle& handle);
   bool enabled() const { return host_.has_value(); }
+  // The standby list of this node's newest round (readStandbys()).
+  void setStandbys(std::vector<Standby> standbys) { standbys_ = std::move(standbys); }
 
   // The store is lost (`why`: the error or event that said so). Finds or becomes the successor as
   // described above and returns the new store's handle, seeded and released (every survivor that
@@ -96,13 +121,14 @@ class StoreFailover {
  private:
   bool stillAnswers(const RendezvousStoreHandle& lost) const;
   RendezvousStoreHandle host(const JobSnapshot& snapshot, int expected);
-  std::optional<RendezvousStoreHandle> follow(const RendezvousMember& successor,
+  std::optional<RendezvousStoreHandle> follow(const Standby& successor,
                                               const JobSnapshot& snapshot, int expected);
 
   const LaunchConfig& config_;
   const AgentId self_;
   std::optional<AgentId> host_;  // who hosts the store now (set: failover enabled)
   uint16_t port_ = 0;            // the rendezvous port every standby endpoint uses
+  std::vector<Standby> standbys_;
   std::shared_ptr<spdlog::logger> log_;
 };
 

@@ -12,10 +12,7 @@ JobSnapshot mergeSnapshots(JobSnapshot a, const JobSnapshot& b) {
   if (b.incarnation < 0 || (a.incarnation >= 0 && b.runId != a.runId)) return a;
   if (a.incarnation < b.incarnation) return b;
   if (b.incarnation < a.incarnation) return a;
-  if (b.generation > a.generation) {
-    a.generation = b.generation;
-    a.members = b.members;
-  }
+  a.generation = std::max(a.generation, b.generation);
   a.restartsUsed = std::max(a.restartsUsed, b.restartsUsed);
   std::set<std::string> seen(a.failureRecords.begin(), a.failureRecords.end());
   for (const auto& record : b.failureRecords) {

@@ -24,7 +24,7 @@ using StoreKeyValues = std::vector<std::pair<std::string, std::string>>;
 
 // What `a` and `b` know together. Snapshots of another run id, or without an incarnation, add
 // nothing; a newer incarnation replaces an older one; within one incarnation: the highest
-// generation (with its members), the highest restart count, and the union of the failure records
+// generation, the highest restart count, and the union of the failure records
 // (each distinct record once, `a`'s first, in order).
 JobSnapshot mergeSnapshots(JobSnapshot a, const JobSnapshot& b);
 
@@ -33,7 +33,7 @@ JobSnapshot mergeSnapshots(JobSnapshot a, const JobSnapshot& b);
 // key: the launcher adds that). Empty when s has no incarnation.
 StoreKeyValues seedKeys(const JobSnapshot& s);
 
-// One line of text for a snapshot without its members (what a survivor reports to the new host):
+// One line of text for a snapshot (what a survivor reports to the new host):
 // "<incarnation> <generation> <restarts> <run id length>\n<run id><framed failure records>".
 std::string encodeSnapshot(const JobSnapshot& s);
 // Throws ProtocolError when `value` is not what encodeSnapshot() writes.

@@ -190,7 +190,6 @@ JobSnapshot StoreRendezvous::snapshot() const {
   if (lastRound_) {
     s.generation = lastRound_->generation;
     s.restartsUsed = lastRound_->restartsUsed;
-    s.members = lastRound_->members;
   }
   s.failureRecords = knownFailures_;
   return s;

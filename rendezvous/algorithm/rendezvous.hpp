@@ -158,7 +158,6 @@ struct JobSnapshot {
   int64_t generation = -1;   // the newest round this agent was a member of (-1: none)
   int restartsUsed = 0;      // the job-wide restarts spent as of that round
   std::vector<std::string> failureRecords;  // failure records this agent has seen, oldest first
-  std::vector<RendezvousMember> members;    // that round's members, by node rank
 };
 
 using NextResult = std::variant<RendezvousResult, JobEnded>;

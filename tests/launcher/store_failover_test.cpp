@@ -15,18 +15,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-RendezvousMember member(int rank, const std::string& host, int pid) {
-  RendezvousMember m;
-  m.nodeRank = rank;
-  m.node.host = host;
-  m.node.pid = pid;
-  m.node.addr = "10.0.0." + std::to_string(rank + 1);
-  return m;
+Standby standby(int rank, const std::string& host, int pid) {
+  return Standby{rank, AgentId{host, pid}, "10.0.0." + std::to_string(rank + 1)};
 }
 
-std::vector<int> ranks(const std::vector<RendezvousMember>& members) {
+std::vector<int> ranks(const std::vector<Standby>& standbys) {
   std::vector<int> out;
-  for (const auto& m : members) out.push_back(m.nodeRank);
+  for (const auto& s : standbys) out.push_back(s.nodeRank);
   return out;
 }
 
@@ -42,10 +37,10 @@ JobSnapshot snap(int64_t gen, int restarts, std::vector<std::string> failures) {
 
 }  // namespace
 
-TEST_CASE("the succession order: members by node rank, the dead host left out",
+TEST_CASE("the succession order: the standby list by node rank, the dead host left out",
           "[store_failover]") {
-  const std::vector<RendezvousMember> members = {member(2, "n3", 30), member(0, "n1", 10),
-                                                 member(3, "n4", 40), member(1, "n2", 20)};
+  const std::vector<Standby> members = {standby(2, "n3", 30), standby(0, "n1", 10),
+                                        standby(3, "n4", 40), standby(1, "n2", 20)};
   CHECK(ranks(successionOrder(members, AgentId{"n1", 10})) == std::vector<int>{1, 2, 3});
   // The host need not be node rank 0 (the first agent to start hosts it).
   CHECK(ranks(successionOrder(members, AgentId{"n3", 30})) == std::vector<int>{0, 1, 3});
@@ -53,6 +48,18 @@ TEST_CASE("the succession order: members by node rank, the dead host left out",
   CHECK(ranks(successionOrder(members, AgentId{"n1", 11})) == std::vector<int>{0, 1, 2, 3});
   CHECK(ranks(successionOrder(members, std::nullopt)) == std::vector<int>{0, 1, 2, 3});
   CHECK(successionOrder({}, AgentId{"n1", 10}).empty());
+}
+
+TEST_CASE("standby entries round-trip; malformed ones are refused", "[store_failover]") {
+  NodeDescriptor self;
+  self.host = "n2";
+  self.pid = 77;
+  self.addr = "fd00::2";
+  CHECK(decodeStandby(1, encodeStandby(self)) == Standby{1, AgentId{"n2", 77}, "fd00::2"});
+  for (const char* bad : {"", "n2|77|", "n2|x|10.0.0.1", "n2|10.0.0.1", "|77|10.0.0.1"}) {
+    INFO(bad);
+    CHECK_FALSE(decodeStandby(0, bad));
+  }
 }
 
 TEST_CASE("agent ids and the failover bound", "[store_failover]") {
@@ -105,4 +112,42 @@ TEST_CASE("a survivor that never reports is not waited for past the bound; a new
   CHECK(store.get("rdzv/job/0/round") == "5");
   InMemoryStore unseeded;
   CHECK_THROWS_AS(reportToNewHost(unseeded, snap(4, 1, {}), 1, 200ms), TimeoutError);
+}
+
+TEST_CASE("the standby list travels through the round's records", "[store_failover]") {
+  InMemoryStore store;
+  RendezvousSettings settings;
+  settings.runId = "job";
+  settings.minNodes = settings.maxNodes = 2;
+  settings.keepAliveInterval = 100ms;
+  settings.heartbeatTimeout = 3s;
+  NodeDescriptor a;
+  a.host = "na";
+  a.pid = 11;
+  a.addr = "10.0.0.1";
+  NodeDescriptor b = a;
+  b.host = "nb";
+  b.pid = 22;
+  b.addr = "10.0.0.2";
+  auto ra = makeRendezvous(store, settings, a);
+  auto rb = makeRendezvous(store, settings, b);
+  auto fa = std::async(std::launch::async, [&] { return ra->next(); });
+  auto fb = std::async(std::launch::async, [&] { return rb->next(); });
+  const auto roundA = std::get<RendezvousResult>(fa.get());
+  const auto roundB = std::get<RendezvousResult>(fb.get());
+  publishStandby(*ra, roundA, a);
+  publishStandby(*rb, roundB, b);
+  auto got = readStandbys(*ra, roundA, 5s);
+  REQUIRE(std::holds_alternative<std::vector<Standby>>(got));
+  const auto list = std::get<std::vector<Standby>>(got);
+  REQUIRE(list.size() == 2);
+  const Standby& first = list[0].agent.host == "na" ? list[0] : list[1];
+  CHECK(first.nodeRank == roundA.nodeRank);
+  CHECK(first.addr == "10.0.0.1");
+  // With node a's agent hosting the store and gone, node b is the successor.
+  const auto order = successionOrder(list, AgentId{"na", 11});
+  REQUIRE(order.size() == 1);
+  CHECK(order[0].agent == AgentId{"nb", 22});
+  ra->leave();
+  rb->leave();
 }
