@@ -15,6 +15,7 @@
 #include "launcher/failure_summary.hpp"
 #include "launcher/job_summary.hpp"
 #include "launcher/log_layout.hpp"
+#include "launcher/numa_setup.hpp"
 #include "launcher/preflight.hpp"
 #include "launcher/rendezvous_setup.hpp"
 #include "launcher/restart_policy.hpp"
@@ -127,6 +128,7 @@ class Agent {
   std::string host_;
   std::string runId_;
   std::shared_ptr<spdlog::logger> log_;
+  NumaSetup numa_;  // resolved before anything else: a bad --numa-binding starts nothing
   LogLayout logs_;
   RendezvousStoreHandle rdzvStore_;
   StoreFailover failover_;
@@ -150,6 +152,7 @@ Agent::Agent(const LaunchConfig& config)
       host_(hostName()),
       runId_(resolveRunId(config)),
       log_(logger("agent")),
+      numa_(setupNumaBinding(config.numaBinding, config.nprocPerNode)),
       logs_(config.logDir, runId_, usesFiles(config.redirects) || usesFiles(config.tee)),
       rdzvStore_(openRendezvousStore(config)),
       failover_(config),
@@ -169,6 +172,7 @@ Agent::Agent(const LaunchConfig& config)
   failover_.learnHost(rdzvStore_);
   connectors_.set(rdzvStore_.connectHeartbeat);
   rdzv_ = makeRendezvous(*rdzvStore_.store, settings_, self_, rdzvStore_.connectHeartbeat);
+  for (const auto& line : numa_.lines) log_->info("{}", line);
   status_.start(config, runId_, host_,
                 rdzvStore_.connectHeartbeat ? connectors_.connector() : StoreConnector{},
                 supervisor_);
@@ -301,6 +305,7 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < config_.nprocPerNode; ++lr) {
     specs.push_back(envBuilder_.build(lr, round, store, logs_.errorFilePath(round.generation, lr)));
+    specs.back().binding = numa_.bindingFor(lr);
   }
   log_->debug("generation {}: node {} of {}, ranks {}..{} of {}, worker store {}:{}",
               round.generation, round.nodeRank, round.nodeCount, round.baseRank,

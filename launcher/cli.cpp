@@ -11,6 +11,7 @@
 #include "launcher/detail/cli_rendezvous.hpp"
 #include "launcher/detail/cli_values.hpp"
 #include "launcher/detail/rdzv_conf.hpp"
+#include "launcher/numa_setup.hpp"
 
 namespace ddp {
 namespace {
@@ -118,9 +119,7 @@ void resolveWorkers(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
                      return oneOf(s, {"spawn", "fork", "forkserver"});
                    }).value_or(c.startMethod);
   c.virtualLocalRank = r.flag("virtual_local_rank");
-  c.numaBinding = r.get<std::string>("numa_binding", [](auto& s) {
-                     return oneOf(s, {"node", "socket", "exclusive", "core-complex"});
-                   }).value_or("");
+  c.numaBinding = r.get<NumaPolicy>("numa_binding", parseNumaPolicy).value_or(NumaPolicy::kNone);
 }
 
 using ConfMap = std::map<std::string, std::string>;
@@ -247,7 +246,8 @@ LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLoo
   checkConsistency(config);
   if (resolver.flag("dry_run")) {
     config.explicitOptions.erase("dry_run");
-    throw InfoRequested(detail::describeConfig(config));
+    const NumaSetup numa = setupNumaBinding(config.numaBinding, config.nprocPerNode, getenv);
+    throw InfoRequested(detail::describeConfig(config, &numa));
   }
   return config;
 }

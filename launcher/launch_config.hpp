@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/numa_binding.hpp"
 #include "rendezvous/store/etcd_store.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 
@@ -148,6 +149,9 @@ struct LaunchConfig {
   std::optional<int> nodeOrder;
   // --virtual-local-rank
   bool virtualLocalRank = false;
+  // --numa-binding node|socket|exclusive|core-complex (kNone: workers run unbound). No PET_*
+  // variable, as in torchrun. Resolved against the machine by numa_setup.hpp.
+  NumaPolicy numaBinding = NumaPolicy::kNone;
   // --start-method (accepted; ddprun always spawns processes).
   std::string startMethod = "spawn";
   // --log-level (DDP_LOG_LEVEL fallback): trace, debug, info, warn, error, critical or off.
@@ -173,12 +177,11 @@ struct LaunchConfig {
   // How `command` was built.
   EntrypointKind entrypointKind = EntrypointKind::kProgram;
 
-  // Accepted for torchrun compatibility, not acted upon (ddprun has one event handler, one log
-  // layout and no NUMA binding): --event-log-handler, --logs-specs, --numa-binding,
-  // --duplicate-stdout-filters, --duplicate-stderr-filters.
+  // Accepted for torchrun compatibility, not acted upon (ddprun has one event handler and one log
+  // layout): --event-log-handler, --logs-specs, --duplicate-stdout-filters,
+  // --duplicate-stderr-filters.
   std::string eventLogHandler = "null";
   std::string logsSpecs;
-  std::string numaBinding;
   std::vector<std::string> duplicateStdoutFilters;
   std::vector<std::string> duplicateStderrFilters;
 

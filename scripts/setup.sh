@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config
   libboost1.81-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libgloo-dev libopenblas-dev
+  libhwloc-dev  # --numa-binding: topology, cores, caches, GPU locality
   # tests: real peers and services
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
   nftables  # preflight tests: a port blocked inside a network namespace

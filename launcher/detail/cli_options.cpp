@@ -56,7 +56,11 @@ std::vector<OptionSpec> buildTable() {
       torchOpt("role", false, "NAME", "worker role: ROLE_NAME and the log prefix (default 'default')", kNodes),
       torchOpt("start_method", false, "spawn|fork|forkserver", "accepted for compatibility; workers are always separate processes", kNodes),
       torchOpt("virtual_local_rank", true, "", "give every worker LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES=<its GPU>", kNodes),
-      withEnv(torchOpt("numa_binding", false, "POLICY", "accepted for compatibility and ignored", kNodes), {}),
+      withEnv(torchOpt("numa_binding", false, "node|socket|exclusive|core-complex",
+                       "bind each worker's CPUs and memory near its GPU (local rank i: GPU i; no GPU: "
+                       "NUMA nodes round-robin): node = all CPUs of the GPU's NUMA node, socket = of its "
+                       "socket, exclusive = the node's cores split between its workers, core-complex = "
+                       "one L3 cache domain each; off unless given", kNodes), {}),
       torchOpt("rdzv_backend", false, "static|c10d|etcd|etcd-v2", "rendezvous backend (default static)", kRdzv),
       torchOpt("rdzv_endpoint", false, "HOST[:PORT]",
                "rendezvous store, e.g. a ddprund (port default: c10d " + std::to_string(kDefaultC10dPort) +
