@@ -8,6 +8,8 @@ PACKAGES=(
   build-essential cmake pkg-config
   libboost1.81-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libgloo-dev libopenblas-dev
+  # fuzzing: libFuzzer needs clang (tests/fuzz/, scripts/fuzz.sh)
+  clang-14 libfuzzer-14-dev
   libhwloc-dev  # --numa-binding: topology, cores, caches, GPU locality
   # tests: real peers and services
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
