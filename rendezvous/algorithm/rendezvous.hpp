@@ -147,6 +147,16 @@ struct WorkerStoreEndpoint {
   uint16_t port = 0;
 };
 
+// What one agent knows of its job, enough to carry it on in a fresh store when the store it used
+// is lost (launcher/store_failover.hpp; job_snapshot.hpp merges and seeds it).
+struct JobSnapshot {
+  std::string runId;
+  int64_t incarnation = -1;  // the incarnation this agent joined (-1: none)
+  int64_t generation = -1;   // the newest round this agent was a member of (-1: none)
+  int restartsUsed = 0;      // the job-wide restarts spent as of that round
+  std::vector<std::string> failureRecords;  // failure records this agent has seen, oldest first
+};
+
 using NextResult = std::variant<RendezvousResult, JobEnded>;
 using WorkerStoreResult = std::variant<WorkerStoreEndpoint, RoundEnded>;
 using ExitBarrierResult = std::variant<AllSucceeded, RoundEnded>;
@@ -228,6 +238,11 @@ class Rendezvous {
   // last round has left too (their final store call), or `timeout` passes, so that stopping the
   // store cuts nobody off mid-call. Returns true when all left. Never throws.
   virtual bool awaitOthersLeft(std::chrono::milliseconds timeout) = 0;
+
+  // What this agent knows of its job from its own calls (no store call): the run id, the
+  // incarnation, its newest round and that round's restart count, the failure records it has
+  // read (as each round that followed a restart formed) or published. Never throws.
+  virtual JobSnapshot snapshot() const { return JobSnapshot{}; }
 };
 
 // Opens a new connection to the rendezvous store, blocking at most `budget` (connecting included),
