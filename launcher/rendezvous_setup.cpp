@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "launcher/rdzv_endpoint.hpp"
+#include "rendezvous/algorithm/job_snapshot.hpp"
 #include "rendezvous/store/etcd_store.hpp"
 #include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous/base/local_address.hpp"
@@ -58,7 +59,8 @@ std::unique_ptr<StoreServerThread> maybeHost(const LaunchConfig& config, const E
   options.port = static_cast<uint16_t>(endpoint.port);
   options.name = "rendezvous store";
   // An agent of another run that reaches this store (two jobs on one port) learns it at once.
-  options.initialKeys = {{rendezvousOwnerKey(), config.rdzvId}};
+  options.initialKeys = {{rendezvousOwnerKey(), config.rdzvId},
+                         {rendezvousHostKey(), thisAgentId()}};
   try {
     return std::make_unique<StoreServerThread>(options);
   } catch (const NetworkError& e) {
@@ -118,6 +120,36 @@ RendezvousStoreHandle openEtcdStore(const LaunchConfig& config) {
   return handle;
 }
 
+// A TcpStoreClient handle to host:port (the agent's own server when `server` is set).
+RendezvousStoreHandle tcpHandle(const LaunchConfig& config,
+                                std::unique_ptr<StoreServerThread> server, const std::string& host,
+                                uint16_t port, std::chrono::milliseconds connectTimeout,
+                                std::function<void(const ConnectProgress&)> progress) {
+  RendezvousStoreHandle handle;
+  handle.server = std::move(server);
+  TcpStoreClientOptions options;
+  options.host = host;
+  options.port = handle.server ? handle.server->port() : port;
+  options.connectTimeout = connectTimeout;
+  options.timeout = config.rdzvConf.readTimeout;
+  options.onConnectProgress = std::move(progress);
+  handle.store = std::make_unique<TcpStoreClient>(options);
+  options.onConnectProgress = nullptr;  // the heartbeat thread reports the outage itself
+  const std::vector<HelloField> hello = {{"client", "ddprun"},
+                                         {"host", thisHostName()},
+                                         {"pid", std::to_string(::getpid())},
+                                         {"purpose", "heartbeat"}};
+  handle.connectHeartbeat = [options, hello](std::chrono::milliseconds budget) {
+    TcpStoreClientOptions own = options;
+    own.connectTimeout = budget;
+    own.timeout = budget;
+    return std::unique_ptr<Store>(connectTcpStore(own, wire::kCapOnClose, hello));
+  };
+  handle.endpointHost = host;
+  handle.endpointPort = options.port;
+  return handle;
+}
+
 }  // namespace
 
 bool isLocalHost(const std::string& host) {
@@ -150,35 +182,44 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
   if (config.rdzvBackend == RdzvBackend::kEtcd || config.rdzvBackend == RdzvBackend::kEtcdV2)
     return openEtcdStore(config);
   const Endpoint& endpoint = config.rdzvEndpoints.at(0);
-  handle.server = maybeHost(config, endpoint);
-  TcpStoreClientOptions options;
-  options.host = handle.server ? "127.0.0.1" : endpoint.host;
-  options.port = handle.server ? handle.server->port() : static_cast<uint16_t>(endpoint.port);
-  options.connectTimeout = config.rdzvConf.connectTimeout;
-  options.timeout = config.rdzvConf.readTimeout;
-  options.onConnectProgress = connectProgressLog(config);
+  auto server = maybeHost(config, endpoint);
+  const bool hosted = server != nullptr;
   try {
-    handle.store = std::make_unique<TcpStoreClient>(options);
+    RendezvousStoreHandle tcp =
+        tcpHandle(config, std::move(server), hosted ? "127.0.0.1" : endpoint.host,
+                  static_cast<uint16_t>(endpoint.port), config.rdzvConf.connectTimeout,
+                  connectProgressLog(config));
+    tcp.description = formatEndpoint(endpoint) + (hosted ? " (hosted here)" : "");
+    tcp.endpointHost = endpoint.host;
+    return tcp;
   } catch (const Error& e) {
     throw NetworkError("cannot reach the rendezvous store at " + formatEndpoint(endpoint) +
                        " (from " + config.rdzvEndpointSource + "): " + e.what());
   }
-  const std::vector<HelloField> hello = {{"client", "ddprun"},
-                                         {"host", thisHostName()},
-                                         {"pid", std::to_string(::getpid())},
-                                         {"purpose", "heartbeat"}};
-  handle.connectHeartbeat = [options, hello](std::chrono::milliseconds budget) {
-    TcpStoreClientOptions own = options;
-    own.connectTimeout = budget;
-    own.timeout = budget;
-    own.onConnectProgress = nullptr;  // the heartbeat thread reports the outage itself
-    return std::unique_ptr<Store>(connectTcpStore(own, wire::kCapOnClose, hello));
-  };
-  handle.description = formatEndpoint(endpoint) + (handle.server ? " (hosted here)" : "");
-  handle.endpointHost = endpoint.host;
-  handle.endpointPort = static_cast<uint16_t>(endpoint.port);
+}
+
+RendezvousStoreHandle hostRendezvousStore(const LaunchConfig& config, uint16_t port,
+                                          StoreKeyValues initialKeys) {
+  StoreServerOptions options;
+  options.port = port;
+  options.name = "rendezvous store";
+  options.initialKeys = std::move(initialKeys);
+  auto server = std::make_unique<StoreServerThread>(options);
+  RendezvousStoreHandle handle =
+      tcpHandle(config, std::move(server), "127.0.0.1", port, config.rdzvConf.connectTimeout, {});
+  handle.description = "port " + std::to_string(port) + " (hosted here)";
+  handle.endpointHost = "127.0.0.1";
   return handle;
 }
+
+RendezvousStoreHandle connectRendezvousStore(const LaunchConfig& config, const std::string& host,
+                                             uint16_t port, std::chrono::milliseconds budget) {
+  RendezvousStoreHandle handle = tcpHandle(config, nullptr, host, port, budget, {});
+  handle.description = host + ":" + std::to_string(port);
+  return handle;
+}
+
+std::string thisAgentId() { return thisHostName() + "|" + std::to_string(::getpid()); }
 
 std::string advertisedAddress(const LaunchConfig& config, const RendezvousStoreHandle& handle,
                               const std::string& hostName) {

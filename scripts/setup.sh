@@ -11,6 +11,7 @@ PACKAGES=(
   # fuzzing: libFuzzer needs clang (tests/fuzz/, scripts/fuzz.sh)
   clang-14 libfuzzer-14-dev
   libhwloc-dev  # --numa-binding: topology, cores, caches, GPU locality
+  libdnnl-dev   # the CPU trainer's GEMMs (oneDNN's sgemm; OpenBLAS without it)
   # tests: real peers and services
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
   nftables  # preflight tests: a port blocked inside a network namespace
