@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   # build
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config ccache
   libboost1.81-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libgloo-dev libopenblas-dev
   # fuzzing: libFuzzer needs clang (tests/fuzz/, scripts/fuzz.sh)
