@@ -3,7 +3,9 @@
 // run() binds, writes the port file, prints `listening on ADDRESS:PORT` to stdout, serves until
 // SIGTERM or SIGINT, then stops cleanly. Exit codes (also in the README):
 //   0  stopped by SIGTERM / SIGINT
-//   1  cannot listen (address in use, unknown host, ...) or cannot write --port-file
+//   1  cannot listen (address in use, unknown host, ...), cannot write --port-file, or cannot
+//      use --data-dir (locked by another daemon, corrupt, another data format, too big)
+//   3  the data directory could not be written or synced while serving
 //   2  bad flags (handled by ddprund_main.cpp before run())
 //
 // Thread safety: run() owns the calling thread until the daemon stops; call it once per process.
@@ -13,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "rendezvous/server/durability.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 
 namespace ddp {
@@ -36,6 +39,8 @@ struct DdprundOptions {
   std::size_t maxMemoryBytes = 0;
   // How torch <= 2.1 connections are read (--legacy-dialect=auto|1.13|2.1).
   wire::LegacyDialect legacyDialect = wire::LegacyDialect::kAuto;
+  // --data-dir, --fsync, --compact-after: keep the data across a restart (durability.hpp).
+  DurabilityOptions durability;
 };
 
 // Exit codes of ddprund.

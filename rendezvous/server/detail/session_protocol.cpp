@@ -44,6 +44,7 @@ void SessionProtocol::disconnect(bool applyOnClose) {
                                  : "left unchanged (value differed)",
                      a.action.key);
   }
+  core_->commitChanges();
 }
 
 std::optional<std::span<char>> SessionProtocol::readBuffer() {
@@ -104,6 +105,7 @@ SessionProtocol::Outcome SessionProtocol::process() {
     break;
   }
   processing_ = false;
+  core_->commitChanges();  // the changes of this batch of requests: one journal record
   core_->counters.keys.store(core_->state.numKeys(), std::memory_order_relaxed);
   if (outcome == Outcome::kClose) return outcome;
   // The decoder's views of a long key list are charged too; past the budget, this connection
@@ -127,7 +129,16 @@ bool SessionProtocol::handle(const wire::Request& request) {
                       wire::dialectName(loggedDialect_));
   }
   if (request.op == wire::Op::kHello) noteHello(request);
-  if (core_->state.apply(request, *this, out_, reason_, &input_.blob())) return true;
+  if (request.op == wire::Op::kRequestId) {
+    tag_.emplace(request.client, request.sequence);
+    return true;
+  }
+  const auto tag = std::exchange(tag_, std::nullopt);
+  const bool applied =
+      tag ? core_->state.applyTagged(request, tag->first, tag->second, *this, out_, reason_,
+                                     &input_.blob())
+          : core_->state.apply(request, *this, out_, reason_, &input_.blob());
+  if (applied) return true;
   bump(core_->state.refusedForMemory() ? core_->counters.closedMemory
                                        : core_->counters.closedBadInput);
   return false;

@@ -90,6 +90,8 @@ class SessionProtocol : public StoreClient {
   wire::Dialect loggedDialect_ = wire::Dialect::kUnknown;
   bool processing_ = false;
   bool disconnected_ = false;
+  // REQUEST_ID (client id, sequence) for the next request, once received.
+  std::optional<std::pair<uint64_t, uint64_t>> tag_;
 };
 
 }  // namespace ddp::detail

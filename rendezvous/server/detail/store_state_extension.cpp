@@ -38,7 +38,7 @@ void StoreState::hello(OutputQueue& out) const {
   // Every client gets every capability (credentials, once required, are checked here).
   static constexpr std::string_view kFields[] = {"server", "ddprun store"};
   out.encode([](std::string& bytes) {
-    wire::encodeHelloReply(bytes, wire::kHelloAccepted, wire::kCapOnClose, kFields);
+    wire::encodeHelloReply(bytes, wire::kHelloAccepted, wire::kCapOnClose | wire::kCapRequestId, kFields);
   });
 }
 

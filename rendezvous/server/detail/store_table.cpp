@@ -20,10 +20,12 @@ bool StoreTable::put(std::string_view key, Blob value) {
   auto it = values_.find(key);
   if (it != values_.end()) {
     it->second.value = std::move(value);
+    journal(MutationKind::kPut, key, it->second.value.view());
     return true;
   }
   auto charge = Charge::tryTake(budget_, kTableEntryBytes + key.size());
   if (!charge) return false;
+  journal(MutationKind::kPut, key, value.view());
   values_.emplace(std::string(key), Entry{std::move(value), std::move(*charge)});
   keyBytes_ += key.size();
   return true;
@@ -35,7 +37,9 @@ bool StoreTable::append(std::string_view key, std::string_view data) {
     auto value = Blob::copy(budget_, data);
     return value && put(key, std::move(*value));
   }
-  return it->second.value.append(budget_, data);
+  if (!it->second.value.append(budget_, data)) return false;
+  journal(MutationKind::kAppend, key, data);
+  return true;
 }
 
 bool StoreTable::erase(std::string_view key) {
@@ -43,6 +47,7 @@ bool StoreTable::erase(std::string_view key) {
   if (it == values_.end()) return false;
   keyBytes_ -= it->first.size();
   values_.erase(it);
+  journal(MutationKind::kErase, key);
   return true;
 }
 
@@ -55,6 +60,7 @@ bool StoreTable::queuePush(std::string_view key, Blob value) {
     if (!charge) return false;
     it = queues_.emplace(std::string(key), Queue{{}, std::move(*charge)}).first;
   }
+  journal(MutationKind::kQueuePush, key, value.view());
   it->second.items.push_back(QueueItem{std::move(value), std::move(*itemCharge)});
   return true;
 }
@@ -66,10 +72,12 @@ std::optional<std::pair<std::size_t, Blob>> StoreTable::queuePop(std::string_vie
   std::pair<std::size_t, Blob> popped{items.size(), std::move(items.front().value)};
   items.pop_front();
   if (items.empty()) queues_.erase(it);
+  journal(MutationKind::kQueuePop, key);
   return popped;
 }
 
 void StoreTable::clear() {
+  journal(MutationKind::kClear, {});
   values_.clear();
   queues_.clear();
   keyBytes_ = 0;
