@@ -157,22 +157,27 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
   options.connectTimeout = config.rdzvConf.connectTimeout;
   options.timeout = config.rdzvConf.readTimeout;
   options.onConnectProgress = connectProgressLog(config);
+  // A restarted ddprund (--data-dir) is reconnected to within read_timeout, resuming the call.
+  options.reconnectBudget = config.rdzvConf.readTimeout;
+  std::vector<HelloField> hello = {{"client", "ddprun"},
+                                   {"host", thisHostName()},
+                                   {"pid", std::to_string(::getpid())},
+                                   {"purpose", "agent"}};
   try {
-    handle.store = std::make_unique<TcpStoreClient>(options);
+    handle.store = connectTcpStore(options, wire::kCapRequestId, hello);
   } catch (const Error& e) {
     throw NetworkError("cannot reach the rendezvous store at " + formatEndpoint(endpoint) +
                        " (from " + config.rdzvEndpointSource + "): " + e.what());
   }
-  const std::vector<HelloField> hello = {{"client", "ddprun"},
-                                         {"host", thisHostName()},
-                                         {"pid", std::to_string(::getpid())},
-                                         {"purpose", "heartbeat"}};
+  hello.back().second = "heartbeat";
   handle.connectHeartbeat = [options, hello](std::chrono::milliseconds budget) {
     TcpStoreClientOptions own = options;
     own.connectTimeout = budget;
     own.timeout = budget;
     own.onConnectProgress = nullptr;  // the heartbeat thread reports the outage itself
-    return std::unique_ptr<Store>(connectTcpStore(own, wire::kCapOnClose, hello));
+    own.reconnectBudget = budget;     // a restarted ddprund: resumed within the heartbeat budget
+    return std::unique_ptr<Store>(
+        connectTcpStore(own, wire::kCapOnClose | wire::kCapRequestId, hello));
   };
   handle.description = formatEndpoint(endpoint) + (handle.server ? " (hosted here)" : "");
   handle.endpointHost = endpoint.host;
