@@ -12,6 +12,7 @@ Processes are started and stopped by pid through multinode_harness.Harness.
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -67,6 +68,9 @@ def metric_lines(path):
 
 
 def scenario(h, fsync):
+    for name in os.listdir(TMP):  # the harness clears files; a run before may have left folders
+        if os.path.isdir(os.path.join(TMP, name)):
+            shutil.rmtree(os.path.join(TMP, name))
     data = os.path.join(TMP, "data")
     h.spawn("make-data", [os.path.join(BIN, "train"), "make-data", "--out", data, "--samples",
                           "6000", "--features", "32", "--classes", "4", "--shards", "3",
