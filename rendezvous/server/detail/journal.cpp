@@ -34,8 +34,11 @@ void Journal::commit() {
 }
 
 bool Journal::whenDurable(std::function<void()> then) {
-  if (durable_ >= committed_) return true;
-  waiters_.emplace_back(committed_, std::move(then));
+  // A change staged but not yet committed (a SET that woke a WAIT, in the middle of the batch
+  // that holds it) will be the next record: the reply it revealed waits for that one too.
+  const uint64_t needed = committed_ + (staged_.empty() ? 0 : 1);
+  if (durable_ >= needed) return true;
+  waiters_.emplace_back(needed, std::move(then));
   return false;
 }
 

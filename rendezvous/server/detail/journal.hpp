@@ -78,8 +78,8 @@ class Journal {
   void stage(const Mutation& m) { encodeMutation(staged_, m); }
   // io thread: ends the record being built (if anything was staged) and hands it to the writer.
   void commit();
-  // io thread: true when every committed record is durable; otherwise `then` runs on the io
-  // executor once the records committed so far are.
+  // io thread: true when every committed (and staged) record is durable; otherwise `then` runs on
+  // the io executor once the records committed so far, and the one being staged, are.
   bool whenDurable(std::function<void()> then);
   // io thread: whether a snapshot is due; then call compact() with the current state.
   bool compactionDue() const;
