@@ -4,7 +4,8 @@
 # then WAIT + GET of 8 peers' addresses; v1a wire; one epoll client thread).
 #
 # Prints a markdown table: for each N, each server's time until every rank finished (or the
-# timeout), finished ranks and the server's peak resident memory (VmHWM); then ddprund's memory per
+# timeout), finished ranks, the CPU time the server used (user + system, from /proc/PID/stat: what
+# a busy machine does not distort) and its peak resident memory (VmHWM); then ddprund's memory per
 # idle connection (N connections that each sent one request, held open).
 #
 # Usage: scripts/bench/store_scale.sh
@@ -86,33 +87,35 @@ stop_server() {
   SERVER_PID=""
 }
 
-kib() { awk -v k="$2" "/^$1:/ {print \$2}" "/proc/$SERVER_PID/status"; }
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$SERVER_PID/stat"; }
+kib() { awk "/^$1:/ {print \$2}" "/proc/$SERVER_PID/status"; }
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" <<<"$2"; }
 
-# Runs N ranks against the server just started; prints "seconds finished peak_MiB".
+# Runs N ranks against the server just started; prints "seconds finished cpu_s peak_MiB".
 measure() {
-  local n=$1 line
+  local n=$1 line cpu0
+  cpu0=$(cpu_s)  # what the server used to start (torch: importing Python modules) is not counted
   line=$("$SCALE" --port "$(cat "$WORK/port")" --ranks "$n" --timeout "$TIMEOUT" || true)
-  echo "$(field seconds "$line") $(field finished "$line") $(( $(kib VmHWM) / 1024 ))"
+  echo "$(field seconds "$line") $(field finished "$line") $(awk -v a="$(cpu_s)" -v b="$cpu0" 'BEGIN {printf "%.2f", a - b}') $(( $(kib VmHWM) / 1024 ))"
 }
 
 echo "Store at scale: N ranks initialising at once (SET, ADD, WAIT barrier, WAIT+GET x 8 peers;" \
   "v1a), one epoll client; $(nproc) CPUs, load average $(cut -d' ' -f1 /proc/loadavg) at start;" \
   "timeout ${TIMEOUT} s"
 echo
-echo "| ranks | ddprund s | ddprund finished | ddprund peak RSS MiB | torch 1.13 s | torch finished | torch peak RSS MiB |"
-echo "|---:|---:|---:|---:|---:|---:|---:|"
+echo "| ranks | ddprund s | finished | CPU s | peak RSS MiB | torch 1.13 s | finished | CPU s | peak RSS MiB |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for n in $RANKS; do
   start_ddprund
-  read -r o_s o_f o_rss <<<"$(measure "$n")"
+  read -r o_s o_f o_cpu o_rss <<<"$(measure "$n")"
   stop_server
-  t_s="–"; t_f="–"; t_rss="–"
+  t_s="–"; t_f="–"; t_cpu="–"; t_rss="–"
   if [ "$TORCH" != "0" ]; then
     start_torch
-    read -r t_s t_f t_rss <<<"$(measure "$n")"
+    read -r t_s t_f t_cpu t_rss <<<"$(measure "$n")"
     stop_server
   fi
-  echo "| $n | $o_s | $o_f | $o_rss | $t_s | $t_f | $t_rss |"
+  echo "| $n | $o_s | $o_f | $o_cpu | $o_rss | $t_s | $t_f | $t_cpu | $t_rss |"
 done
 
 # Memory per idle connection: RSS with IDLE_RANKS connections open minus RSS before them.

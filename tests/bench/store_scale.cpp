@@ -85,6 +85,7 @@ class Generator {
     ::inet_pton(AF_INET, o.host.c_str(), &addr_.sin_addr);
     addr_.sin_family = AF_INET;
     addr_.sin_port = htons(o.port);
+    loopback_ = (ntohl(addr_.sin_addr.s_addr) >> 24) == 127;
   }
 
   int run() {
@@ -110,6 +111,7 @@ class Generator {
       if (r.fd < 0) return fail(i, "socket");
       int one = 1;
       ::setsockopt(r.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      if (loopback_) bindSource(r.fd, i);
       ++connecting_;
       const std::string address = "10." + std::to_string(i >> 16) + "." +
                                   std::to_string((i >> 8) & 255) + "." + std::to_string(i & 255) +
@@ -201,6 +203,19 @@ class Generator {
     return false;
   }
 
+  // On loopback each rank connects from its own 127.1.x.y, the port picked at connect time
+  // (IP_BIND_ADDRESS_NO_PORT): with one source address the kernel's search for a free ephemeral
+  // port grows with the ports in use (and in TIME_WAIT from earlier runs), which at 16k
+  // connections made connect() itself the bottleneck of the benchmark.
+  static void bindSource(int fd, int rank) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = htonl((127u << 24) | (1u << 16) | static_cast<uint32_t>(rank & 0xffff));
+    ::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof(src));
+  }
+
   int peerOf(int rank, int k) const { return (rank + (1 << k)) % o_.ranks; }
 
   void send(int i, std::string bytes, Phase next) {
@@ -256,6 +271,16 @@ class Generator {
       if (r.phase == Phase::kDone) done.push_back(r.doneMs);
     }
     std::sort(done.begin(), done.end());
+    if (done.size() != static_cast<std::size_t>(o_.ranks)) {
+      // Where the unfinished ranks stand (phases in enum order): says what a timeout waited on.
+      int phases[7] = {};
+      for (const auto& r : ranks_) ++phases[static_cast<int>(r.phase)];
+      std::fprintf(stderr,
+                   "store_scale: started %d; connecting %d, add %d, ready %d, peer-wait %d, "
+                   "peer-get %d, done %d, failed %d\n",
+                   started_, phases[0], phases[1], phases[2], phases[3], phases[4], phases[5],
+                   phases[6]);
+    }
     auto pct = [&](double p) {
       return done.empty() ? 0.0 : done[std::min(done.size() - 1, static_cast<std::size_t>(p * done.size()))];
     };
@@ -277,6 +302,7 @@ class Generator {
   std::vector<Rank> ranks_;
   sockaddr_in addr_{};
   int epoll_ = -1;
+  bool loopback_ = false;
   int started_ = 0;
   int connecting_ = 0;
   int finished_ = 0;
