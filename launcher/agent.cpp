@@ -15,9 +15,11 @@
 #include "launcher/failure_summary.hpp"
 #include "launcher/job_summary.hpp"
 #include "launcher/log_layout.hpp"
+#include "launcher/numa_setup.hpp"
 #include "launcher/preflight.hpp"
 #include "launcher/rendezvous_setup.hpp"
 #include "launcher/restart_policy.hpp"
+#include "launcher/agent_status.hpp"
 #include "launcher/supervisor.hpp"
 #include "launcher/worker_env_builder.hpp"
 #include "rendezvous/base/logging.hpp"
@@ -116,6 +118,7 @@ class Agent {
   std::string host_;
   std::string runId_;
   std::shared_ptr<spdlog::logger> log_;
+  NumaSetup numa_;  // resolved before anything else: a bad --numa-binding starts nothing
   LogLayout logs_;
   RendezvousStoreHandle rdzvStore_;
   // MASTER_ADDR when this node has node rank 0 (see advertisedAddress()).
@@ -126,6 +129,7 @@ class Agent {
   WorkerEnvBuilder envBuilder_;
   Preflight preflight_;
   Supervisor supervisor_;
+  AgentStatus status_;  // what the status pages show of this node, and --http-port
 };
 
 Agent::Agent(const LaunchConfig& config)
@@ -133,6 +137,7 @@ Agent::Agent(const LaunchConfig& config)
       host_(hostName()),
       runId_(resolveRunId(config)),
       log_(logger("agent")),
+      numa_(setupNumaBinding(config.numaBinding, config.nprocPerNode)),
       logs_(config.logDir, runId_, usesFiles(config.redirects) || usesFiles(config.tee)),
       rdzvStore_(openRendezvousStore(config)),
       advertisedAddr_(advertisedAddress(config, rdzvStore_, host_)),
@@ -150,6 +155,8 @@ Agent::Agent(const LaunchConfig& config)
   self.role = config.role;
   self.order = config.nodeOrder.value_or(-1);
   rdzv_ = makeRendezvous(*rdzvStore_.store, settings_, self, rdzvStore_.connectHeartbeat);
+  for (const auto& line : numa_.lines) log_->info("{}", line);
+  status_.start(config, runId_, host_, rdzvStore_.connectHeartbeat, supervisor_);
   if (envBuilder_.ompThreadsDefaulted()) {
     log_->info("OMP_NUM_THREADS=1 for each worker (it is unset and there are {} workers per node)",
                config.nprocPerNode);
@@ -184,6 +191,7 @@ int Agent::run() {
 // Leaves the rendezvous at the end of the job. The agent hosting the rendezvous store keeps it up
 // until every other node made its last call, so nobody is cut off mid-call.
 void Agent::leaveJob() {
+  status_.finish();  // before the last agent deletes the job's keys
   rdzv_->leave();
   if (rdzvStore_.server) rdzv_->awaitOthersLeft(config_.rdzv.closeTimeout);
 }
@@ -208,6 +216,7 @@ std::variant<WorkerStoreAddress, RoundEnded> Agent::prepareWorkerStore(
 Agent::Step Agent::endedBeforeStart(const RendezvousResult& round, const RendezvousEvent& event,
                                     const char* when) {
   log_->info("generation {} ended {} ({})", round.generation, when, event.detail);
+  status_.beginGeneration(round, 0);
   GenerationOutcome outcome;
   outcome.kind = OutcomeKind::kRendezvousEvent;
   outcome.event = event;
@@ -229,6 +238,7 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
     return endedBeforeStart(round, ended->event, "before its worker store was published");
   }
   const auto& store = std::get<WorkerStoreAddress>(prepared);
+  status_.beginGeneration(round, workerStore_ ? workerStore_->port() : 0);
   const PreflightOutcome checked =
       blocking([&] { return preflight_.run(*rdzv_, round, store.addr, store.port); });
   if (auto* ended = std::get_if<RoundEnded>(&checked)) {
@@ -241,6 +251,7 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < config_.nprocPerNode; ++lr) {
     specs.push_back(envBuilder_.build(lr, round, store, logs_.errorFilePath(round.generation, lr)));
+    specs.back().binding = numa_.bindingFor(lr);
   }
   log_->debug("generation {}: node {} of {}, ranks {}..{} of {}, worker store {}:{}",
               round.generation, round.nodeRank, round.nodeCount, round.baseRank,
@@ -289,6 +300,7 @@ Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome
   Decision d = decide(inputFor(outcome, round));
   while (true) {
     log_->debug("generation {}: {}", round.generation, d.why);
+    status_.generationEnded(outcome, d, last);
     switch (d.action) {
       case Action::kRejoin:
         if (last.kind == RendezvousEventKind::kPeerLost && last.lostRank == round.nodeRank) {
@@ -309,6 +321,7 @@ Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome
         if (last.kind == RendezvousEventKind::kStoreLost) {
           log_->error("lost the rendezvous store: {}", last.detail);
         }
+        status_.finish();
         if (d.leave) rdzv_->leave();
         return Exit{d.exitCode};
       default:

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/numa_binding.hpp"
 #include "rendezvous/store/etcd_store.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 
@@ -148,6 +149,9 @@ struct LaunchConfig {
   std::optional<int> nodeOrder;
   // --virtual-local-rank
   bool virtualLocalRank = false;
+  // --numa-binding node|socket|exclusive|core-complex (kNone: workers run unbound). No PET_*
+  // variable, as in torchrun. Resolved against the machine by numa_setup.hpp.
+  NumaPolicy numaBinding = NumaPolicy::kNone;
   // --start-method (accepted; ddprun always spawns processes).
   std::string startMethod = "spawn";
   // --log-level (DDP_LOG_LEVEL fallback): trace, debug, info, warn, error, critical or off.
@@ -157,6 +161,14 @@ struct LaunchConfig {
   // --preflight (DDP_PREFLIGHT): the checks at each rendezvous round before workers start.
   PreflightMode preflight = PreflightMode::kWarn;
 
+  // Status pages (README "Status page and metrics").
+  // --http-port: port of this agent's /, /status and /metrics; 0 = none, kHttpPortAuto = a free
+  // port (the agent logs the address either way).
+  static constexpr int kHttpPortAuto = -1;
+  int httpPort = 0;
+  // --http-host: the address they listen on (loopback unless the user opens them wider).
+  std::string httpHost = "127.0.0.1";
+
   // The command to run for each worker: argv[0] resolved (python -u [-m] script, or the program),
   // then the user's arguments. ${local_rank} is substituted per worker by the launcher.
   std::vector<std::string> command;
@@ -165,12 +177,11 @@ struct LaunchConfig {
   // How `command` was built.
   EntrypointKind entrypointKind = EntrypointKind::kProgram;
 
-  // Accepted for torchrun compatibility, not acted upon (ddprun has one event handler, one log
-  // layout and no NUMA binding): --event-log-handler, --logs-specs, --numa-binding,
-  // --duplicate-stdout-filters, --duplicate-stderr-filters.
+  // Accepted for torchrun compatibility, not acted upon (ddprun has one event handler and one log
+  // layout): --event-log-handler, --logs-specs, --duplicate-stdout-filters,
+  // --duplicate-stderr-filters.
   std::string eventLogHandler = "null";
   std::string logsSpecs;
-  std::string numaBinding;
   std::vector<std::string> duplicateStdoutFilters;
   std::vector<std::string> duplicateStderrFilters;
 

@@ -10,10 +10,13 @@ PACKAGES=(
   libgloo-dev libopenblas-dev zlib1g-dev
   # fuzzing: libFuzzer needs clang (tests/fuzz/, scripts/fuzz.sh)
   clang-14 libfuzzer-14-dev
+  libhwloc-dev  # --numa-binding: topology, cores, caches, GPU locality
   # tests: real peers and services
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
   nftables  # preflight tests: a port blocked inside a network namespace
   stress-ng
+  # tests of the status pages: promtool (Prometheus' text-format checker), headless Chromium
+  prometheus chromium
 )
 
 missing=()

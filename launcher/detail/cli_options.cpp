@@ -56,7 +56,11 @@ std::vector<OptionSpec> buildTable() {
       torchOpt("role", false, "NAME", "worker role: ROLE_NAME and the log prefix (default 'default')", kNodes),
       torchOpt("start_method", false, "spawn|fork|forkserver", "accepted for compatibility; workers are always separate processes", kNodes),
       torchOpt("virtual_local_rank", true, "", "give every worker LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES=<its GPU>", kNodes),
-      withEnv(torchOpt("numa_binding", false, "POLICY", "accepted for compatibility and ignored", kNodes), {}),
+      withEnv(torchOpt("numa_binding", false, "node|socket|exclusive|core-complex",
+                       "bind each worker's CPUs and memory near its GPU (local rank i: GPU i; no GPU: "
+                       "NUMA nodes round-robin): node = all CPUs of the GPU's NUMA node, socket = of its "
+                       "socket, exclusive = the node's cores split between its workers, core-complex = "
+                       "one L3 cache domain each; off unless given", kNodes), {}),
       torchOpt("rdzv_backend", false, "static|c10d|etcd|etcd-v2", "rendezvous backend (default static)", kRdzv),
       torchOpt("rdzv_endpoint", false, "HOST[:PORT]",
                "rendezvous store, e.g. a ddprund (port default: c10d " + std::to_string(kDefaultC10dPort) +
@@ -105,6 +109,13 @@ std::vector<OptionSpec> buildTable() {
                        "the worker store's port from every node), one table on node rank 0; strict: a "
                        "flag fails the round on every node (exit 4) (default warn)", "Diagnostics"),
               {"DDP_PREFLIGHT"}),
+      withEnv(torchOpt("http_port", false, "PORT|auto|0",
+                       "serve this job's status page, /status and /metrics on PORT (auto: a free "
+                       "port; the address is logged) (default 0: off)", "Status"),
+              {"DDP_HTTP_PORT"}),
+      withEnv(torchOpt("http_host", false, "ADDR",
+                       "address the status pages listen on (default 127.0.0.1)", "Status"),
+              {"DDP_HTTP_HOST"}),
       withEnv(torchOpt("dry_run", true, "",
                        "print the resolved configuration (flags, PET_*, Slurm) as JSON and exit 0", "Diagnostics"),
               {}),

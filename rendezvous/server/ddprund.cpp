@@ -13,6 +13,7 @@
 
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
+#include "rendezvous/server/http_ddprund.hpp"
 #include "rendezvous/server/store_server.hpp"
 
 namespace ddp {
@@ -37,6 +38,35 @@ bool writePortFile(const std::string& path, uint16_t port, std::string& error) {
     return false;
   }
   return true;
+}
+
+// Starts the status pages unless they are off. Fails (nullptr, `error` set) only when the user
+// named the port; the default port in use costs a warning, never the store.
+std::unique_ptr<DdprundStatus> startStatus(const DdprundOptions& options, StoreServer& server,
+                                           std::string& error) {
+  if (options.httpPort == 0) return nullptr;
+  const bool automatic = options.httpPort == DdprundOptions::kHttpPortAuto;
+  HttpServerOptions http;
+  http.host = options.httpHost.empty() ? options.host : options.httpHost;
+  http.name = "ddprund status";
+  http.port = static_cast<uint16_t>(!automatic ? options.httpPort
+                                    : options.port == 0 ? 0
+                                                        : (server.port() + 1) % 65536);
+  try {
+    auto status = std::make_unique<DdprundStatus>(server, http);
+    if (!options.httpPortFile.empty() &&
+        !writePortFile(options.httpPortFile, status->port(), error)) {
+      return nullptr;
+    }
+    return status;
+  } catch (const Error& e) {
+    if (!automatic) {
+      error = e.what();
+      return nullptr;
+    }
+    logger("store")->warn("ddprund: no status pages: {} (set --http-port)", e.what());
+    return nullptr;
+  }
 }
 
 }  // namespace
@@ -75,11 +105,18 @@ int runDdprund(const DdprundOptions& options) {
     log->info("ddprund: signal {} received, stopping", signal);
     server->stop();
   });
+  auto status = startStatus(options, *server, error);
+  if (!error.empty()) {
+    std::cerr << "ddprund: " << error << std::endl;
+    return kDdprundCannotListen;
+  }
   server->start();
   log->info("ddprund: memory budget {} MiB (--max-memory{})", server->stats().memoryLimit >> 20,
             options.maxMemoryBytes == 0 ? ", default" : "");
   std::cout << "listening on " << server->address() << std::endl;
+  if (status) std::cout << "status on http://" << status->address() << "/" << std::endl;
   io.run();
+  status.reset();  // before the server it reads
   return kDdprundOk;
 }
 

@@ -1,10 +1,12 @@
 // ddprund: the standalone rendezvous store daemon (a StoreServer on the main thread).
 //
-// run() binds, writes the port file, prints `listening on ADDRESS:PORT` to stdout, serves until
-// SIGTERM or SIGINT, then stops cleanly. Exit codes (also in the README):
+// run() binds, writes the port file, prints `listening on ADDRESS:PORT` to stdout, starts the status
+// pages (http_ddprund.hpp) and prints `status on http://ADDRESS:PORT/`, serves until SIGTERM or
+// SIGINT, then stops cleanly. Exit codes (also in the README):
 //   0  stopped by SIGTERM / SIGINT
 //   1  cannot listen (address in use, unknown host, ...), cannot write --port-file, or cannot
-//      use --data-dir (locked by another daemon, corrupt, another data format, too big)
+//      use --data-dir (locked by another daemon, corrupt, another data format, too big); also
+//      when an explicit --http-port cannot be bound (with the default, ddprund warns and serves on)
 //   3  the data directory could not be written or synced while serving
 //   2  bad flags (handled by ddprund_main.cpp before run())
 //
@@ -41,6 +43,17 @@ struct DdprundOptions {
   wire::LegacyDialect legacyDialect = wire::LegacyDialect::kAuto;
   // --data-dir, --fsync, --compact-after: keep the data across a restart (durability.hpp).
   DurabilityOptions durability;
+
+  // Status pages (--http-*; README "Status page and metrics").
+  // Port of /, /status and /metrics: kHttpPortAuto = the store's port + 1 (a free port when
+  // --port is 0); 0 = no status pages.
+  static constexpr int kHttpPortAuto = -1;
+  int httpPort = kHttpPortAuto;
+  // Address they listen on; empty = the store's --host (the pages show nothing a store client
+  // cannot read, and accept no writes).
+  std::string httpHost;
+  // When set, the bound status port is written here (atomically) once listening.
+  std::string httpPortFile;
 };
 
 // Exit codes of ddprund.

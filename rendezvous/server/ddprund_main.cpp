@@ -67,6 +67,20 @@ int main(int argc, char** argv) {
       ->transform(sizes)
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  // Status pages (README "Status page and metrics").
+  std::string httpPort = "auto";
+  app.add_option("--http-port", httpPort,
+                 "port of the status page, /status and /metrics: auto = the store's port + 1 (a "
+                 "free one with --port 0), 0 = off")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "auto") return "";
+        return CLI::Range(0, 65535)(v);
+      })
+      ->capture_default_str();
+  app.add_option("--http-host", options.httpHost,
+                 "address the status pages listen on (default: the store's --host)");
+  app.add_option("--http-port-file", options.httpPortFile,
+                 "write the bound status port to this file (atomically) once listening");
   app.set_version_flag("--version", std::string("ddprund ") + DDP_VERSION_STRING);
 
   try {
@@ -82,6 +96,7 @@ int main(int argc, char** argv) {
   options.durability.fsync = fsync == "always"  ? ddp::FsyncMode::kAlways
                              : fsync == "off"   ? ddp::FsyncMode::kOff
                                                 : ddp::FsyncMode::kBatch;
+  options.httpPort = httpPort == "auto" ? ddp::DdprundOptions::kHttpPortAuto : std::stoi(httpPort);
   options.legacyDialect = dialect == "1.13"  ? ddp::wire::LegacyDialect::kTorch113
                           : dialect == "2.1" ? ddp::wire::LegacyDialect::kTorch21
                                              : ddp::wire::LegacyDialect::kAuto;

@@ -82,6 +82,19 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     asio::post(io_, [self = shared_from_this()] { self->stop(); });
   }
 
+  void snapshot(std::size_t budget, std::function<void(StoreSnapshot)> done) {
+    asio::post(io_, [self = shared_from_this(), budget, done = std::move(done)] {
+      if (self->core_->stopped) return;
+      StoreSnapshot out;
+      out.takenAt = std::chrono::steady_clock::now();
+      out.stats = self->core_->storeStats;
+      out.connections = self->core_->sessions.size();
+      self->core_->state.snapshot(budget, out);
+      out.cost = std::chrono::steady_clock::now() - out.takenAt;
+      done(std::move(out));
+    });
+  }
+
  private:
   void listen() {
     const auto& opts = core_->options;
@@ -158,12 +171,14 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     boost::system::error_code ignored;
     if (core_->sessions.size() >= opts.maxConnections) {
       detail::bump(core_->counters.refused);
+      ++core_->storeStats.connectionsRefused;
       core_->warn("refusing a connection: " + std::to_string(opts.maxConnections) +
                   " connections are open (--max-connections)");
       socket.close(ignored);
       return;
     }
     socket.set_option(tcp::no_delay(true), ignored);
+    ++core_->storeStats.connectionsAccepted;
     std::make_shared<detail::StoreSession>(std::move(socket), core_)->start();
   }
 
@@ -203,6 +218,10 @@ ServerStats StoreServer::stats() const { return impl_->stats(); }
 void StoreServer::start() { impl_->start(); }
 
 void StoreServer::stop() { impl_->requestStop(); }
+
+void StoreServer::snapshot(std::size_t budget, std::function<void(StoreSnapshot)> done) {
+  impl_->snapshot(budget, std::move(done));
+}
 
 // ---- StoreServerThread ------------------------------------------------------------------------
 

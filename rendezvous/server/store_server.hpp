@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,6 +20,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "rendezvous/server/durability.hpp"
+#include "rendezvous/server/store_stats.hpp"
 #include "rendezvous/wire/wire_codec.hpp"  // WireLimits, wire::LegacyDialect
 
 namespace ddp {
@@ -90,6 +92,12 @@ class StoreServer {
   // A snapshot of the counters. Safe from any thread, never blocks (relaxed atomics: fields may
   // be a few requests apart from each other).
   ServerStats stats() const;
+
+  // Takes a StoreSnapshot (counters, key count, and the rendezvous keys up to `budget` bytes) on
+  // the io thread — O(rendezvous keys), whatever else the store holds — and hands it to `done`
+  // there; `done` must not block. Non-blocking; safe from any thread. `done` is not called once
+  // the server stopped.
+  void snapshot(std::size_t budget, std::function<void(StoreSnapshot)> done);
 
  private:
   class Impl;

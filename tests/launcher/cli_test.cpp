@@ -64,7 +64,7 @@ TEST_CASE("every torchrun flag takes its dashed and underscored spelling, = or a
       {"node_rank", "0", [](auto& c) { CHECK(c.nodeRank == 0); }},
       {"event_log_handler", "console", [](auto& c) { CHECK(c.eventLogHandler == "console"); }},
       {"logs_specs", "custom", [](auto& c) { CHECK(c.logsSpecs == "custom"); }},
-      {"numa_binding", "node", [](auto& c) { CHECK(c.numaBinding == "node"); }},
+      {"numa_binding", "core-complex", [](auto& c) { CHECK(c.numaBinding == ddp::NumaPolicy::kCoreComplex); }},
       {"duplicate_stdout_filters", "loss,,acc,x", [](auto& c) {
          CHECK(c.duplicateStdoutFilters == Strings{"loss,acc", "x"});
        }},

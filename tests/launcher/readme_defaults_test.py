@@ -75,9 +75,12 @@ FLAG_VALUES = {
     "--signals-to-handle": lambda b, s: ",".join(b["signals_to_handle"]),
     "--shutdown-timeout": lambda b, s: seconds(b["shutdown_timeout_ms"]),
     "--virtual-local-rank": lambda b, s: b["virtual_local_rank"],
+    "--numa-binding": lambda b, s: b["numa_binding"] is not None,
     "--no-slurm": lambda b, s: b["no_slurm"],
     "--log-level": lambda b, s: b["log_level"],
     "--preflight": lambda b, s: b["preflight"],
+    "--http-port": lambda b, s: b["http_port"],
+    "--http-host": lambda b, s: b["http_host"],
 }
 NO_DEFAULT = {"--rdzv-conf", "--monitor-interval,", "--dry-run", "-h/--help,"}
 

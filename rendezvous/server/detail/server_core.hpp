@@ -1,6 +1,6 @@
 // ServerCore: what every connection of one StoreServer shares — the options, the memory budget,
-// the store, the rate limit of client-provoked warnings, the open sessions and the counters that
-// StoreServer::stats() reports. Owned by the server and kept alive by its sessions.
+// the store, the rate limit of client-provoked warnings, the open sessions, the counters that
+// StoreServer::stats() reports and the StoreStats that StoreServer::snapshot() copies. Owned by the server and kept alive by its sessions.
 //
 // Thread safety: everything is owned by the server's io_context thread, except `counters` and the
 // budget's used()/peak(), which other threads may read (relaxed atomics, one writer).
@@ -21,6 +21,7 @@
 #include "rendezvous/server/detail/store_state.hpp"
 #include "rendezvous/server/detail/warning_limiter.hpp"
 #include "rendezvous/server/store_server.hpp"
+#include "rendezvous/server/store_stats.hpp"
 
 namespace ddp::detail {
 
@@ -74,6 +75,7 @@ struct ServerCore {
   std::shared_ptr<spdlog::logger> log;
   std::unordered_set<StoreSession*> sessions;
   ServerCounters counters;
+  StoreStats storeStats;  // what the status pages show (StoreServer::snapshot); io thread only
   bool stopped = false;
   uint64_t nextSessionId = 1;
 };

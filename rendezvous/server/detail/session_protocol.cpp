@@ -60,6 +60,8 @@ std::optional<std::span<char>> SessionProtocol::readBuffer() {
 
 SessionProtocol::Outcome SessionProtocol::received(std::size_t n) {
   input_.commit(n);
+  core_->storeStats.bytesReceived += n;
+  readAt_ = std::chrono::steady_clock::now();
   return process();
 }
 
@@ -83,13 +85,17 @@ SessionProtocol::Outcome SessionProtocol::fail(std::string reason, bool memory) 
 SessionProtocol::Outcome SessionProtocol::process() {
   processing_ = true;
   Outcome outcome = Outcome::kContinue;
+  uint64_t applied = 0;
   for (;;) {
     const std::string_view bytes = input_.pending();
     if (bytes.empty() || bytes.size() < need_) break;  // nothing new to decode
     auto result = decoder_.decode(bytes);
     if (auto* request = std::get_if<wire::Request>(&result)) {
       need_ = 0;
-      if (!handle(*request)) {
+      const bool ok = handle(*request);
+      core_->storeStats.countRequest(request->op);
+      ++applied;
+      if (!ok) {
         outcome = Outcome::kClose;
         break;
       }
@@ -106,6 +112,10 @@ SessionProtocol::Outcome SessionProtocol::process() {
   }
   processing_ = false;
   core_->commitChanges();  // the changes of this batch of requests: one journal record
+  if (applied > 0) {
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - readAt_;
+    core_->storeStats.observeRequests(took.count(), applied);
+  }
   core_->counters.keys.store(core_->state.numKeys(), std::memory_order_relaxed);
   if (outcome == Outcome::kClose) return outcome;
   // The decoder's views of a long key list are charged too; past the budget, this connection

@@ -12,6 +12,7 @@
 // Thread safety: none; the server's io_context thread owns a protocol and calls everything on it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -89,6 +90,7 @@ class SessionProtocol : public StoreClient {
   uint64_t id_ = 0;
   wire::Dialect loggedDialect_ = wire::Dialect::kUnknown;
   bool processing_ = false;
+  std::chrono::steady_clock::time_point readAt_{};  // when the last read completed (StoreStats)
   bool disconnected_ = false;
   // REQUEST_ID (client id, sequence) for the next request, once received.
   std::optional<std::pair<uint64_t, uint64_t>> tag_;

@@ -137,6 +137,7 @@ void StoreSession::flush() {
   gather_.clear();
   writing_.collect(gather_);
   writeActive_ = true;
+  core_->storeStats.bytesSent += writing_.size();
   asio::async_write(socket_, gather_,
                     [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
                       self->onWrite(ec);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "rendezvous/store/rendezvous_key_names.hpp"
+
 namespace ddp::detail {
 
 using wire::Op;
@@ -226,7 +228,24 @@ bool StoreState::add(const wire::Request& r, OutputQueue& out, std::string& reas
   if (!storeNumber(r.key, value, reason)) return false;
   out.putI64(value);
   wakeAll(r.key);
+  if (isHeartbeatKey(r.key)) table_.noteHeartbeat(r.key);
   return true;
+}
+
+void StoreState::snapshot(std::size_t budget, StoreSnapshot& out) const {
+  out.keys = table_.numKeys();
+  std::size_t copied = 0;
+  for (const auto& key : table_.rendezvousKeys()) {
+    const Blob* value = table_.find(key);
+    if (value == nullptr) continue;
+    if (copied + key.size() + value->size() > budget) {
+      out.truncated = true;
+      break;
+    }
+    copied += key.size() + value->size();
+    out.entries.emplace_back(key, std::string(value->view()));
+    if (auto t = table_.heartbeatTime(key)) out.heartbeatTimes.emplace(key, *t);
+  }
 }
 
 bool StoreState::wait(const wire::Request& r, StoreClient& client, OutputQueue& out,

@@ -19,9 +19,13 @@
 // are kept per client (at most kMaxOnClosePerClient; one per key, a new one replaces the old) and
 // applied as COMPARE_SETs, in registration order, by disconnect(client, true).
 //
+// For the status pages, snapshot() copies the rendezvous keys from the table's index of them, with
+// when each heartbeat key (rendezvous/store/rendezvous_key_names.hpp) last got an ADD.
+//
 // Thread safety: none; one thread (the server's io_context) owns a StoreState and its clients.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -35,6 +39,7 @@
 #include "rendezvous/server/detail/request_ids.hpp"
 #include "rendezvous/server/detail/store_table.hpp"
 #include "rendezvous/server/detail/wait_registry.hpp"
+#include "rendezvous/server/store_stats.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 
 namespace ddp::detail {
@@ -103,6 +108,11 @@ class StoreState {
   // Stores `value` at `key` before any client is served (StoreServerOptions::initialKeys).
   // False when the budget cannot hold it.
   bool preset(std::string_view key, std::string_view value);
+
+  // Fills out.keys, and out.entries with the rendezvous keys (rdzv/...) and their values, in
+  // name order, until `budget` bytes were copied (then out.truncated), with their heartbeat
+  // times. O(rendezvous keys).
+  void snapshot(std::size_t budget, StoreSnapshot& out) const;
 
  private:
   std::optional<Blob> makeValue(std::string_view bytes, const Blob* buffer);

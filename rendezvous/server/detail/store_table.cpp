@@ -1,5 +1,7 @@
 #include "rendezvous/server/detail/store_table.hpp"
 
+#include "rendezvous/store/rendezvous_key_names.hpp"
+
 namespace ddp::detail {
 
 const Blob* StoreTable::find(std::string_view key) const {
@@ -28,6 +30,7 @@ bool StoreTable::put(std::string_view key, Blob value) {
   journal(MutationKind::kPut, key, value.view());
   values_.emplace(std::string(key), Entry{std::move(value), std::move(*charge)});
   keyBytes_ += key.size();
+  if (key.starts_with(kRendezvousKeyRoot)) rendezvousKeys_.emplace(key);
   return true;
 }
 
@@ -47,6 +50,10 @@ bool StoreTable::erase(std::string_view key) {
   if (it == values_.end()) return false;
   keyBytes_ -= it->first.size();
   values_.erase(it);
+  if (key.starts_with(kRendezvousKeyRoot)) {
+    if (auto k = rendezvousKeys_.find(key); k != rendezvousKeys_.end()) rendezvousKeys_.erase(k);
+    if (auto t = heartbeatTimes_.find(key); t != heartbeatTimes_.end()) heartbeatTimes_.erase(t);
+  }
   journal(MutationKind::kErase, key);
   return true;
 }
@@ -81,6 +88,24 @@ void StoreTable::clear() {
   values_.clear();
   queues_.clear();
   keyBytes_ = 0;
+  rendezvousKeys_.clear();
+  heartbeatTimes_.clear();
+}
+
+void StoreTable::noteHeartbeat(std::string_view key) {
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = heartbeatTimes_.find(key); it != heartbeatTimes_.end()) {
+    it->second = now;
+  } else if (heartbeatTimes_.size() < kMaxHeartbeatTimes) {
+    heartbeatTimes_.emplace(std::string(key), now);
+  }
+}
+
+std::optional<std::chrono::steady_clock::time_point> StoreTable::heartbeatTime(
+    std::string_view key) const {
+  auto it = heartbeatTimes_.find(key);
+  if (it == heartbeatTimes_.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace ddp::detail

@@ -5,13 +5,20 @@
 // clear(): that is the one place where a journal of mutations (durability) hooks in. A mutation
 // that the budget cannot hold returns false and changes nothing.
 //
+// For the status pages the table also keeps, in the same place, an ordered index of the rendezvous
+// keys (rdzv/..., rendezvous/store/rendezvous_key_names.hpp), so a snapshot costs O(rendezvous
+// keys), not O(keys), and when each heartbeat key last got an ADD (noteHeartbeat(); at most
+// kMaxHeartbeatTimes keys, on the server's steady clock). A deleted key leaves both.
+//
 // Thread safety: none; the server's io_context thread owns the table.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -28,6 +35,8 @@ inline constexpr std::size_t kTableEntryBytes = 96;
 inline constexpr std::size_t kQueueBytes = kTableEntryBytes + 640;
 // ... and of one queued item beside its value.
 inline constexpr std::size_t kQueueItemBytes = 48;
+// Most heartbeat keys whose last update time a StoreTable keeps.
+inline constexpr std::size_t kMaxHeartbeatTimes = 1 << 16;
 
 class StoreTable {
  public:
@@ -75,6 +84,13 @@ class StoreTable {
   // Drops every key and queue.
   void clear();
 
+  // The rendezvous keys (rdzv/...) present, in name order.
+  const std::set<std::string, std::less<>>& rendezvousKeys() const { return rendezvousKeys_; }
+  // Remembers now as the last update of heartbeat key `key` (which exists).
+  void noteHeartbeat(std::string_view key);
+  // When heartbeat key `key` last got an ADD, if it did since the server started.
+  std::optional<std::chrono::steady_clock::time_point> heartbeatTime(std::string_view key) const;
+
  private:
   struct Hash {
     using is_transparent = void;
@@ -105,6 +121,8 @@ class StoreTable {
   Map<Entry> values_;
   Map<Queue> queues_;
   std::size_t keyBytes_ = 0;
+  std::set<std::string, std::less<>> rendezvousKeys_;
+  Map<std::chrono::steady_clock::time_point> heartbeatTimes_;
 };
 
 }  // namespace ddp::detail
