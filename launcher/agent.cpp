@@ -61,6 +61,9 @@ GroupSettings groupSettings(const LaunchConfig& config, const std::string& host)
   s.tee = config.tee;
   s.localRanksFilter = config.localRanksFilter;
   s.shutdownTimeout = config.shutdownTimeout;
+  s.hang.timeout = config.hangTimeout;
+  s.hang.fileTimer = config.fileTimer;
+  s.hang.timerFile = config.timerFile;
   return s;
 }
 
@@ -258,6 +261,9 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
               round.baseRank + config_.nprocPerNode - 1, round.worldSize, store.addr, store.port);
   const GenerationOutcome outcome =
       supervisor_.runGeneration(std::move(specs), logs_, round.generation);
+  for (const auto& f : outcome.failures) {  // a hung worker's stacks outlive a temporary log dir
+    if (!f.stacksFile.empty() && logs_.contains(f.stacksFile)) logs_.keep();
+  }
   return follow(round, outcome);
 }
 

@@ -190,6 +190,17 @@ void resolveSignals(Resolver& r, LaunchConfig& c) {
                           .value_or(c.shutdownTimeout);
 }
 
+void resolveHang(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
+  c.hangTimeout = r.get<std::chrono::milliseconds>("hang_timeout", [](const std::string& s) {
+                     const auto d = detail::parseDuration(s);
+                     if (d.count() != 0 && d < std::chrono::seconds(1))
+                       throw ConfigError("must be 0 (off) or at least 1 s");
+                     return d;
+                   }).value_or(c.hangTimeout);
+  c.fileTimer = getenv("TORCHELASTIC_ENABLE_FILE_TIMER").value_or("") == "1";
+  c.timerFile = getenv("TORCHELASTIC_TIMER_FILE").value_or("");
+}
+
 void resolveStatus(Resolver& r, LaunchConfig& c) {
   c.httpPort = r.get<int>("http_port", [](const std::string& s) {
                   return s == "auto" ? LaunchConfig::kHttpPortAuto : intIn(s, 0, 65535);
@@ -238,6 +249,7 @@ LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLoo
   const ConfMap rdzvConf = resolveRendezvous(resolver, config);
   resolveLogs(resolver, config, getenv);
   resolveSignals(resolver, config);
+  resolveHang(resolver, config, getenv);
   resolveStatus(resolver, config);
   resolveEntry(resolver, config, raw, getenv);
   if (!config.standalone) applyEnvironmentDetection(config, getenv);  // --standalone: one node

@@ -136,6 +136,13 @@ struct LaunchConfig {
   std::vector<int> signalsToHandle;
   // --shutdown-timeout: grace between the forwarded signal and SIGKILL.
   std::chrono::milliseconds shutdownTimeout{std::chrono::seconds(30)};
+  // --hang-timeout: a worker without progress this long is a failure of that worker, its stacks
+  // taken first (0 = off; else at least 1 s). README "Hang detection".
+  std::chrono::milliseconds hangTimeout{0};
+  // TORCHELASTIC_ENABLE_FILE_TIMER=1 (exactly "1", as torchrun): serve torch's file timers on the
+  // FIFO TORCHELASTIC_TIMER_FILE names ("" = a fresh path), as torchrun's agent does.
+  bool fileTimer = false;
+  std::string timerFile;
   // --local-addr: the address other nodes reach this one at ("" = detect).
   std::string localAddr;
   // --master-addr / --master-port (static backend).

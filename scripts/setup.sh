@@ -15,6 +15,8 @@ PACKAGES=(
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
   nftables  # preflight tests: a port blocked inside a network namespace
   stress-ng
+  # hang detection takes a native worker's stacks with gdb; the scaling report draws with matplotlib
+  gdb python3-matplotlib
   # tests of the status pages: promtool (Prometheus' text-format checker), headless Chromium
   prometheus chromium
 )

@@ -99,6 +99,8 @@ std::string describeConfig(const LaunchConfig& c, const NumaSetup* numa) {
       {"local_ranks_filter", c.localRanksFilter}, {"log_prefix", c.logPrefix},
       {"log_level", c.logLevel}, {"signals_to_handle", signals},
       {"shutdown_timeout_ms", c.shutdownTimeout.count()}, {"local_addr", c.localAddr},
+      {"hang_timeout_ms", c.hangTimeout.count()}, {"file_timer", c.fileTimer},
+      {"timer_file", c.timerFile},
       {"master_addr", c.masterAddr}, {"master_port", orNull(c.masterPort)},
       {"node_rank", orNull(c.nodeRank)}, {"node_order", orNull(c.nodeOrder)}, {"virtual_local_rank", c.virtualLocalRank},
       {"numa_binding", c.numaBinding == NumaPolicy::kNone ? json(nullptr) : json(numaPolicyName(c.numaBinding))},

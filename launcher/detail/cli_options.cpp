@@ -104,6 +104,11 @@ std::vector<OptionSpec> buildTable() {
                "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT; add SIGUSR1 for Slurm pre-emption)", kSignals),
       withEnv(torchOpt("shutdown_timeout", false, "SECONDS", "grace between the forwarded signal and SIGKILL (default 30)", kSignals),
               {"PET_SHUTDOWN_TIMEOUT", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"}),
+      withEnv(torchOpt("hang_timeout", false, "SECONDS",
+                       "a worker without progress this long (no progress report from worker_runtime, or no "
+                       "output and no CPU time) is a failure of that worker; its stacks are taken first "
+                       "(off unless given; at least 1 s)", "Hang detection"),
+              {"DDP_HANG_TIMEOUT"}),
       withEnv(torchOpt("preflight", false, "warn|strict|off",
                        "checks at every rendezvous round before workers start (versions, clocks, GPUs, "
                        "the worker store's port from every node), one table on node rank 0; strict: a "

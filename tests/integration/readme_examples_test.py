@@ -38,6 +38,8 @@ RULES = [
     (r"^\./scripts/test\.sh$", "skip", "runs the whole test suite, this test included"),
     (r"^\./scripts/quickstart\.sh$", "quickstart", None),
     (r"--nproc-per-node=gpu|--gpus-per-node|gpu_check\.sh", "skip", GPU),
+    (r"^\./scripts/scaling_report\.sh", "skip",
+     "a minutes-long measurement that rewrites docs/; scaling_report_test.sh runs it on a few steps"),
     (r"^sbatch scripts/slurm/ddprun\.sbatch$", "sbatch", None),
     (r"^srun ", "slurm", None),
     (r"^ddprund\b", "daemon", None),

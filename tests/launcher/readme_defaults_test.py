@@ -74,6 +74,7 @@ FLAG_VALUES = {
     "--log-prefix": lambda b, s: b["log_prefix"],
     "--signals-to-handle": lambda b, s: ",".join(b["signals_to_handle"]),
     "--shutdown-timeout": lambda b, s: seconds(b["shutdown_timeout_ms"]),
+    "--hang-timeout": lambda b, s: b["hang_timeout_ms"] != 0 or b["file_timer"],
     "--virtual-local-rank": lambda b, s: b["virtual_local_rank"],
     "--numa-binding": lambda b, s: b["numa_binding"] is not None,
     "--no-slurm": lambda b, s: b["no_slurm"],
