@@ -133,17 +133,23 @@ RendezvousStoreHandle tcpHandle(const LaunchConfig& config,
   options.connectTimeout = connectTimeout;
   options.timeout = config.rdzvConf.readTimeout;
   options.onConnectProgress = std::move(progress);
-  handle.store = std::make_unique<TcpStoreClient>(options);
+  // A restarted ddprund (--data-dir) is reconnected to within read_timeout, resuming the call; a
+  // store that keeps no data is not waited for (TcpStoreClientOptions::reconnectBudget).
+  options.reconnectBudget = config.rdzvConf.readTimeout;
+  std::vector<HelloField> hello = {{"client", "ddprun"},
+                                   {"host", thisHostName()},
+                                   {"pid", std::to_string(::getpid())},
+                                   {"purpose", "agent"}};
+  handle.store = connectTcpStore(options, wire::kCapRequestId, hello);
   options.onConnectProgress = nullptr;  // the heartbeat thread reports the outage itself
-  const std::vector<HelloField> hello = {{"client", "ddprun"},
-                                         {"host", thisHostName()},
-                                         {"pid", std::to_string(::getpid())},
-                                         {"purpose", "heartbeat"}};
+  hello.back().second = "heartbeat";
   handle.connectHeartbeat = [options, hello](std::chrono::milliseconds budget) {
     TcpStoreClientOptions own = options;
     own.connectTimeout = budget;
     own.timeout = budget;
-    return std::unique_ptr<Store>(connectTcpStore(own, wire::kCapOnClose, hello));
+    own.reconnectBudget = budget;  // a restarted ddprund: resumed within the heartbeat budget
+    return std::unique_ptr<Store>(
+        connectTcpStore(own, wire::kCapOnClose | wire::kCapRequestId, hello));
   };
   handle.endpointHost = host;
   handle.endpointPort = options.port;

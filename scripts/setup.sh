@@ -7,7 +7,7 @@ PACKAGES=(
   # build
   build-essential cmake pkg-config ccache
   libboost1.81-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
-  libgloo-dev libopenblas-dev
+  libgloo-dev libopenblas-dev zlib1g-dev
   # fuzzing: libFuzzer needs clang (tests/fuzz/, scripts/fuzz.sh)
   clang-14 libfuzzer-14-dev
   libhwloc-dev  # --numa-binding: topology, cores, caches, GPU locality

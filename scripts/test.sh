@@ -24,6 +24,7 @@ SANITIZE_TESTS=(
   rendezvous_store_server_test rendezvous_store_server_on_close_test
   rendezvous_store_server_bounds_test rendezvous_store_server_state_test
   rendezvous_tcp_store_client_test rendezvous_tcp_store_client_extension_test
+  rendezvous_journal_test rendezvous_tcp_store_client_resume_test
 )
 start=$(date +%s)
 cmake -S . -B "$SANITIZE_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_WITH_CUDA=OFF \

@@ -84,11 +84,12 @@ int runDdprund(const DdprundOptions& options) {
   serverOptions.maxMemoryBytes = options.maxMemoryBytes;
   serverOptions.legacyDialect = options.legacyDialect;
   serverOptions.name = "ddprund";
+  serverOptions.durability = options.durability;
 
   std::unique_ptr<StoreServer> server;
   try {
     server = std::make_unique<StoreServer>(io, serverOptions);
-  } catch (const Error& e) {
+  } catch (const Error& e) {  // NetworkError, or ConfigError from the data directory
     std::cerr << "ddprund: " << e.what() << std::endl;
     return kDdprundCannotListen;
   }

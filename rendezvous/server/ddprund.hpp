@@ -4,8 +4,10 @@
 // pages (http_ddprund.hpp) and prints `status on http://ADDRESS:PORT/`, serves until SIGTERM or
 // SIGINT, then stops cleanly. Exit codes (also in the README):
 //   0  stopped by SIGTERM / SIGINT
-//   1  cannot listen (address in use, unknown host, ...) or cannot write --port-file; also when
-//      an explicit --http-port cannot be bound (with the default, ddprund warns and serves on)
+//   1  cannot listen (address in use, unknown host, ...), cannot write --port-file, or cannot
+//      use --data-dir (locked by another daemon, corrupt, another data format, too big); also
+//      when an explicit --http-port cannot be bound (with the default, ddprund warns and serves on)
+//   3  the data directory could not be written or synced while serving
 //   2  bad flags (handled by ddprund_main.cpp before run())
 //
 // Thread safety: run() owns the calling thread until the daemon stops; call it once per process.
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "rendezvous/server/durability.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 
 namespace ddp {
@@ -38,6 +41,8 @@ struct DdprundOptions {
   std::size_t maxMemoryBytes = 0;
   // How torch <= 2.1 connections are read (--legacy-dialect=auto|1.13|2.1).
   wire::LegacyDialect legacyDialect = wire::LegacyDialect::kAuto;
+  // --data-dir, --fsync, --compact-after: keep the data across a restart (durability.hpp).
+  DurabilityOptions durability;
 
   // Status pages (--http-*; README "Status page and metrics").
   // Port of /, /status and /metrics: kHttpPortAuto = the store's port + 1 (a free port when

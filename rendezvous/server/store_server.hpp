@@ -19,6 +19,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "rendezvous/server/durability.hpp"
 #include "rendezvous/server/store_stats.hpp"
 #include "rendezvous/wire/wire_codec.hpp"  // WireLimits, wire::LegacyDialect
 
@@ -50,6 +51,9 @@ struct StoreServerOptions {
   // rendezvous store carries its owner's run id (rendezvousOwnerKey()) so that an agent of
   // another run reaching it by mistake knows at once.
   std::vector<std::pair<std::string, std::string>> initialKeys;
+  // Where the data survives a restart of the server (ddprund --data-dir); default: nowhere.
+  // With a data directory a reply is released only once the changes before it are durable.
+  DurabilityOptions durability;
 };
 
 // Counters of a running server (for /metrics and logs). Monotonic unless noted.

@@ -30,6 +30,12 @@
 // connection it first sends ON_CLOSE_CLEAR (best effort), so a live process is not taken for a
 // dead one. connectTcpStore() connects, says HELLO and falls back to a plain connection.
 //
+// Riding out a server restart: with reconnectBudget set and kCapRequestId granted in HELLO, a
+// lost connection is replaced within that budget (backoff between attempts), HELLO and the
+// ON_CLOSE registrations are sent again, changes the server may not have read are sent again
+// (each tagged by REQUEST_ID, so none applies twice), a pending WAIT is sent again and the call
+// resumes; only when the budget runs out does the loss become the sticky NetworkError.
+//
 // Thread safety: one request at a time per connection; the object serialises concurrent callers
 // with an internal mutex. A NetworkError or ProtocolError is sticky: later calls rethrow it;
 // create a new client.
@@ -82,6 +88,11 @@ struct TcpStoreClientOptions {
   std::chrono::milliseconds connectProgressInterval{std::chrono::seconds(5)};
   // Largest value accepted in a reply; a bigger one is a ProtocolError.
   std::size_t maxValueBytes = 256 * 1024 * 1024;
+  // When the connection is lost (the server restarted), how long to keep reconnecting, counted
+  // from the loss; 0 = never (the loss is a sticky NetworkError). Needs a HELLO that asked for
+  // and was granted wire::kCapRequestId (ddprund, StoreServer): changes are then tagged so that
+  // those sent again apply once (detail/resumable_connection.hpp).
+  std::chrono::milliseconds reconnectBudget{0};
 };
 
 // A HELLO field: name, value (free-form, for logs).
@@ -141,6 +152,8 @@ class TcpStoreClient final : public Store, public ConnectionHooks {
   // while another thread waits in this client.
   void interruptWait() override;
   bool onCloseSupported() const override;
+  // Connections replaced after a loss so far (see reconnectBudget).
+  uint64_t reconnects() const;
   void armOnClose(const std::string& key, const std::string& expected,
                   const std::string& desired) override;
   void clearOnClose(const std::vector<std::string>& keys) override;

@@ -61,6 +61,7 @@ class StoreSession final : public SessionProtocol,
   bool readActive_ = false;
   bool ambiguous_ = false;
   bool closed_ = false;
+  bool awaitingDurable_ = false;  // replies held until the journal has synced what they follow
 };
 
 }  // namespace ddp::detail
