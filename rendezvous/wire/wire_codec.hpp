@@ -44,9 +44,11 @@
 //                        reply: i64 registrations removed
 //     REQUEST_ID     F3  u64 client id, u64 sequence                  reply: none (see below)
 //   HELLO: version is kExtensionVersion (1). The client's capabilities are those it wants, the
-//   server's those it has (bit 0 = kCapOnClose: ON_CLOSE and ON_CLOSE_CLEAR). Fields are free-form
-//   name/value pairs for logs ("client" = "ddprun", "host", "pid", "purpose"; the server answers
-//   "server"); at most WireLimits::maxHelloFields pairs, each string at most maxKeyBytes long.
+//   server's those it has (bit 0 = kCapOnClose: ON_CLOSE and ON_CLOSE_CLEAR; bit 2 = kCapDurable,
+//   set only by a server that keeps its data across its restart). Fields are free-form name/value
+//   pairs ("client" = "ddprun", "host", "pid", "purpose"; the server answers "server" and
+//   "instance", a random id per server process, so a client reconnecting to a server without
+//   kCapDurable sees whether it is still the same one); at most WireLimits::maxHelloFields pairs, each string at most maxKeyBytes long.
 //   Status 1 (refused) is reserved for a server that requires credentials (a future "token"
 //   field): it names the reason in an "error" field and closes the connection.
 //   ON_CLOSE: "when this connection closes (the peer's process died, or the connection broke)

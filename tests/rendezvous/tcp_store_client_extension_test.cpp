@@ -121,7 +121,11 @@ TEST_CASE("hello() is granted ON_CLOSE by StoreServer; a destroyed client applie
     CHECK(answer->accepted);
     CHECK(answer->version == wire::kExtensionVersion);
     CHECK((answer->capabilities & wire::kCapOnClose) != 0);
-    CHECK(answer->fields == std::vector<HelloField>{{"server", "ddprun store"}});
+    CHECK((answer->capabilities & wire::kCapDurable) == 0);  // no --data-dir
+    REQUIRE(answer->fields.size() == 2);
+    CHECK(answer->fields[0] == HelloField{"server", "ddprun store"});
+    CHECK(answer->fields[1].first == "instance");
+    CHECK(answer->fields[1].second.size() == 16);
     CHECK(client.onCloseSupported());
     client.armOnClose("end", "", "lost");
     client.armOnClose("cleared", "", "x");

@@ -104,5 +104,30 @@ TEST_CASE("a client resumes across a restart of its server from the data directo
   CHECK(other.get("gone") == "yes");
 }
 
+TEST_CASE("a store that keeps no data is not waited for, nor resumed into after a restart") {
+  StoreServerOptions options = loopbackServer();  // no data directory: kCapDurable not granted
+  auto first = std::make_unique<StoreServerThread>(options);
+  options.port = first->port();
+  auto client = connectTcpStore(clientOptions(options.port, 60s), wire::kCapRequestId, kFields);
+  CHECK(client->add("n", 5) == 5);
+
+  SECTION("gone for good: a NetworkError after the short wait, not after the 60 s budget") {
+    first->stop();
+    first.reset();
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH(client->add("n", 1), Catch::Contains("keeps no data"));
+    CHECK(std::chrono::steady_clock::now() - start < 30s);
+  }
+  SECTION("restarted on its port without its keys: never resumed into") {
+    first->stop();
+    first.reset();
+    StoreServerThread second(options);  // same port, empty
+    CHECK_THROWS_WITH(client->add("n", 1), Catch::Contains("restarted without its data"));
+    TcpStoreClient other(clientOptions(options.port, 0ms));
+    CHECK_FALSE(other.check({"n"}));  // the retried ADD was not applied to the empty store
+  }
+  CHECK(client->reconnects() == 0);
+}
+
 }  // namespace
 }  // namespace ddp
