@@ -13,6 +13,7 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <random>
 
@@ -153,11 +154,15 @@ ShmAllreduce::ShmAllreduce(Communicator& inner, ShmAllreduceOptions options, voi
       peers_(std::move(peers)) {}
 
 ShmAllreduce::~ShmAllreduce() {
-  // A rank that leaves (done, or unwinding from an error) says so, so a peer still waiting for
-  // it fails now instead of at the end of its budget. A peer that finished the same collectives
-  // saw every phase already and never looks at the flag.
-  std::atomic_ref<uint32_t>(*leftWord(rank())).store(1, std::memory_order_release);
-  syscall(SYS_futex, seqWord(rank()), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  // A rank that leaves when done says so, so a peer still waiting for it fails now instead of at
+  // the end of its budget. A peer that finished the same collectives saw every phase already and
+  // never looks at the flag. A rank unwinding from its own error does not: its failure must be
+  // recorded (error file, failure sequence number) before a peer's collateral CommError, so its
+  // peers learn of it from its exit (pidfd), which comes after that record.
+  if (std::uncaught_exceptions() == 0) {
+    std::atomic_ref<uint32_t>(*leftWord(rank())).store(1, std::memory_order_release);
+    syscall(SYS_futex, seqWord(rank()), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
   for (const auto& p : peers_) {
     if (p.pidfd >= 0) close(p.pidfd);
   }
