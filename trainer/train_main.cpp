@@ -10,6 +10,7 @@
 #include "trainer/model.hpp"
 #include "trainer/trainer.hpp"
 #include "worker_runtime/communicator.hpp"
+#include "worker_runtime/failure_sequence.hpp"
 #include "worker_runtime/progress.hpp"
 #include "worker_runtime/worker_env.hpp"
 #include "worker_runtime/worker_store.hpp"
@@ -84,6 +85,7 @@ int runTrain(const TrainOptions& o) {
                  [](int64_t step) { reportProgress(step); }};  // for ddprun --hang-timeout
   if (distributed && env.rank == 0 && env.masterPort != 0) ctx.publishPoint = workerStorePublisher(env);
   ctx.localWorldSize = distributed ? env.localWorldSize : 0;
+  ctx.onInjectedFailure = [] { claimFailureSequence(); };
 
   std::unique_ptr<Store> store;
   std::unique_ptr<Communicator> comm;

@@ -312,6 +312,7 @@ TrainResult TrainLoop::run() {
     while (pos < list.size() && !finished()) {
       if (ctx_.generation == 0 && ctx_.rank == ctx_.failRank && state_.step == ctx_.failAtStep) {
         result_.injectedFailure = true;
+        if (ctx_.onInjectedFailure) ctx_.onInjectedFailure();
         return std::move(result_);
       }
       if (ctx_.generation == 0 && ctx_.rank == ctx_.hangRank && state_.step == ctx_.hangAtStep) {

@@ -39,6 +39,10 @@ struct RunContext {
   // LOCAL_WORLD_SIZE, or 0 when unknown (ranks as threads in tests). The shared-memory gradient
   // allreduce is only tried when it is 0 or the whole world (one node).
   int localWorldSize = 0;
+  // Called where --fail-at-step fires, before anything is torn down (train: worker_runtime's
+  // claimFailureSequence, so the injected failure takes its place in the job's failure order
+  // before a peer notices this rank leave). May be empty.
+  std::function<void()> onInjectedFailure{};
 };
 
 struct TrainResult {
