@@ -8,9 +8,11 @@ PACKAGES=(
   build-essential cmake pkg-config
   libboost1.81-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libgloo-dev libopenblas-dev
+  libssl-dev  # TLS of the rendezvous transport (Boost.Asio SSL over OpenSSL)
   # tests: real peers and services
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
   stress-ng
+  openssl curl  # throwaway certificates of the TLS tests; the https etcd health check
 )
 
 missing=()

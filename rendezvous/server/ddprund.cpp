@@ -13,6 +13,7 @@
 
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
+#include "rendezvous/security/token.hpp"
 #include "rendezvous/server/store_server.hpp"
 
 namespace ddp {
@@ -53,10 +54,17 @@ int runDdprund(const DdprundOptions& options) {
   serverOptions.maxConnections = options.maxConnections;
   serverOptions.legacyDialect = options.legacyDialect;
   serverOptions.name = "ddprund";
+  serverOptions.allow = options.allow;
+  serverOptions.allowUnauthenticated = options.allowUnauthenticated;
+  serverOptions.tls = options.tls;
 
   std::unique_ptr<StoreServer> server;
   try {
+    if (!options.tokenFile.empty()) serverOptions.token = readTokenFile(options.tokenFile);
     server = std::make_unique<StoreServer>(io, serverOptions);
+  } catch (const ConfigError& e) {
+    std::cerr << "ddprund: " << e.what() << std::endl;
+    return kDdprundBadFlags;
   } catch (const Error& e) {
     std::cerr << "ddprund: " << e.what() << std::endl;
     return kDdprundCannotListen;

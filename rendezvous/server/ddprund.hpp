@@ -4,7 +4,8 @@
 // SIGTERM or SIGINT, then stops cleanly. Exit codes (also in the README):
 //   0  stopped by SIGTERM / SIGINT
 //   1  cannot listen (address in use, unknown host, ...) or cannot write --port-file
-//   2  bad flags (handled by ddprund_main.cpp before run())
+//   2  bad flags (handled by ddprund_main.cpp before run()), an unreadable --token-file, TLS files
+//      that cannot be used
 //
 // Thread safety: run() owns the calling thread until the daemon stops; call it once per process.
 #pragma once
@@ -13,6 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include "rendezvous/security/address_allowlist.hpp"
+#include "rendezvous/security/tls_options.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 
 namespace ddp {
@@ -32,6 +35,16 @@ struct DdprundOptions {
   std::size_t maxConnections = 65536;
   // How torch <= 2.1 connections are read (--legacy-dialect=auto|1.13|2.1).
   wire::LegacyDialect legacyDialect = wire::LegacyDialect::kAuto;
+
+  // ---- Security (README "Security"; StoreServerOptions has the rules) -------------------------
+  // --allow: addresses served at all (default: loopback and this host's own subnets).
+  AddressAllowlist allow = AddressAllowlist::localSubnets();
+  // --token-file: ddprun agents must present the token it holds ("" = no token).
+  std::string tokenFile;
+  // --allow-unauthenticated: addresses served without a token and, under TLS, in plain TCP.
+  AddressAllowlist allowUnauthenticated;
+  // --tls-cert/--tls-key/--tls-ca.
+  TlsServerOptions tls;
 };
 
 // Exit codes of ddprund.

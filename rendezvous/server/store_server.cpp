@@ -8,6 +8,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "rendezvous/security/tls_context.hpp"
+#include "rendezvous/server/detail/admission.hpp"
 #include "rendezvous/server/detail/store_session.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
@@ -45,6 +47,18 @@ tcp::endpoint resolveEndpoint(asio::io_context& io, const std::string& rawHost, 
   return results.begin()->endpoint();
 }
 
+// "TLS, mutual; token required (plain from 10.0.0.0/8); clients from 127.0.0.0/8, ::1/128".
+std::string securitySummary(const StoreServerOptions& o) {
+  std::string out = !o.tls.enabled() ? "plain TCP" : o.tls.caFile.empty() ? "TLS" : "TLS, mutual";
+  if (!o.token.empty()) {
+    out += "; token required";
+    if (!o.allowUnauthenticated.empty()) out += " (not from " + o.allowUnauthenticated.describe() + ")";
+  }
+  out += "; clients from " + o.allow.describe();
+  if (o.sameUserLocalPeers) out += ", local ones of this user only";
+  return out;
+}
+
 }  // namespace
 
 class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
@@ -53,6 +67,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
       : io_(io), acceptor_(io), retryTimer_(io), core_(std::make_shared<detail::ServerCore>()) {
     core_->options = std::move(options);
     core_->log = logger("store");
+    if (core_->options.tls.enabled()) core_->tls = makeServerTlsContext(core_->options.tls);
     for (const auto& [key, value] : core_->options.initialKeys) core_->state.preset(key, value);
     listen();
   }
@@ -91,7 +106,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     const auto local = acceptor_.local_endpoint();
     port_ = local.port();
     address_ = formatEndpoint(local);
-    core_->log->info("{}: listening on {}", opts.name, address_);
+    core_->log->info("{}: listening on {} ({})", opts.name, address_, securitySummary(opts));
   }
 
   void bindTo(const tcp::endpoint& endpoint, boost::system::error_code& ec) {
@@ -129,7 +144,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
       });
       return;
     }
-    if (core_->sessions.size() >= opts.maxConnections) {
+    if (core_->sessions.size() + core_->handshaking.size() >= opts.maxConnections) {
       warnRateLimited("refusing a connection: " + std::to_string(opts.maxConnections) +
                       " connections are open (--max-connections)");
       boost::system::error_code ignored;
@@ -137,7 +152,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     } else {
       boost::system::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<detail::StoreSession>(std::move(socket), core_)->start();
+      detail::admit(std::move(socket), core_);
     }
     accept();
   }
@@ -148,6 +163,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     retryTimer_.cancel();
+    detail::cancelAdmissions(*core_);
     const std::vector<detail::StoreSession*> open(core_->sessions.begin(), core_->sessions.end());
     for (auto* session : open) session->close("");
     core_->log->info("{}: stopped ({} keys held)", core_->options.name, core_->state.numKeys());

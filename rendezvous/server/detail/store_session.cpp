@@ -4,7 +4,7 @@
 #include <cstring>
 #include <utility>
 
-#include <boost/asio/write.hpp>
+#include "rendezvous/security/address_allowlist.hpp"
 
 namespace ddp::detail {
 namespace asio = boost::asio;
@@ -40,13 +40,24 @@ std::string printable(std::string_view text) {
 
 }  // namespace
 
-StoreSession::StoreSession(asio::ip::tcp::socket socket, std::shared_ptr<ServerCore> core)
-    : socket_(std::move(socket)),
-      core_(std::move(core)),
-      graceTimer_(socket_.get_executor()),
-      decoder_(core_->options.limits, core_->options.legacyDialect) {
+namespace {
+
+bool exemptFromToken(const ServerCore& core, asio::ip::tcp::socket& socket) {
   boost::system::error_code ec;
-  const auto remote = socket_.remote_endpoint(ec);
+  const auto remote = socket.remote_endpoint(ec);
+  return !ec && core.options.allowUnauthenticated.contains(remote.address());
+}
+
+}  // namespace
+
+StoreSession::StoreSession(SessionStream stream, std::shared_ptr<ServerCore> core)
+    : stream_(std::move(stream)),
+      core_(std::move(core)),
+      graceTimer_(stream_.socket().get_executor()),
+      decoder_(core_->options.limits, core_->options.legacyDialect),
+      auth_(core_->options.token, exemptFromToken(*core_, stream_.socket())) {
+  boost::system::error_code ec;
+  const auto remote = stream_.socket().remote_endpoint(ec);
   peer_ = ec ? std::string("?") : endpointString(remote);
   id_ = core_->nextSessionId++;
 }
@@ -74,14 +85,12 @@ void StoreSession::close(const std::string& reason) {
   // A server that stops applies no ON_CLOSE registration: its peers did not go away.
   applyOnClose(core_->state.disconnect(*this, !core_->stopped));
   core_->sessions.erase(this);
-  boost::system::error_code ignored;
   if (!reason.empty() && !writeActive_ && !out_.empty()) {
     // Replies to the requests that preceded the bad one, best effort (never blocks), as torch's
     // server would have sent them before failing.
-    socket_.non_blocking(true, ignored);
-    socket_.write_some(asio::buffer(out_), ignored);
+    stream_.writeNow(asio::buffer(out_));
   }
-  socket_.close(ignored);
+  stream_.close();
   graceTimer_.cancel();
 }
 
@@ -96,12 +105,29 @@ void StoreSession::applyOnClose(const std::vector<AppliedOnClose>& applied) {
 void StoreSession::noteHello(const wire::Request& hello) {
   std::string fields;
   for (std::size_t i = 0; i + 1 < hello.keys.size(); i += 2) {
+    const bool secret = hello.keys[i] == kTokenField;  // never logged
     fields += (fields.empty() ? "" : ", ") + printable(hello.keys[i]) + "=" +
-              printable(hello.keys[i + 1]);
+              (secret ? std::string("(redacted)") : printable(hello.keys[i + 1]));
   }
   client_ = " (" + fields + ")";
   core_->log->debug("{}: connection {} from {} says HELLO{}", core_->options.name, id_, peer_,
                     client_);
+}
+
+bool StoreSession::admitRequest(const wire::Request& request) {
+  const SessionAuth::Decision decision = auth_.check(request);
+  if (decision.verdict == SessionAuth::Verdict::kServe) return true;
+  core_->refusals.refused(*core_->log, core_->options.name, peer_, RefusalKind::kToken,
+                          decision.reason);
+  if (decision.verdict == SessionAuth::Verdict::kRefuse) {
+    close("");
+    return false;
+  }
+  const std::string_view fields[] = {"server", "ddprun store", "error", decision.reason};
+  wire::encodeHelloReply(out_, wire::kHelloRefused, 0, fields);
+  closeAfterWrite_ = true;
+  flush();
+  return false;
 }
 
 void StoreSession::onWaitComplete() {
@@ -110,7 +136,7 @@ void StoreSession::onWaitComplete() {
 }
 
 void StoreSession::readMore() {
-  if (readActive_ || stopped() || outputBacklogged()) return;
+  if (readActive_ || stopped() || closeAfterWrite_ || outputBacklogged()) return;
   const std::size_t pending = inEnd_ - inBegin_;
   if (pending == 0) {
     inBegin_ = inEnd_ = 0;
@@ -129,7 +155,7 @@ void StoreSession::readMore() {
     if (in_.size() - inEnd_ < want) in_.resize(inEnd_ + want);
   }
   readActive_ = true;
-  socket_.async_read_some(
+  stream_.asyncReadSome(
       asio::buffer(in_.data() + inEnd_, in_.size() - inEnd_),
       [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
         self->onRead(ec, n);
@@ -140,7 +166,7 @@ void StoreSession::onRead(const boost::system::error_code& ec, std::size_t n) {
   readActive_ = false;
   if (stopped()) return;
   if (ec) {
-    const bool orderly = ec == asio::error::eof || ec == asio::error::connection_reset;
+    const bool orderly = SessionStream::isEndOfStream(ec);
     close(orderly ? std::string() : "read failed: " + ec.message());
     return;
   }
@@ -166,6 +192,10 @@ bool StoreSession::processInput() {
                           wire::dialectName(loggedDialect_));
       }
       if (request->op == wire::Op::kHello) noteHello(*request);
+      if (!admitRequest(*request)) {
+        processing_ = false;
+        return false;
+      }
       open = core_->state.apply(*request, *this, out_, reason);
       inBegin_ += request->size;
       continue;
@@ -203,10 +233,10 @@ void StoreSession::flush() {
   if (writeActive_ || out_.empty() || closed_) return;
   writing_.swap(out_);
   writeActive_ = true;
-  asio::async_write(socket_, asio::buffer(writing_),
-                    [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-                      self->onWrite(ec);
-                    });
+  stream_.asyncWrite(asio::buffer(writing_),
+                     [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+                       self->onWrite(ec);
+                     });
 }
 
 void StoreSession::onWrite(const boost::system::error_code& ec) {
@@ -218,6 +248,7 @@ void StoreSession::onWrite(const boost::system::error_code& ec) {
   }
   writing_.clear();
   if (writing_.capacity() > kShrinkAbove) std::string().swap(writing_);
+  if (closeAfterWrite_ && out_.empty()) return close("");
   flush();
   readMore();
 }

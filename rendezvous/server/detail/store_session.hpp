@@ -7,7 +7,10 @@
 // counter in the StoreState; the session keeps reading (CANCEL_WAIT must get through). Malformed
 // or over-limit input closes only this session, with a log line naming the peer and the reason.
 // Idle sessions are kept forever (no idle timeout: jobs hold store connections for days). The one
-// timer is the v1 opcode-8 grace period (see wire_codec.hpp). When the peer closes (or the
+// timer is the v1 opcode-8 grace period (see wire_codec.hpp). The session reads and writes through
+// a SessionStream (plain TCP or TLS, chosen by Admission before the session starts); on a server
+// with a token, SessionAuth decides whether each request may be applied (a refused one closes the
+// connection, after HELLO's refusal reply when it was a HELLO). When the peer closes (or the
 // connection breaks, or its input is malformed) the session's ON_CLOSE registrations are applied
 // and logged at info; when the server stops they are not.
 //
@@ -20,10 +23,13 @@
 #include <unordered_set>
 #include <vector>
 
-#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/logger.h>
 
+#include "rendezvous/server/detail/refusal_log.hpp"
+#include "rendezvous/server/detail/session_auth.hpp"
+#include "rendezvous/server/detail/session_stream.hpp"
 #include "rendezvous/server/detail/store_state.hpp"
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
@@ -31,6 +37,7 @@
 namespace ddp::detail {
 
 class StoreSession;
+class TlsAdmission;
 
 // What every session of one server shares. Owned by the server, kept alive by its sessions.
 struct ServerCore {
@@ -40,11 +47,17 @@ struct ServerCore {
   std::unordered_set<StoreSession*> sessions;
   bool stopped = false;
   uint64_t nextSessionId = 1;
+  // Transport and admission (admission.hpp): the TLS context when options.tls is enabled,
+  // connections still in their TLS handshake, the rate-limited log of refused clients.
+  std::shared_ptr<boost::asio::ssl::context> tls;
+  std::unordered_set<TlsAdmission*> handshaking;
+  RefusalLog refusals;
+  bool ownerLookupWarned = false;
 };
 
 class StoreSession final : public StoreClient, public std::enable_shared_from_this<StoreSession> {
  public:
-  StoreSession(boost::asio::ip::tcp::socket socket, std::shared_ptr<ServerCore> core);
+  StoreSession(SessionStream stream, std::shared_ptr<ServerCore> core);
   ~StoreSession() override;
 
   // Registers with the core and starts reading. Non-blocking.
@@ -63,12 +76,15 @@ class StoreSession final : public StoreClient, public std::enable_shared_from_th
   bool processInput();
   void armGraceTimer();
   void noteHello(const wire::Request& hello);
+  // False when `request` must not be applied: the session then refused it (logged, answered a
+  // HELLO, and closes once that answer is written).
+  bool admitRequest(const wire::Request& request);
   void applyOnClose(const std::vector<AppliedOnClose>& applied);
   void flush();
   void onWrite(const boost::system::error_code& ec);
   bool outputBacklogged() const;
 
-  boost::asio::ip::tcp::socket socket_;
+  SessionStream stream_;
   std::shared_ptr<ServerCore> core_;
   boost::asio::steady_timer graceTimer_;
   wire::RequestDecoder decoder_;
@@ -76,6 +92,7 @@ class StoreSession final : public StoreClient, public std::enable_shared_from_th
   std::string client_;  // " (client=ddprun, host=..., ...)" once it said HELLO, for log lines
   uint64_t id_ = 0;
   wire::Dialect loggedDialect_ = wire::Dialect::kUnknown;
+  SessionAuth auth_;
 
   std::vector<char> in_;      // bytes [inBegin_, inEnd_) are received, not yet consumed
   std::size_t inBegin_ = 0;
@@ -88,6 +105,7 @@ class StoreSession final : public StoreClient, public std::enable_shared_from_th
   bool processing_ = false;
   bool ambiguous_ = false;
   bool closed_ = false;
+  bool closeAfterWrite_ = false;  // a refusal reply is pending: close once it is written
 };
 
 }  // namespace ddp::detail
