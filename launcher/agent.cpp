@@ -16,6 +16,7 @@
 #include "launcher/job_summary.hpp"
 #include "launcher/log_layout.hpp"
 #include "launcher/rendezvous_setup.hpp"
+#include "launcher/store_access.hpp"
 #include "launcher/restart_policy.hpp"
 #include "launcher/supervisor.hpp"
 #include "launcher/worker_env_builder.hpp"
@@ -190,12 +191,11 @@ std::variant<WorkerStoreAddress, RoundEnded> Agent::prepareWorkerStore(
     const auto& endpoint = std::get<WorkerStoreEndpoint>(published);
     return WorkerStoreAddress{endpoint.addr, endpoint.port};
   }
-  StoreServerOptions options;
-  options.host = config_.standalone ? "127.0.0.1" : "::";
-  options.name = "worker store gen " + std::to_string(round.generation);
-  workerStore_ = std::make_unique<StoreServerThread>(options);
-  rdzv_->publishWorkerStore(advertisedAddr_, workerStore_->port());
-  return WorkerStoreAddress{advertisedAddr_, workerStore_->port()};
+  // Bound to the address workers use, serving the round's nodes only (store_access.hpp).
+  workerStore_ = std::make_unique<StoreServerThread>(workerStoreOptions(config_, round, advertisedAddr_));
+  const std::string addr = workerStoreAddress(round, advertisedAddr_);
+  rdzv_->publishWorkerStore(addr, workerStore_->port());
+  return WorkerStoreAddress{addr, workerStore_->port()};
 }
 
 Agent::Step Agent::runGeneration(const RendezvousResult& round) {

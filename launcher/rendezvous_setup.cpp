@@ -13,10 +13,12 @@
 #include <tuple>
 
 #include "launcher/rdzv_endpoint.hpp"
+#include "launcher/store_access.hpp"
 #include "rendezvous/store/etcd_store.hpp"
 #include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous/base/local_address.hpp"
 #include "rendezvous/base/logging.hpp"
+#include "rendezvous/security/token.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 
@@ -49,23 +51,36 @@ std::string thisHostName() {
   return buf;
 }
 
-// Hosts the store on `port` when asked to, or when the endpoint is this host and the port is free.
-std::unique_ptr<StoreServerThread> maybeHost(const LaunchConfig& config, const Endpoint& endpoint) {
+// The rendezvous store this agent hosts (or none), and the address its own client connects to.
+struct HostedStore {
+  std::unique_ptr<StoreServerThread> server;
+  std::string localHost;
+};
+
+// Hosts the store on `port` when asked to, or when the endpoint is this host and the port is free
+// (never when TLS is asked for: an agent-hosted store speaks plain TCP only).
+HostedStore maybeHost(const LaunchConfig& config, const Endpoint& endpoint, const std::string& token) {
   const bool forced = config.rdzvConf.isHost.value_or(false);
   const bool refused = !config.rdzvConf.isHost.value_or(true);
-  if (refused || (!forced && !isLocalHost(endpoint.host))) return nullptr;
-  StoreServerOptions options;
-  options.port = static_cast<uint16_t>(endpoint.port);
-  options.name = "rendezvous store";
+  if (refused || (!forced && !isLocalHost(endpoint.host))) return {};
+  if (config.rdzvConf.tls.enabled()) {
+    if (forced) {
+      throw ConfigError("is_host=true with tls_ca: a store hosted by an agent speaks plain TCP; "
+                        "run ddprund with --tls-cert/--tls-key as the endpoint instead");
+    }
+    return {};
+  }
+  StoreServerOptions options = hostedRendezvousStoreOptions(config, endpoint, token);
   // An agent of another run that reaches this store (two jobs on one port) learns it at once.
   options.initialKeys = {{rendezvousOwnerKey(), config.rdzvId}};
+  const std::string localHost = options.host == "::" ? "127.0.0.1" : options.host;
   try {
-    return std::make_unique<StoreServerThread>(options);
+    return {std::make_unique<StoreServerThread>(options), localHost};
   } catch (const NetworkError& e) {
     if (!forced) {
       logger("agent")->debug("not hosting the rendezvous store ({}); connecting as a client",
                              e.what());
-      return nullptr;
+      return {};
     }
     const bool slurm = config.rdzvEndpointSource.starts_with("Slurm");
     throw NetworkError("cannot host the rendezvous store on port " + std::to_string(endpoint.port) +
@@ -98,7 +113,13 @@ RendezvousStoreHandle openEtcdStore(const LaunchConfig& config) {
   RendezvousStoreHandle handle;
   EtcdStoreOptions options;
   options.endpoints.clear();
-  for (const auto& e : config.rdzvEndpoints) options.endpoints.push_back("http://" + formatEndpoint(e));
+  if (!config.rdzvConf.tokenFile.empty()) {
+    throw ConfigError("token_file: etcd does not take ddprun's token; authenticate with a TLS "
+                      "client certificate (tls_cert, tls_key) instead");
+  }
+  const std::string scheme = config.rdzvConf.tls.enabled() ? "https://" : "http://";
+  for (const auto& e : config.rdzvEndpoints) options.endpoints.push_back(scheme + formatEndpoint(e));
+  options.tls = config.rdzvConf.tls;
   options.prefix = config.rdzvConf.etcdPrefix;
   options.timeout = config.rdzvConf.readTimeout;
   options.requestTimeout = config.rdzvConf.etcdRequestTimeout;
@@ -150,23 +171,33 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
   if (config.rdzvBackend == RdzvBackend::kEtcd || config.rdzvBackend == RdzvBackend::kEtcdV2)
     return openEtcdStore(config);
   const Endpoint& endpoint = config.rdzvEndpoints.at(0);
-  handle.server = maybeHost(config, endpoint);
+  const std::string token =
+      config.rdzvConf.tokenFile.empty() ? "" : readTokenFile(config.rdzvConf.tokenFile);
+  HostedStore hosted = maybeHost(config, endpoint, token);
+  handle.server = std::move(hosted.server);
   TcpStoreClientOptions options;
-  options.host = handle.server ? "127.0.0.1" : endpoint.host;
+  options.host = handle.server ? hosted.localHost : endpoint.host;
   options.port = handle.server ? handle.server->port() : static_cast<uint16_t>(endpoint.port);
   options.connectTimeout = config.rdzvConf.connectTimeout;
   options.timeout = config.rdzvConf.readTimeout;
   options.onConnectProgress = connectProgressLog(config);
+  options.token = token;
+  if (!handle.server) options.tls = config.rdzvConf.tls;
+  std::vector<HelloField> hello = {{"client", "ddprun"},
+                                   {"host", thisHostName()},
+                                   {"pid", std::to_string(::getpid())},
+                                   {"purpose", "rendezvous"}};
   try {
-    handle.store = std::make_unique<TcpStoreClient>(options);
+    // With a token the connection must say HELLO (with it) before anything else.
+    handle.store = token.empty() ? std::make_unique<TcpStoreClient>(options)
+                                 : connectTcpStore(options, 0, hello);
+  } catch (const ConfigError&) {
+    throw;
   } catch (const Error& e) {
     throw NetworkError("cannot reach the rendezvous store at " + formatEndpoint(endpoint) +
                        " (from " + config.rdzvEndpointSource + "): " + e.what());
   }
-  const std::vector<HelloField> hello = {{"client", "ddprun"},
-                                         {"host", thisHostName()},
-                                         {"pid", std::to_string(::getpid())},
-                                         {"purpose", "heartbeat"}};
+  hello.back().second = "heartbeat";
   handle.connectHeartbeat = [options, hello](std::chrono::milliseconds budget) {
     TcpStoreClientOptions own = options;
     own.connectTimeout = budget;

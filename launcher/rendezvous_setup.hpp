@@ -41,7 +41,8 @@ struct RendezvousStoreHandle {
 
 // Opens (and maybe hosts) the rendezvous store. Throws NetworkError / TimeoutError naming the
 // endpoint when the store cannot be reached or hosted (an "address in use" under Slurm names
-// DDP_SLURM_PORT), ConfigError for options EtcdStore rejects.
+// DDP_SLURM_PORT), ConfigError for options EtcdStore rejects, an unreadable token file, TLS files
+// that cannot be used, or a store that refuses this agent's token.
 RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config);
 
 // The address other nodes reach this node at (MASTER_ADDR when it has node rank 0):
