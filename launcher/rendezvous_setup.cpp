@@ -139,37 +139,10 @@ RendezvousStoreHandle openEtcdStore(const LaunchConfig& config) {
   return handle;
 }
 
-}  // namespace
-
-bool isLocalHost(const std::string& host) {
-  if (host == "localhost" || host == thisHostName()) return true;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return false;
-  const auto mine = localAddresses();
-  bool local = false;
-  for (addrinfo* it = res; it != nullptr && !local; it = it->ai_next) {
-    local = mine.count(numericAddress(it->ai_addr)) > 0;
-  }
-  ::freeaddrinfo(res);
-  return local;
-}
-
-RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
+// c10d / static across nodes: a TcpStoreClient (hosting the store first when this agent should),
+// saying HELLO with the token when there is one.
+RendezvousStoreHandle openTcpStore(const LaunchConfig& config) {
   RendezvousStoreHandle handle;
-  const bool oneNode = config.maxNodes == 1;
-  if (config.standalone || (config.rdzvBackend == RdzvBackend::kStatic && oneNode)) {
-    auto memory = std::make_unique<InMemoryStore>();
-    handle.connectHeartbeat = [shared = memory.get()](std::chrono::milliseconds) {
-      return std::unique_ptr<Store>(shared->newHandle());
-    };
-    handle.store = std::move(memory);
-    handle.description = "in-process";
-    return handle;
-  }
-  if (config.rdzvBackend == RdzvBackend::kEtcd || config.rdzvBackend == RdzvBackend::kEtcdV2)
-    return openEtcdStore(config);
   const Endpoint& endpoint = config.rdzvEndpoints.at(0);
   const std::string token =
       config.rdzvConf.tokenFile.empty() ? "" : readTokenFile(config.rdzvConf.tokenFile);
@@ -209,6 +182,40 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
   handle.endpointHost = endpoint.host;
   handle.endpointPort = static_cast<uint16_t>(endpoint.port);
   return handle;
+}
+
+}  // namespace
+
+bool isLocalHost(const std::string& host) {
+  if (host == "localhost" || host == thisHostName()) return true;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return false;
+  const auto mine = localAddresses();
+  bool local = false;
+  for (addrinfo* it = res; it != nullptr && !local; it = it->ai_next) {
+    local = mine.count(numericAddress(it->ai_addr)) > 0;
+  }
+  ::freeaddrinfo(res);
+  return local;
+}
+
+RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
+  const bool oneNode = config.maxNodes == 1;
+  if (config.standalone || (config.rdzvBackend == RdzvBackend::kStatic && oneNode)) {
+    RendezvousStoreHandle handle;
+    auto memory = std::make_unique<InMemoryStore>();
+    handle.connectHeartbeat = [shared = memory.get()](std::chrono::milliseconds) {
+      return std::unique_ptr<Store>(shared->newHandle());
+    };
+    handle.store = std::move(memory);
+    handle.description = "in-process";
+    return handle;
+  }
+  if (config.rdzvBackend == RdzvBackend::kEtcd || config.rdzvBackend == RdzvBackend::kEtcdV2)
+    return openEtcdStore(config);
+  return openTcpStore(config);
 }
 
 std::string advertisedAddress(const LaunchConfig& config, const RendezvousStoreHandle& handle,

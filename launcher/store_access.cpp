@@ -45,11 +45,20 @@ bool addResolved(AddressAllowlist& list, const std::string& host) {
   return any;
 }
 
+// Most host names resolved for one store: a huge Slurm node list must not stall the start of
+// node 0 on DNS (nodes on this host's subnets are served anyway).
+constexpr std::size_t kMaxResolvedHosts = 1024;
+
 // Adds the addresses of `hosts`, warning once about those that do not resolve.
 void addHosts(AddressAllowlist& list, const std::vector<std::string>& hosts, const std::string& what) {
   std::string unresolved;
-  for (const auto& host : hosts) {
-    if (!addResolved(list, host)) unresolved += (unresolved.empty() ? "" : ", ") + host;
+  for (std::size_t i = 0; i < hosts.size() && i < kMaxResolvedHosts; ++i) {
+    if (!addResolved(list, hosts[i])) unresolved += (unresolved.empty() ? "" : ", ") + hosts[i];
+  }
+  if (hosts.size() > kMaxResolvedHosts) {
+    logger("agent")->info("{}: {} hosts; the first {} are served by address, the others only from "
+                          "this host's subnets or --rdzv-conf store_allow",
+                          what, hosts.size(), kMaxResolvedHosts);
   }
   if (!unresolved.empty()) {
     logger("agent")->warn("{}: cannot resolve {}; connections from there are refused (add their "

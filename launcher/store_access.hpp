@@ -9,7 +9,7 @@
 //   endpoint's address when it is an IP address (localhost: 127.0.0.1), else on every address
 //   (other nodes may resolve the name differently: Debian maps a host's own name to 127.0.1.1);
 //   serves what ddprund serves by default — loopback and this host's subnets — plus the Slurm
-//   step's node addresses and store_allow (it cannot know the nodes' addresses before the round);
+//   step's node addresses (the first 1024 names resolved) and store_allow (it cannot know the nodes' addresses before the round);
 //   on this machine, only this user's processes; with token_file, agents must present the token.
 //
 // Thread safety: pure functions apart from name resolution (getaddrinfo) and reading interfaces.

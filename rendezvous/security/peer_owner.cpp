@@ -43,15 +43,10 @@ bool sameAddress(const __be32* wire, const asio::ip::address& a) {
   return std::memcmp(wire, expected, a.is_v4() ? 4 : 16) == 0;
 }
 
-// One exact lookup in `family` (addresses already in that family's form).
-PeerOwner lookup(int family, const asio::ip::address& localAddr, uint16_t localPort,
-                 const asio::ip::address& peerAddr, uint16_t peerPort) {
-  PeerOwner out;
-  Fd nl{::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)};
-  if (nl.fd < 0) {
-    out.error = std::string("netlink socket: ") + std::strerror(errno);
-    return out;
-  }
+// Asks for the socket whose local end is `peer` and whose remote end is `local`. An error text,
+// "" once sent.
+std::string sendLookup(int fd, int family, const asio::ip::address& localAddr, uint16_t localPort,
+                       const asio::ip::address& peerAddr, uint16_t peerPort) {
   struct {
     nlmsghdr header;
     inet_diag_req_v2 body;
@@ -62,7 +57,6 @@ PeerOwner lookup(int family, const asio::ip::address& localAddr, uint16_t localP
   request.body.sdiag_family = static_cast<__u8>(family);
   request.body.sdiag_protocol = IPPROTO_TCP;
   request.body.idiag_states = ~0U;
-  // The socket looked for is the peer's: its local end is `peer`, its remote end the server.
   request.body.id.idiag_sport = htons(peerPort);
   request.body.id.idiag_dport = htons(localPort);
   copyAddress(request.body.id.idiag_src, peerAddr);
@@ -70,32 +64,30 @@ PeerOwner lookup(int family, const asio::ip::address& localAddr, uint16_t localP
   request.body.id.idiag_cookie[0] = request.body.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
-  if (::sendto(nl.fd, &request, sizeof(request), 0, reinterpret_cast<sockaddr*>(&kernel),
+  if (::sendto(fd, &request, sizeof(request), 0, reinterpret_cast<sockaddr*>(&kernel),
                sizeof(kernel)) < 0) {
-    out.error = std::string("sock_diag request: ") + std::strerror(errno);
-    return out;
+    return std::string("sock_diag request: ") + std::strerror(errno);
   }
+  return {};
+}
+
+// Reads the kernel's answer to sendLookup().
+PeerOwner readAnswer(int fd, const asio::ip::address& localAddr, uint16_t localPort) {
+  PeerOwner out;
   alignas(nlmsghdr) char buffer[8192];
   ssize_t n = -1;
   do {
-    n = ::recv(nl.fd, buffer, sizeof(buffer), 0);
+    n = ::recv(fd, buffer, sizeof(buffer), 0);
   } while (n < 0 && errno == EINTR);
-  if (n < 0) {
-    out.error = std::string("sock_diag answer: ") + std::strerror(errno);
-    return out;
-  }
   const auto* header = reinterpret_cast<const nlmsghdr*>(buffer);
-  if (!NLMSG_OK(header, static_cast<unsigned>(n))) {
-    out.error = "sock_diag answer truncated";
+  if (n < 0 || !NLMSG_OK(header, static_cast<unsigned>(n))) {
+    out.error = n < 0 ? std::string("sock_diag answer: ") + std::strerror(errno) : "sock_diag answer truncated";
     return out;
   }
   if (header->nlmsg_type == NLMSG_ERROR) {
     const auto* err = static_cast<const nlmsgerr*>(NLMSG_DATA(header));
-    if (err->error == -ENOENT) {
-      out.kind = PeerOwner::Kind::kRemote;
-    } else {
-      out.error = std::string("sock_diag: ") + std::strerror(-err->error);
-    }
+    if (err->error == -ENOENT) out.kind = PeerOwner::Kind::kRemote;
+    else out.error = std::string("sock_diag: ") + std::strerror(-err->error);
     return out;
   }
   const auto* msg = static_cast<const inet_diag_msg*>(NLMSG_DATA(header));
@@ -104,14 +96,20 @@ PeerOwner lookup(int family, const asio::ip::address& localAddr, uint16_t localP
   const bool connected = msg->idiag_state != TCP_LISTEN && msg->idiag_state != TCP_CLOSE &&
                          msg->id.idiag_dport == htons(localPort) &&
                          sameAddress(msg->id.idiag_dst, localAddr);
-  if (!connected) {
-    out.kind = PeerOwner::Kind::kRemote;
-    return out;
-  }
-  out.kind = PeerOwner::Kind::kLocal;
+  out.kind = connected ? PeerOwner::Kind::kLocal : PeerOwner::Kind::kRemote;
   // A TIME_WAIT socket has no owner any more: nobody can vouch for it.
   out.uid = msg->idiag_state == TCP_TIME_WAIT ? static_cast<uid_t>(-1) : msg->idiag_uid;
   return out;
+}
+
+// One exact lookup in `family` (addresses already in that family's form).
+PeerOwner lookup(int family, const asio::ip::address& localAddr, uint16_t localPort,
+                 const asio::ip::address& peerAddr, uint16_t peerPort) {
+  Fd nl{::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)};
+  if (nl.fd < 0) return {PeerOwner::Kind::kUnknown, 0, std::string("netlink socket: ") + std::strerror(errno)};
+  std::string error = sendLookup(nl.fd, family, localAddr, localPort, peerAddr, peerPort);
+  if (!error.empty()) return {PeerOwner::Kind::kUnknown, 0, error};
+  return readAnswer(nl.fd, localAddr, localPort);
 }
 
 }  // namespace

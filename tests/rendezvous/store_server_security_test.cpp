@@ -58,8 +58,8 @@ TcpStoreClientOptions client(uint16_t port, const std::string& token = "") {
   TcpStoreClientOptions o;
   o.port = port;
   o.token = token;
-  o.connectTimeout = 2s;
-  o.timeout = 5s;
+  o.connectTimeout = 10s;  // refusals answer at once; only a busy machine needs the room
+  o.timeout = 10s;
   return o;
 }
 

@@ -197,7 +197,8 @@ std::vector<AppliedOnClose> StoreState::disconnect(StoreClient& client, bool app
 }
 
 void StoreState::hello(std::string& out) const {
-  // Every client gets every capability (credentials, once required, are checked here).
+  // Every client gets every capability; a server's token is checked before, by the session
+  // (session_auth.hpp).
   static constexpr std::string_view kFields[] = {"server", "ddprun store"};
   wire::encodeHelloReply(out, wire::kHelloAccepted, wire::kCapOnClose, kFields);
 }
