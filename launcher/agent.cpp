@@ -15,6 +15,7 @@
 #include "launcher/failure_summary.hpp"
 #include "launcher/job_summary.hpp"
 #include "launcher/log_layout.hpp"
+#include "launcher/preflight.hpp"
 #include "launcher/rendezvous_setup.hpp"
 #include "launcher/store_access.hpp"
 #include "launcher/restart_policy.hpp"
@@ -92,6 +93,10 @@ class Agent {
   using Step = std::variant<Rejoin, Exit>;
 
   Step runGeneration(const RendezvousResult& round);
+  // The round ended before this node started its workers (`when`: at which step).
+  Step endedBeforeStart(const RendezvousResult& round, const RendezvousEvent& event,
+                        const char* when);
+  int preflightFailed(const RendezvousResult& round, const std::string& line);
   std::variant<WorkerStoreAddress, RoundEnded> prepareWorkerStore(const RendezvousResult& round);
   Step follow(const RendezvousResult& round, const GenerationOutcome& outcome);
   Decision perform(const Decision& d, const RendezvousResult& round,
@@ -120,6 +125,7 @@ class Agent {
   std::unique_ptr<Rendezvous> rdzv_;
   std::unique_ptr<StoreServerThread> workerStore_;
   WorkerEnvBuilder envBuilder_;
+  Preflight preflight_;
   Supervisor supervisor_;
 };
 
@@ -133,6 +139,7 @@ Agent::Agent(const LaunchConfig& config)
       advertisedAddr_(advertisedAddress(config, rdzvStore_, host_)),
       settings_(rendezvousSettingsFrom(config, runId_)),
       envBuilder_(config, runId_, currentEnvironment()),
+      preflight_(preflightSettingsFrom(config, host_, advertisedAddr_), processEnv),
       supervisor_(groupSettings(config, host_), config.signalsToHandle,
                   config.explicitOptions.contains("signals_to_handle")) {
   NodeDescriptor self;
@@ -198,18 +205,38 @@ std::variant<WorkerStoreAddress, RoundEnded> Agent::prepareWorkerStore(
   return WorkerStoreAddress{addr, workerStore_->port()};
 }
 
+Agent::Step Agent::endedBeforeStart(const RendezvousResult& round, const RendezvousEvent& event,
+                                    const char* when) {
+  log_->info("generation {} ended {} ({})", round.generation, when, event.detail);
+  GenerationOutcome outcome;
+  outcome.kind = OutcomeKind::kRendezvousEvent;
+  outcome.event = event;
+  return follow(round, outcome);
+}
+
+// Strict preflight failed the round: every node stops, saying which check failed where.
+int Agent::preflightFailed(const RendezvousResult& round, const std::string& line) {
+  log_->error("preflight failed in generation {}, no worker started: {}", round.generation, line);
+  workerStore_.reset();
+  leaveJob();
+  return kPreflightFailedExitCode;
+}
+
 Agent::Step Agent::runGeneration(const RendezvousResult& round) {
   auto prepared = prepareWorkerStore(round);
   if (auto* ended = std::get_if<RoundEnded>(&prepared)) {
-    // The round ended (a peer lost, a scale-up) before node rank 0 published its worker store.
-    log_->info("generation {} ended before its worker store was published ({})",
-               round.generation, ended->event.detail);
-    GenerationOutcome outcome;
-    outcome.kind = OutcomeKind::kRendezvousEvent;
-    outcome.event = ended->event;
-    return follow(round, outcome);
+    // A peer lost, a scale-up: before node rank 0 published its worker store.
+    return endedBeforeStart(round, ended->event, "before its worker store was published");
   }
   const auto& store = std::get<WorkerStoreAddress>(prepared);
+  const PreflightOutcome checked =
+      blocking([&] { return preflight_.run(*rdzv_, round, store.addr, store.port); });
+  if (auto* ended = std::get_if<RoundEnded>(&checked)) {
+    return endedBeforeStart(round, ended->event, "during its preflight checks");
+  }
+  if (auto* failed = std::get_if<PreflightFailed>(&checked)) {
+    return Exit{preflightFailed(round, failed->line)};
+  }
   logs_.beginGeneration(round.generation, round.nodeRank);
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < config_.nprocPerNode; ++lr) {

@@ -13,8 +13,10 @@
 //              withdrew), the store was lost or belongs to another run, or the job ended before
 //              this node ran any worker — a launch that started no worker never exits 0
 //   127        a worker's program could not be started
+//   4          --preflight=strict failed the round before any worker started
+//              (kPreflightFailedExitCode, preflight.hpp): every node of the round exits 4
 //
-// The loop: next() → run the generation's workers → restart_policy.hpp's decide() (performing the
+// The loop: next() → the round's preflight checks (preflight.hpp) → run the generation's workers → restart_policy.hpp's decide() (performing the
 // rendezvous calls it names) → rejoin or exit.
 //
 // Thread safety: run() is called once, from the main thread (workers die with that thread).

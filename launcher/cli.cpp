@@ -173,6 +173,11 @@ void resolveLogs(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
     c.logPrefix = fromTorchTemplate(*torchTemplate);
   }
   c.logLevel = r.get<std::string>("log_level", detail::parseLogLevel).value_or(c.logLevel);
+  c.preflight = r.get<PreflightMode>("preflight", [](auto& s) {
+                   const std::string mode = oneOf(s, {"warn", "strict", "off"});
+                   return mode == "off" ? PreflightMode::kOff
+                          : mode == "strict" ? PreflightMode::kStrict : PreflightMode::kWarn;
+                 }).value_or(c.preflight);
   c.eventLogHandler = r.text("event_log_handler").value_or(c.eventLogHandler);
   c.logsSpecs = r.text("logs_specs").value_or("");
   c.duplicateStdoutFilters = detail::parseFilterList(r.text("duplicate_stdout_filters").value_or(""));

@@ -43,6 +43,10 @@ enum class EntrypointKind {
   kProgram,       // --no-python, or a non-.py program: run as given (PATH lookup by the spawner)
 };
 
+// --preflight: off (no checks, no store traffic), warn (print the table and flags, go on), strict
+// (a flag fails the round on every node; preflight.hpp).
+enum class PreflightMode { kOff, kWarn, kStrict };
+
 // A resolved rendezvous endpoint: host without brackets, port (0 = a free port, standalone).
 struct Endpoint {
   std::string host;
@@ -166,6 +170,8 @@ struct LaunchConfig {
   std::string logLevel = "info";
   // --no-slurm: ignore SLURM_* even inside a Slurm step.
   bool noSlurm = false;
+  // --preflight (DDP_PREFLIGHT): the checks at each rendezvous round before workers start.
+  PreflightMode preflight = PreflightMode::kWarn;
 
   // The command to run for each worker: argv[0] resolved (python -u [-m] script, or the program),
   // then the user's arguments. ${local_rank} is substituted per worker by the launcher.

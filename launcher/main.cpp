@@ -1,5 +1,5 @@
 // ddprun: parses the torchrun-compatible command line into a LaunchConfig and runs the agent.
-// Exit codes: see launcher/agent.hpp (0, the root cause's code, 128+signal, 1, 127) and 2 for a
+// Exit codes: see launcher/agent.hpp (0, the root cause's code, 128+signal, 1, 4, 127) and 2 for a
 // usage error.
 #include <fcntl.h>
 #include <unistd.h>

@@ -11,6 +11,7 @@ PACKAGES=(
   libssl-dev  # TLS of the rendezvous transport (Boost.Asio SSL over OpenSSL)
   # tests: real peers and services
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
+  nftables  # preflight tests: a port blocked inside a network namespace
   stress-ng
   openssl curl  # throwaway certificates of the TLS tests; the https etcd health check
 )

@@ -55,6 +55,15 @@ json rdzvSettings(const RendezvousSettings& s, const RdzvConf& c) {
           {"store_allow", c.storeAllow.describe()}};
 }
 
+const char* preflightName(PreflightMode mode) {
+  switch (mode) {
+    case PreflightMode::kOff: return "off";
+    case PreflightMode::kWarn: return "warn";
+    case PreflightMode::kStrict: return "strict";
+  }
+  return "unknown";
+}
+
 json endpoints(const std::vector<Endpoint>& list) {
   json out = json::array();
   for (const auto& e : list) out.push_back(formatEndpoint(e));
@@ -83,7 +92,7 @@ std::string describeConfig(const LaunchConfig& c) {
       {"shutdown_timeout_ms", c.shutdownTimeout.count()}, {"local_addr", c.localAddr},
       {"master_addr", c.masterAddr}, {"master_port", orNull(c.masterPort)},
       {"node_rank", orNull(c.nodeRank)}, {"node_order", orNull(c.nodeOrder)}, {"virtual_local_rank", c.virtualLocalRank},
-      {"start_method", c.startMethod}, {"no_slurm", c.noSlurm}, {"command", c.command},
+      {"start_method", c.startMethod}, {"no_slurm", c.noSlurm}, {"preflight", preflightName(c.preflight)}, {"command", c.command},
       {"entrypoint", c.entrypointName}, {"entrypoint_kind", kindName(c.entrypointKind)},
       {"explicit_options", c.explicitOptions}, {"notes", c.notes}};
   return out.dump(2) + "\n";

@@ -100,6 +100,11 @@ std::vector<OptionSpec> buildTable() {
                "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT; add SIGUSR1 for Slurm pre-emption)", kSignals),
       withEnv(torchOpt("shutdown_timeout", false, "SECONDS", "grace between the forwarded signal and SIGKILL (default 30)", kSignals),
               {"PET_SHUTDOWN_TIMEOUT", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"}),
+      withEnv(torchOpt("preflight", false, "warn|strict|off",
+                       "checks at every rendezvous round before workers start (versions, clocks, GPUs, "
+                       "the worker store's port from every node), one table on node rank 0; strict: a "
+                       "flag fails the round on every node (exit 4) (default warn)", "Diagnostics"),
+              {"DDP_PREFLIGHT"}),
       withEnv(torchOpt("dry_run", true, "",
                        "print the resolved configuration (flags, PET_*, Slurm) as JSON and exit 0", "Diagnostics"),
               {}),
@@ -241,7 +246,8 @@ std::string formatHelp() {
   out << "\nOther:\n  -h, --help\n      show this help and exit\n  --version\n      print the version and exit\n"
          "\nExit status: 0 when every worker succeeded; the root-cause worker's exit code (128+signal\n"
          "when a signal killed it) when the job failed; 128+S when ddprun got signal S; 1 when the\n"
-         "rendezvous failed; 127 when a worker could not be started; 2 for a usage error.\n";
+         "rendezvous failed; 4 when --preflight=strict failed the round; 127 when a worker could not be\n"
+         "started; 2 for a usage error.\n";
   return out.str();
 }
 

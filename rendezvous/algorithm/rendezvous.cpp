@@ -14,6 +14,7 @@
 #include "rendezvous/algorithm/detail/rendezvous_monitor.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_round.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_wait.hpp"
+#include "rendezvous/algorithm/detail/round_records.hpp"
 #include "rendezvous/base/logging.hpp"
 #include "rendezvous/store/store.hpp"
 
@@ -96,8 +97,12 @@ class StoreRendezvous final : public Rendezvous {
   bool awaitOthersLeft(std::chrono::milliseconds timeout) override {
     return rounds_.awaitOthersLeft(timeout);
   }
+  void publishRoundRecord(const std::string& name, const std::string& value) override;
+  RoundRecordsResult roundRecords(const std::string& name, const std::vector<int>& nodeRanks,
+                                  std::chrono::milliseconds timeout) override;
 
  private:
+  const detail::RoundState::Current& currentRound(const char* what) const;
   NextResult entered(detail::JoinedRound joined, Clock::time_point started);
   JobEnded jobEnded(const detail::RendezvousKeys& keys);
   void startFresh(const detail::IncarnationState& ended);
@@ -184,6 +189,33 @@ JobEnded StoreRendezvous::jobEnded(const detail::RendezvousKeys& keys) {
     }
   }
   return e;
+}
+
+const detail::RoundState::Current& StoreRendezvous::currentRound(const char* what) const {
+  if (!rounds_.current()) {
+    throw Error("rendezvous '" + settings_.runId + "': " + what +
+                " called before next() completed a round");
+  }
+  return *rounds_.current();
+}
+
+void StoreRendezvous::publishRoundRecord(const std::string& name, const std::string& value) {
+  const auto& round = currentRound("publishRoundRecord()");
+  detail::publishRecord(store_, *rounds_.keys(), round.generation, name, round.result.nodeRank,
+                        value);
+}
+
+RoundRecordsResult StoreRendezvous::roundRecords(const std::string& name,
+                                                 const std::vector<int>& nodeRanks,
+                                                 std::chrono::milliseconds timeout) {
+  const int64_t g = currentRound("roundRecords()").generation;
+  detail::RecordsOrEnd got = detail::awaitRecords(store_, *rounds_.keys(), g, name, nodeRanks,
+                                                  Clock::now() + timeout, waitSlice(settings_));
+  if (got.end) {
+    const auto& end = *got.end;
+    return RoundEnded{RendezvousEvent{end.kind, g, end.detail, end.lostRank, end.removed}};
+  }
+  return std::move(got.values);
 }
 
 }  // namespace

@@ -153,6 +153,10 @@ struct WorkerStoreEndpoint {
 using NextResult = std::variant<RendezvousResult, JobEnded>;
 using WorkerStoreResult = std::variant<WorkerStoreEndpoint, RoundEnded>;
 using ExitBarrierResult = std::variant<AllSucceeded, RoundEnded>;
+// roundRecords(): the values found, in the order of the node ranks asked for (nullopt: that node
+// published none before the timeout).
+using RoundRecords = std::vector<std::optional<std::string>>;
+using RoundRecordsResult = std::variant<RoundRecords, RoundEnded>;
 
 class Rendezvous {
  public:
@@ -175,6 +179,21 @@ class Rendezvous {
   // Blocks (up to joinTimeout) until node rank 0 published the current generation's worker store,
   // or the round ended. Throws TimeoutError, ProtocolError (malformed address).
   virtual WorkerStoreResult workerStore() = 0;
+
+  // Round records: small values the nodes of the current round exchange before their workers
+  // start (the launcher's preflight reports), one per (name, node rank), kept under the round and
+  // deleted with its keys. `name`: letters, digits, '-', '_' and '.' (ProtocolError otherwise).
+  //
+  // Publishes this node's record `name` for the current round, replacing an earlier one.
+  // Non-blocking; two store round trips. Throws NetworkError, Error before next() returned a round.
+  virtual void publishRoundRecord(const std::string& name, const std::string& value) = 0;
+  // Blocks until every node rank in `nodeRanks` published `name` in the current round, the round
+  // ends (RoundEnded), or `timeout` passes (the missing ones are nullopt). One wait in slices plus
+  // one multi-get on the common path; one check per rank after a timeout. Throws NetworkError,
+  // Error before next() returned a round.
+  virtual RoundRecordsResult roundRecords(const std::string& name,
+                                          const std::vector<int>& nodeRanks,
+                                          std::chrono::milliseconds timeout) = 0;
 
   // Heartbeats for this node and watches the current round, calling onEvent (on the heartbeat
   // thread) at most once per generation. Replaces an earlier callback. An event that happened

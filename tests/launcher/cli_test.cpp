@@ -404,3 +404,15 @@ TEST_CASE("main's view: exit 0 for --version, 2 and one line for a usage error",
   CHECK(bad.exitCode == 2);
   CHECK(err.str() == "ddprun: error: --nnodes '0': need 0 < MIN <= MAX, got MIN=0 MAX=0\n");
 }
+
+TEST_CASE("--preflight: warn by default, DDP_PREFLIGHT, bad values named", "[cli][preflight]") {
+  CHECK(parse({"x"}).preflight == ddp::PreflightMode::kWarn);
+  CHECK(parse({"--preflight=strict", "x"}).preflight == ddp::PreflightMode::kStrict);
+  CHECK(parse({"--preflight", "off", "x"}).preflight == ddp::PreflightMode::kOff);
+  CHECK(parse({"x"}, {{"DDP_PREFLIGHT", "strict"}}).preflight == ddp::PreflightMode::kStrict);
+  CHECK(parse({"--preflight=warn", "x"}, {{"DDP_PREFLIGHT", "off"}}).preflight ==
+        ddp::PreflightMode::kWarn);
+  CHECK_THAT(errorOf({"--preflight=loud", "x"}),
+             Catch::Contains("--preflight 'loud'") && Catch::Contains("warn, strict, off"));
+  CHECK_THAT(errorOf({"x"}, {{"DDP_PREFLIGHT", "on"}}), Catch::Contains("DDP_PREFLIGHT 'on'"));
+}

@@ -45,6 +45,11 @@ class RecordingRendezvous final : public Rendezvous {
   }
   void leave() override {}
   bool awaitOthersLeft(std::chrono::milliseconds) override { return true; }
+  void publishRoundRecord(const std::string&, const std::string&) override {}
+  RoundRecordsResult roundRecords(const std::string&, const std::vector<int>&,
+                                  std::chrono::milliseconds) override {
+    throw Error("not used");
+  }
 
   std::vector<std::string> records;
   std::function<void(int)> onRead;

@@ -77,6 +77,7 @@ FLAG_VALUES = {
     "--virtual-local-rank": lambda b, s: b["virtual_local_rank"],
     "--no-slurm": lambda b, s: b["no_slurm"],
     "--log-level": lambda b, s: b["log_level"],
+    "--preflight": lambda b, s: b["preflight"],
 }
 NO_DEFAULT = {"--rdzv-conf", "--monitor-interval,", "--dry-run", "-h/--help,"}
 

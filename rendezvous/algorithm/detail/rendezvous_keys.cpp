@@ -41,7 +41,7 @@ RendezvousKeys::RendezvousKeys(const std::string& runId, int64_t incarnation)
 
 std::vector<std::string> RendezvousKeys::roundKeys(int64_t g) const {
   return {count(g), closer(g), result(g), end(g), gone(g), failCount(g), exitCount(g),
-          exitDone(g), workerStore(g), left(g)};
+          exitDone(g), workerStore(g), left(g), recordNames(g)};
 }
 
 std::optional<std::string> peek(Store& store, const std::string& key) {

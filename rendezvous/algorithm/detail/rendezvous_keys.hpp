@@ -33,6 +33,10 @@
 //   r/<g>/worker_store    "<addr>:<port>" of the worker store node rank 0 hosts in generation g
 //   r/<g>/left            agents of round g that left the job (add); the last one ends the job
 //                         if nobody else did ("every node left") and deletes its keys
+//   r/<g>/rec/<name>/<rank>  round record `name` of node rank `rank` (publishRoundRecord: the
+//                         launcher's preflight reports)
+//   r/<g>/records         the names of round g's records, "<name>\n" appended once per publish,
+//                         so that deleting the round finds them (round_records.hpp)
 //
 // Lifetime: the closer of a formed round g deletes every round below the previous formed one
 // (so about two rounds exist at a time); the last agent leaving an ended job deletes all of its
@@ -88,6 +92,10 @@ class RendezvousKeys {
   std::string exitDone(int64_t g) const { return r(g) + "done"; }
   std::string workerStore(int64_t g) const { return r(g) + "worker_store"; }
   std::string left(int64_t g) const { return r(g) + "left"; }
+  std::string record(int64_t g, const std::string& name, int rank) const {
+    return r(g) + "rec/" + name + "/" + std::to_string(rank);
+  }
+  std::string recordNames(int64_t g) const { return r(g) + "records"; }
   // The keys of round g that exist once per round (not per slot or rank).
   std::vector<std::string> roundKeys(int64_t g) const;
 

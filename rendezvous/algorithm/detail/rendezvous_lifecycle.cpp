@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
+#include "rendezvous/algorithm/detail/round_records.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp::detail {
@@ -59,6 +60,7 @@ void deleteRound(Store& store, const RendezvousKeys& keys, int64_t g, int maxNod
   for (size_t rank = 0; rank < ranks; ++rank) {
     store.deleteKey(keys.heartbeat(g, static_cast<int>(rank)));
   }
+  deleteRoundRecords(store, keys, g, ranks);
   for (const auto& key : keys.roundKeys(g)) store.deleteKey(key);
 }
 
