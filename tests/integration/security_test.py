@@ -17,6 +17,9 @@ tls          ddprund with mutual TLS and a token, 2 agents with tls_ca/tls_cert/
              certificate are refused
 worker_store a standalone job: another user's process (nobody) is refused by the worker store
              while the job runs (with a logged reason) and the job finishes; the same user's is served
+hosted_rdzv  (root: setpriv) a static 2-node job whose node 0 hosts the rendezvous store, with
+             token_file: user nobody's intruder and this user's without the token are refused while
+             the job runs (with a logged reason), and the job finishes
 worker_store_netns
              (root: namespaces) a 2-node job: a client in a third namespace (not a node of the
              round) is refused by node rank 0's worker store; both nodes' workers reach it
@@ -234,7 +237,39 @@ def scenario_worker_store_netns(h):
           "node rank 0 logged no refusal of %s:\n%s" % (ips["x"][1], h.output(rank0)[-3000:]))
 
 
-ROOT_ONLY = {"torch_unauthenticated", "worker_store", "token", "worker_store_netns"}
+def scenario_hosted_rdzv(h):
+    import socket
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    tok = token_file()
+    go = os.path.join(TMP, "go")
+    agents = {}
+    for rank, name in ((0, "a"), (1, "b")):
+        conf = "join_timeout=30,token_file=" + tok + (",is_host=false" if rank == 1 else "")
+        agents[name] = h.agent(name, ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend",
+                                      "static", "--node-rank", str(rank), "--master-addr",
+                                      "127.0.0.1", "--master-port", str(port), "--rdzv-conf", conf],
+                               {"MN_GO_FILE": go})
+    poll("a 2-node generation", lambda: h.generation_with_world(2, "ab"), 40)
+    check(foreign(h, "127.0.0.1", port, "end-jobs", user="nobody") == REFUSED,
+          "user nobody was served by the rendezvous store node 0 hosts")
+    check(foreign(h, "127.0.0.1", port, "end-jobs") == REFUSED,
+          "a client without the token was served by the rendezvous store node 0 hosts")
+    release(go, 2)
+    wait_ok(h, agents)
+    log = h.output("a")
+    check("rendezvous store: listening" in log, "node 0 did not host the store:\n" + log[-2000:])
+    check("rendezvous store: refused a connection from 127.0.0.1" in log and
+          "another user (uid 65534" in log, "node 0 logged no reason for refusing nobody:\n" +
+          log[-3000:])
+    for name in agents:
+        check(TOKEN not in h.output(name), "the token appears in %s's log" % name)
+
+
+ROOT_ONLY = {"torch_unauthenticated", "worker_store", "token", "worker_store_netns",
+             "hosted_rdzv"}
 
 if __name__ == "__main__":
     if len(sys.argv) == 2 and sys.argv[1] in ROOT_ONLY and os.geteuid() != 0:
@@ -247,4 +282,5 @@ if __name__ == "__main__":
         "tls": scenario_tls,
         "worker_store": scenario_worker_store,
         "worker_store_netns": scenario_worker_store_netns,
+        "hosted_rdzv": scenario_hosted_rdzv,
     }))
