@@ -19,6 +19,7 @@
 #include "launcher/rendezvous_setup.hpp"
 #include "launcher/store_access.hpp"
 #include "launcher/restart_policy.hpp"
+#include "launcher/agent_status.hpp"
 #include "launcher/supervisor.hpp"
 #include "launcher/worker_env_builder.hpp"
 #include "rendezvous/base/logging.hpp"
@@ -127,6 +128,7 @@ class Agent {
   WorkerEnvBuilder envBuilder_;
   Preflight preflight_;
   Supervisor supervisor_;
+  AgentStatus status_;  // what the status pages show of this node, and --http-port
 };
 
 Agent::Agent(const LaunchConfig& config)
@@ -151,6 +153,7 @@ Agent::Agent(const LaunchConfig& config)
   self.role = config.role;
   self.order = config.nodeOrder.value_or(-1);
   rdzv_ = makeRendezvous(*rdzvStore_.store, settings_, self, rdzvStore_.connectHeartbeat);
+  status_.start(config, runId_, host_, rdzvStore_.connectHeartbeat, supervisor_);
   if (envBuilder_.ompThreadsDefaulted()) {
     log_->info("OMP_NUM_THREADS=1 for each worker (it is unset and there are {} workers per node)",
                config.nprocPerNode);
@@ -185,6 +188,7 @@ int Agent::run() {
 // Leaves the rendezvous at the end of the job. The agent hosting the rendezvous store keeps it up
 // until every other node made its last call, so nobody is cut off mid-call.
 void Agent::leaveJob() {
+  status_.finish();  // before the last agent deletes the job's keys
   rdzv_->leave();
   if (rdzvStore_.server) rdzv_->awaitOthersLeft(config_.rdzv.closeTimeout);
 }
@@ -208,6 +212,7 @@ std::variant<WorkerStoreAddress, RoundEnded> Agent::prepareWorkerStore(
 Agent::Step Agent::endedBeforeStart(const RendezvousResult& round, const RendezvousEvent& event,
                                     const char* when) {
   log_->info("generation {} ended {} ({})", round.generation, when, event.detail);
+  status_.beginGeneration(round, 0);
   GenerationOutcome outcome;
   outcome.kind = OutcomeKind::kRendezvousEvent;
   outcome.event = event;
@@ -229,6 +234,7 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
     return endedBeforeStart(round, ended->event, "before its worker store was published");
   }
   const auto& store = std::get<WorkerStoreAddress>(prepared);
+  status_.beginGeneration(round, workerStore_ ? workerStore_->port() : 0);
   const PreflightOutcome checked =
       blocking([&] { return preflight_.run(*rdzv_, round, store.addr, store.port); });
   if (auto* ended = std::get_if<RoundEnded>(&checked)) {
@@ -289,6 +295,7 @@ Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome
   Decision d = decide(inputFor(outcome, round));
   while (true) {
     log_->debug("generation {}: {}", round.generation, d.why);
+    status_.generationEnded(outcome, d, last);
     switch (d.action) {
       case Action::kRejoin:
         if (last.kind == RendezvousEventKind::kPeerLost && last.lostRank == round.nodeRank) {
@@ -309,6 +316,7 @@ Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome
         if (last.kind == RendezvousEventKind::kStoreLost) {
           log_->error("lost the rendezvous store: {}", last.detail);
         }
+        status_.finish();
         if (d.leave) rdzv_->leave();
         return Exit{d.exitCode};
       default:

@@ -191,6 +191,13 @@ void resolveSignals(Resolver& r, LaunchConfig& c) {
                           .value_or(c.shutdownTimeout);
 }
 
+void resolveStatus(Resolver& r, LaunchConfig& c) {
+  c.httpPort = r.get<int>("http_port", [](const std::string& s) {
+                  return s == "auto" ? LaunchConfig::kHttpPortAuto : intIn(s, 0, 65535);
+                }).value_or(c.httpPort);
+  if (auto host = r.text("http_host"); host && !host->empty()) c.httpHost = *host;
+}
+
 void resolveEntry(Resolver& r, LaunchConfig& c, const detail::RawArgs& raw, const EnvLookup& getenv) {
   detail::EntrypointRequest request;
   request.positional = raw.entrypoint;
@@ -232,6 +239,7 @@ LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLoo
   const ConfMap rdzvConf = resolveRendezvous(resolver, config);
   resolveLogs(resolver, config, getenv);
   resolveSignals(resolver, config);
+  resolveStatus(resolver, config);
   resolveEntry(resolver, config, raw, getenv);
   if (!config.standalone) applyEnvironmentDetection(config, getenv);  // --standalone: one node
   detail::applyStandalone(config, raw.values.contains("standalone") ? "--standalone" : "PET_STANDALONE");

@@ -45,7 +45,7 @@ struct JobSummarySettings {
   std::chrono::milliseconds recordWait{std::chrono::seconds(35)};
   int outFd = 2;
   // Why the job ended (the rendezvous' reason), for the line printed when no record exists.
-  std::string reason;
+  std::string reason{};
 };
 
 // See the header comment. Blocks up to recordWait plus the rendezvous' own store budgets. Throws

@@ -173,6 +173,14 @@ struct LaunchConfig {
   // --preflight (DDP_PREFLIGHT): the checks at each rendezvous round before workers start.
   PreflightMode preflight = PreflightMode::kWarn;
 
+  // Status pages (README "Status page and metrics").
+  // --http-port: port of this agent's /, /status and /metrics; 0 = none, kHttpPortAuto = a free
+  // port (the agent logs the address either way).
+  static constexpr int kHttpPortAuto = -1;
+  int httpPort = 0;
+  // --http-host: the address they listen on (loopback unless the user opens them wider).
+  std::string httpHost = "127.0.0.1";
+
   // The command to run for each worker: argv[0] resolved (python -u [-m] script, or the program),
   // then the user's arguments. ${local_rank} is substituted per worker by the launcher.
   std::vector<std::string> command;

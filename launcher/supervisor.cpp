@@ -82,6 +82,7 @@ void Supervisor::onSignal(const ReceivedSignal& s) {
 
 void Supervisor::onWorkerExit(int localRank) {
   (void)localRank;
+  if (observer_) observer_(group_->states());
   if (group_->stopping()) return;
   if (group_->allSucceeded()) {
     finish(OutcomeKind::kSucceeded);
@@ -132,6 +133,7 @@ GenerationOutcome Supervisor::runGeneration(std::vector<WorkerSpec> specs, const
   tally_ = SignalTally{};
   group.start(std::move(specs), [this](int localRank) { onWorkerExit(localRank); });
   group_ = &group;
+  if (observer_) observer_(group.states());
   if (pendingSignal_) {  // arrived before the start
     const ReceivedSignal early = *pendingSignal_;
     pendingSignal_.reset();

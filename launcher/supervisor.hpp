@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -81,6 +82,11 @@ class Supervisor {
 
   boost::asio::io_context& io() { return io_; }
 
+  // Called on the agent's thread with every worker's state when a generation's workers started
+  // and after each exit (the status pages); must not block.
+  using WorkerObserver = std::function<void(const std::vector<WorkerState>&)>;
+  void observeWorkers(WorkerObserver observer) { observer_ = std::move(observer); }
+
  private:
   void onSignal(const ReceivedSignal& s);
   void onWorkerExit(int localRank);
@@ -98,6 +104,7 @@ class Supervisor {
   GenerationOutcome pending_;
   SignalTally tally_;
   std::optional<ReceivedSignal> pendingSignal_;
+  WorkerObserver observer_;
 };
 
 template <class F, class OnSignal>

@@ -256,6 +256,15 @@ std::vector<WorkerFailure> WorkerGroup::failures() const {
   return out;
 }
 
+std::vector<WorkerState> WorkerGroup::states() const {
+  std::vector<WorkerState> out;
+  for (const auto& w : workers_) {
+    out.push_back({w->spec.localRank, w->spec.globalRank, w->pid, w->exited, w->status,
+                   w->signalledBeforeExit});
+  }
+  return out;
+}
+
 std::vector<pid_t> WorkerGroup::pids() const {
   std::vector<pid_t> out;
   for (const auto& w : workers_) out.push_back(w->pid);

@@ -36,6 +36,16 @@ namespace ddp {
 
 class FailureSequencer;
 
+// One worker as the status pages show it (launcher/status_publisher.hpp).
+struct WorkerState {
+  int localRank = 0;
+  int globalRank = 0;
+  pid_t pid = -1;
+  bool exited = false;
+  int status = 0;              // wait status once exited
+  bool stoppedByAgent = false;  // a stop signal reached it while it still ran
+};
+
 struct GroupSettings {
   // This host's name (summaries, {host} in prefixes) and --role.
   std::string host;
@@ -92,6 +102,8 @@ class WorkerGroup {
   // store does not answer, once per generation), unless ddprun had signalled it to stop.
   std::vector<WorkerFailure> failures() const;
   std::vector<pid_t> pids() const;
+  // Every worker, by local rank.
+  std::vector<WorkerState> states() const;
 
  private:
   struct Worker;

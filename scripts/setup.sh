@@ -14,6 +14,8 @@ PACKAGES=(
   nftables  # preflight tests: a port blocked inside a network namespace
   stress-ng
   openssl curl  # throwaway certificates of the TLS tests; the https etcd health check
+  # tests of the status pages: promtool (Prometheus' text-format checker), headless Chromium
+  prometheus chromium
 )
 
 missing=()

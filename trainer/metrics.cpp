@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
 
 namespace ddp {
 
@@ -20,10 +21,35 @@ MetricsSink::MetricsSink(const std::filesystem::path& jsonl,
   lastProgress_ = std::chrono::steady_clock::now();
 }
 
-void MetricsSink::log(const StepMetrics& m) {
+namespace {
+constexpr std::chrono::milliseconds kPublishInterval{200};
+}  // namespace
+
+void MetricsSink::publishTo(std::function<void(const std::string& point)> publish) {
+  publish_ = std::move(publish);
+}
+
+void MetricsSink::log(const StepMetrics& m, bool last) {
+  const double wall = std::chrono::duration<double>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto now = std::chrono::steady_clock::now();
+  rateSum_ += m.samplesPerS;
+  ++rates_;
+  if (publish_ && (last || now - lastPublished_ >= kPublishInterval)) {
+    lastPublished_ = now;
+    const double rate = rateSum_ / rates_;
+    rateSum_ = 0;
+    rates_ = 0;
+    const nlohmann::json point = {{"step", m.step}, {"epoch", m.epoch}, {"loss", m.loss},
+                                  {"lr", m.lr}, {"samples_per_s", rate}, {"time", wall}};
+    try {
+      publish_(point.dump());
+    } catch (const std::exception& e) {
+      logger("trainer")->warn("metric points for the status page stop: {}", e.what());
+      publish_ = nullptr;
+    }
+  }
   if (jsonl_.is_open()) {
-    double wall = std::chrono::duration<double>(
-                      std::chrono::system_clock::now().time_since_epoch()).count();
     nlohmann::json j = {{"step", m.step}, {"epoch", m.epoch}, {"loss", m.loss}, {"lr", m.lr},
                         {"samples_per_s", m.samplesPerS}, {"world_size", m.worldSize},
                         {"generation", m.generation}, {"grad_norm", m.gradNorm}, {"time", wall}};

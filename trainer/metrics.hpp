@@ -9,6 +9,13 @@
 //     train/grad_norm at the same steps.
 //   Console (stdout): one progress line every `progress_seconds`:
 //     [train] epoch 1 step 120/500 loss 0.4312 lr 0.001 samples/s 51234 eta 7s
+//   Status page (publishTo()): the logged steps as metric points
+//     {"step": 120, "epoch": 1, "loss": 0.4312, "lr": 0.001, "samples_per_s": 51234.5,
+//      "time": 1732890000.12}
+//     handed to a publisher (train_main: the worker store, rendezvous/store/metric_points.hpp), at
+//     most 5 a second (the last step's always; samples_per_s is then the mean over the logged
+//     steps since the previous point); a publisher that throws is dropped after one warning,
+//     training goes on.
 //
 // Thread safety: not thread-safe; owned by rank 0's training thread.
 #pragma once
@@ -17,7 +24,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "trainer/tensorboard_writer.hpp"
 
@@ -36,14 +45,22 @@ class MetricsSink {
   MetricsSink(const std::filesystem::path& jsonl, const std::filesystem::path& tensorboardDir,
               double progressSeconds);
 
-  // Writes a JSON line and TensorBoard scalars. Does not throw on write errors (logged once).
-  void log(const StepMetrics& m);
+  // Writes a JSON line and TensorBoard scalars, and publishes the point (see above); `last` = the
+  // run's last step. Does not throw on write errors (logged once).
+  void log(const StepMetrics& m, bool last = false);
+  // Hands every logged point (a JSON object, without "n") to `publish` from now on. It runs on
+  // the training thread and may block briefly (it is given a short store budget).
+  void publishTo(std::function<void(const std::string& point)> publish);
   // Prints the progress line if progressSeconds passed since the last one (or `force`).
   void progress(const StepMetrics& m, bool force = false);
 
  private:
   std::ofstream jsonl_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
+  std::function<void(const std::string&)> publish_;
+  std::chrono::steady_clock::time_point lastPublished_{};
+  double rateSum_ = 0;  // samples_per_s of the logged steps not yet published
+  int rates_ = 0;
   double progressSeconds_;
   std::chrono::steady_clock::time_point lastProgress_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();

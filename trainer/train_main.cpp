@@ -5,6 +5,8 @@
 
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
+#include "rendezvous/store/metric_points.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
 #include "trainer/model.hpp"
 #include "trainer/trainer.hpp"
 #include "worker_runtime/communicator.hpp"
@@ -30,6 +32,23 @@ CommBackend backendFor(const std::string& name) {
   if (name == "gloo") return CommBackend::kGloo;
   if (name == "nccl") return CommBackend::kNccl;
   return CommBackend::kAuto;
+}
+
+// Rank 0's metric points go to the worker store (ddprun's agent relays them to the status page);
+// the connection is opened at the first point, with a 2 s budget for it and for every call.
+std::function<void(const std::string&)> workerStorePublisher(const WorkerEnv& env) {
+  auto store = std::make_shared<std::unique_ptr<Store>>();
+  return [store, addr = env.masterAddr, port = env.masterPort](const std::string& point) {
+    if (!*store) {
+      TcpStoreClientOptions options;
+      options.host = addr;
+      options.port = port;
+      options.connectTimeout = std::chrono::seconds(2);
+      options.timeout = std::chrono::seconds(2);
+      *store = std::make_unique<TcpStoreClient>(options);
+    }
+    writeMetricPoint(**store, point);
+  };
 }
 
 }  // namespace
@@ -60,6 +79,7 @@ int runTrain(const TrainOptions& o) {
                       config.backend + "' (cuda needs nccl, cpu needs gloo)");
   }
   RunContext ctx{env.rank, env.worldSize, env.localRank, env.restartCount, o.failAtStep, o.failRank};
+  if (distributed && env.rank == 0 && env.masterPort != 0) ctx.publishPoint = workerStorePublisher(env);
 
   std::unique_ptr<Store> store;
   std::unique_ptr<Communicator> comm;

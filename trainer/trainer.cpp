@@ -47,6 +47,7 @@ class TrainLoop {
     restoreOrInit();
     if (ctx_.rank == 0) {
       metrics_ = std::make_unique<MetricsSink>(cfg_.metrics, cfg_.tensorboardDir, cfg_.progressSeconds);
+      if (ctx_.publishPoint) metrics_->publishTo(ctx_.publishPoint);
     }
   }
 
@@ -245,7 +246,7 @@ void TrainLoop::reportMetrics(float loss, float gradNorm, bool logNow, bool last
                 elapsed > 0 ? double(samplesSinceLog_) / elapsed : 0.0, ctx_.worldSize,
                 ctx_.generation};
   if (logNow) {
-    metrics_->log(m);
+    metrics_->log(m, last);
     samplesSinceLog_ = 0;
     lastLog_ = now;
   }

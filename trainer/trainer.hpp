@@ -12,7 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "trainer/train_config.hpp"
@@ -27,6 +29,8 @@ struct RunContext {
   int generation = 0;       // TORCHELASTIC_RESTART_COUNT
   int64_t failAtStep = -1;  // fault injection: stop with injectedFailure ...
   int failRank = -1;        // ... on this rank after this many steps, generation 0 only
+  // Rank 0: where its metric points go for the status page (MetricsSink::publishTo); may be empty.
+  std::function<void(const std::string& point)> publishPoint;
 };
 
 struct TrainResult {

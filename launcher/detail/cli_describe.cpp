@@ -92,7 +92,10 @@ std::string describeConfig(const LaunchConfig& c) {
       {"shutdown_timeout_ms", c.shutdownTimeout.count()}, {"local_addr", c.localAddr},
       {"master_addr", c.masterAddr}, {"master_port", orNull(c.masterPort)},
       {"node_rank", orNull(c.nodeRank)}, {"node_order", orNull(c.nodeOrder)}, {"virtual_local_rank", c.virtualLocalRank},
-      {"start_method", c.startMethod}, {"no_slurm", c.noSlurm}, {"preflight", preflightName(c.preflight)}, {"command", c.command},
+      {"start_method", c.startMethod}, {"no_slurm", c.noSlurm},
+      {"preflight", preflightName(c.preflight)},
+      {"http_port", c.httpPort == LaunchConfig::kHttpPortAuto ? json("auto") : json(c.httpPort)},
+      {"http_host", c.httpHost}, {"command", c.command},
       {"entrypoint", c.entrypointName}, {"entrypoint_kind", kindName(c.entrypointKind)},
       {"explicit_options", c.explicitOptions}, {"notes", c.notes}};
   return out.dump(2) + "\n";

@@ -105,6 +105,13 @@ std::vector<OptionSpec> buildTable() {
                        "the worker store's port from every node), one table on node rank 0; strict: a "
                        "flag fails the round on every node (exit 4) (default warn)", "Diagnostics"),
               {"DDP_PREFLIGHT"}),
+      withEnv(torchOpt("http_port", false, "PORT|auto|0",
+                       "serve this job's status page, /status and /metrics on PORT (auto: a free "
+                       "port; the address is logged) (default 0: off)", "Status"),
+              {"DDP_HTTP_PORT"}),
+      withEnv(torchOpt("http_host", false, "ADDR",
+                       "address the status pages listen on (default 127.0.0.1)", "Status"),
+              {"DDP_HTTP_HOST"}),
       withEnv(torchOpt("dry_run", true, "",
                        "print the resolved configuration (flags, PET_*, Slurm) as JSON and exit 0", "Diagnostics"),
               {}),

@@ -14,6 +14,7 @@
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
 #include "rendezvous/security/token.hpp"
+#include "rendezvous/server/http_ddprund.hpp"
 #include "rendezvous/server/store_server.hpp"
 
 namespace ddp {
@@ -38,6 +39,41 @@ bool writePortFile(const std::string& path, uint16_t port, std::string& error) {
     return false;
   }
   return true;
+}
+
+// Starts the status pages unless they are off. Fails (nullptr, `error` set) only when the user
+// named the port; the default port in use costs a warning, never the store.
+std::unique_ptr<DdprundStatus> startStatus(const DdprundOptions& options, StoreServer& server,
+                                           std::string& error) {
+  if (options.httpPort == 0) return nullptr;
+  const bool automatic = options.httpPort == DdprundOptions::kHttpPortAuto;
+  HttpServerOptions http;
+  // The pages cannot ask for the token or a client certificate: a protected store keeps them on
+  // loopback unless --http-host says otherwise; --allow applies to them as to the store.
+  const bool protectedStore = !options.tokenFile.empty() || !options.tls.certFile.empty();
+  http.host = !options.httpHost.empty() ? options.httpHost
+              : protectedStore          ? "127.0.0.1"
+                                        : options.host;
+  http.allow = options.allow;
+  http.name = "ddprund status";
+  http.port = static_cast<uint16_t>(!automatic ? options.httpPort
+                                    : options.port == 0 ? 0
+                                                        : (server.port() + 1) % 65536);
+  try {
+    auto status = std::make_unique<DdprundStatus>(server, http);
+    if (!options.httpPortFile.empty() &&
+        !writePortFile(options.httpPortFile, status->port(), error)) {
+      return nullptr;
+    }
+    return status;
+  } catch (const Error& e) {
+    if (!automatic) {
+      error = e.what();
+      return nullptr;
+    }
+    logger("store")->warn("ddprund: no status pages: {} (set --http-port)", e.what());
+    return nullptr;
+  }
 }
 
 }  // namespace
@@ -81,9 +117,16 @@ int runDdprund(const DdprundOptions& options) {
     log->info("ddprund: signal {} received, stopping", signal);
     server->stop();
   });
+  auto status = startStatus(options, *server, error);
+  if (!error.empty()) {
+    std::cerr << "ddprund: " << error << std::endl;
+    return kDdprundCannotListen;
+  }
   server->start();
   std::cout << "listening on " << server->address() << std::endl;
+  if (status) std::cout << "status on http://" << status->address() << "/" << std::endl;
   io.run();
+  status.reset();  // before the server it reads
   return kDdprundOk;
 }
 

@@ -1,9 +1,11 @@
 // ddprund: the standalone rendezvous store daemon (a StoreServer on the main thread).
 //
-// run() binds, writes the port file, prints `listening on ADDRESS:PORT` to stdout, serves until
-// SIGTERM or SIGINT, then stops cleanly. Exit codes (also in the README):
+// run() binds, writes the port file, prints `listening on ADDRESS:PORT` to stdout, starts the status
+// pages (http_ddprund.hpp) and prints `status on http://ADDRESS:PORT/`, serves until SIGTERM or
+// SIGINT, then stops cleanly. Exit codes (also in the README):
 //   0  stopped by SIGTERM / SIGINT
-//   1  cannot listen (address in use, unknown host, ...) or cannot write --port-file
+//   1  cannot listen (address in use, unknown host, ...) or cannot write --port-file; also when
+//      an explicit --http-port cannot be bound (with the default, ddprund warns and serves on)
 //   2  bad flags (handled by ddprund_main.cpp before run()), an unreadable --token-file, TLS files
 //      that cannot be used
 //
@@ -45,6 +47,17 @@ struct DdprundOptions {
   AddressAllowlist allowUnauthenticated;
   // --tls-cert/--tls-key/--tls-ca.
   TlsServerOptions tls;
+
+  // Status pages (--http-*; README "Status page and metrics").
+  // Port of /, /status and /metrics: kHttpPortAuto = the store's port + 1 (a free port when
+  // --port is 0); 0 = no status pages.
+  static constexpr int kHttpPortAuto = -1;
+  int httpPort = kHttpPortAuto;
+  // Address they listen on; empty = the store's --host (the pages show nothing a store client
+  // cannot read, and accept no writes).
+  std::string httpHost;
+  // When set, the bound status port is written here (atomically) once listening.
+  std::string httpPortFile;
 };
 
 // Exit codes of ddprund.

@@ -95,6 +95,21 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   SecurityFlags security;
   addSecurityFlags(app, options, security);
+  // Status pages (README "Status page and metrics").
+  std::string httpPort = "auto";
+  app.add_option("--http-port", httpPort,
+                 "port of the status page, /status and /metrics: auto = the store's port + 1 (a "
+                 "free one with --port 0), 0 = off")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "auto") return "";
+        return CLI::Range(0, 65535)(v);
+      })
+      ->capture_default_str();
+  app.add_option("--http-host", options.httpHost,
+                 "address the status pages listen on (default: the store's --host; 127.0.0.1 "
+                 "with --token-file or --tls-cert); --allow applies to them too");
+  app.add_option("--http-port-file", options.httpPortFile,
+                 "write the bound status port to this file (atomically) once listening");
   app.set_version_flag("--version", std::string("ddprund ") + DDP_VERSION_STRING);
 
   try {
@@ -108,6 +123,7 @@ int main(int argc, char** argv) {
   if (!resolveSecurityFlags(security, options)) return ddp::kDdprundBadFlags;
   options.limits.maxRequestBytes =
       std::max(options.limits.maxRequestBytes, 2 * options.limits.maxValueBytes + (1u << 20));
+  options.httpPort = httpPort == "auto" ? ddp::DdprundOptions::kHttpPortAuto : std::stoi(httpPort);
   options.legacyDialect = dialect == "1.13"  ? ddp::wire::LegacyDialect::kTorch113
                           : dialect == "2.1" ? ddp::wire::LegacyDialect::kTorch21
                                              : ddp::wire::LegacyDialect::kAuto;

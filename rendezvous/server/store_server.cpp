@@ -86,6 +86,19 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     asio::post(io_, [self = shared_from_this()] { self->stop(); });
   }
 
+  void snapshot(std::size_t budget, std::function<void(StoreSnapshot)> done) {
+    asio::post(io_, [self = shared_from_this(), budget, done = std::move(done)] {
+      if (self->core_->stopped) return;
+      StoreSnapshot out;
+      out.takenAt = std::chrono::steady_clock::now();
+      out.stats = self->core_->stats;
+      out.connections = self->core_->sessions.size();
+      self->core_->state.snapshot(budget, out);
+      out.cost = std::chrono::steady_clock::now() - out.takenAt;
+      done(std::move(out));
+    });
+  }
+
  private:
   void listen() {
     const auto& opts = core_->options;
@@ -145,6 +158,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
       return;
     }
     if (core_->sessions.size() + core_->handshaking.size() >= opts.maxConnections) {
+      ++core_->stats.connectionsRefused;
       warnRateLimited("refusing a connection: " + std::to_string(opts.maxConnections) +
                       " connections are open (--max-connections)");
       boost::system::error_code ignored;
@@ -152,6 +166,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     } else {
       boost::system::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
+      ++core_->stats.connectionsAccepted;
       detail::admit(std::move(socket), core_);
     }
     accept();
@@ -197,6 +212,10 @@ std::string StoreServer::address() const { return impl_->address(); }
 void StoreServer::start() { impl_->start(); }
 
 void StoreServer::stop() { impl_->requestStop(); }
+
+void StoreServer::snapshot(std::size_t budget, std::function<void(StoreSnapshot)> done) {
+  impl_->snapshot(budget, std::move(done));
+}
 
 // ---- StoreServerThread ------------------------------------------------------------------------
 

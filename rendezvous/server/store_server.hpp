@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -26,6 +27,7 @@
 
 #include "rendezvous/security/address_allowlist.hpp"
 #include "rendezvous/security/tls_options.hpp"
+#include "rendezvous/server/store_stats.hpp"
 #include "rendezvous/wire/wire_codec.hpp"  // WireLimits, wire::LegacyDialect
 
 namespace ddp {
@@ -88,6 +90,12 @@ class StoreServer {
   void start();
   // Closes the listener and every connection; pending handlers drain. Safe from any thread.
   void stop();
+
+  // Takes a StoreSnapshot (counters, key count, and the rendezvous keys up to `budget` bytes) on
+  // the io thread — O(rendezvous keys), whatever else the store holds — and hands it to `done`
+  // there; `done` must not block. Non-blocking; safe from any thread. `done` is not called once
+  // the server stopped.
+  void snapshot(std::size_t budget, std::function<void(StoreSnapshot)> done);
 
  private:
   class Impl;

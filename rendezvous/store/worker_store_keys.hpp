@@ -10,6 +10,11 @@
 //                                  failure_sequence.hpp). Every agent and worker of the generation
 //                                  reaches this store at MASTER_ADDR:MASTER_PORT, so one counter
 //                                  orders the generation's failures job-wide, without clocks.
+//   /ddp/metrics/n                 the newest metric point's number (an ADD counter, from 1)
+//   /ddp/metrics/<n % 64>          metric point n: a ring of the newest 64 (metric_points.hpp),
+//                                  written by rank 0 of a trainer or a torch script, relayed by
+//                                  node rank 0's agent into the rendezvous store for the status
+//                                  page
 //
 // Keys go on the wire verbatim (no PrefixStore).
 //
@@ -23,6 +28,14 @@ namespace ddp {
 
 inline std::string failureSequenceKey(int64_t generation) {
   return "/ddp/attempt_" + std::to_string(generation) + "/failure_seq";
+}
+
+inline constexpr int64_t kMetricPointSlots = 64;
+
+inline std::string metricPointCountKey() { return "/ddp/metrics/n"; }
+
+inline std::string metricPointKey(int64_t n) {
+  return "/ddp/metrics/" + std::to_string(n % kMetricPointSlots);
 }
 
 }  // namespace ddp

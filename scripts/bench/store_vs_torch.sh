@@ -11,6 +11,8 @@
 #   DURATION    measured seconds per run (default 4; the whole script stays under 3 minutes)
 #   CONNECTIONS connection counts (default "1 16 64 256")
 #   THREADS     load generator threads (default 1)
+#   SCRAPE_MS   when set, a scraper fetches ddprund's /metrics every SCRAPE_MS ms during the runs
+#               (what a status page or a Prometheus server polling hard costs the store)
 #
 # Besides wall-clock figures (which a busy machine distorts for both servers alike) it reports
 # each server's CPU time per request, from /proc/<pid>/stat: the cost that bounds a single-threaded
@@ -25,9 +27,11 @@ THREADS=${THREADS:-1}
 WORK=$(mktemp -d)
 DDPRUND_PID=""
 TORCH_PID=""
+SCRAPER_PID=""
+SCRAPE_MS=${SCRAPE_MS:-}
 
 cleanup() {
-  for pid in $DDPRUND_PID $TORCH_PID; do
+  for pid in $SCRAPER_PID $DDPRUND_PID $TORCH_PID; do
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -51,11 +55,21 @@ wait_for_file() {
   exit 1
 }
 
+HTTP_ARGS=()
+[ -n "$SCRAPE_MS" ] && HTTP_ARGS=(--http-port-file "$WORK/http.port")
 "$BUILD_DIR/bin/ddprund" --host 127.0.0.1 --port 0 --port-file "$WORK/ddprund.port" \
-  --log-level warn >"$WORK/ddprund.log" 2>&1 &
+  "${HTTP_ARGS[@]}" --log-level warn >"$WORK/ddprund.log" 2>&1 &
 DDPRUND_PID=$!
 wait_for_file "$WORK/ddprund.port" ddprund
 DDPRUND_PORT=$(cat "$WORK/ddprund.port")
+if [ -n "$SCRAPE_MS" ]; then
+  wait_for_file "$WORK/http.port" "ddprund's status pages"
+  SCRAPE_URL="http://127.0.0.1:$(cat "$WORK/http.port")/metrics"
+  PAUSE=$(awk -v m="$SCRAPE_MS" 'BEGIN { print m / 1000 }')
+  ( while :; do curl -s -o /dev/null "$SCRAPE_URL"; sleep "$PAUSE"; done ) &
+  SCRAPER_PID=$!
+  echo "scraping $SCRAPE_URL every $SCRAPE_MS ms"
+fi
 
 /usr/bin/python3 -u -c "
 import datetime, signal, torch.distributed as dist

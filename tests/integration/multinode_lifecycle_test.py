@@ -12,7 +12,8 @@
   lost_rejoins       4 agents 3:4, keep-alive 0.5 s x 3: SIGSTOP one, the others go on as 3; SIGCONT
                      it: it rejoins as a newcomer and the job ends as a world of 4
   reuse              a run id whose job succeeded, then one whose job failed, relaunched: a fresh
-                     job runs its workers each time; ddprund holds 2 keys per run id afterwards
+                     job runs its workers each time; ddprund holds 3 keys per run id afterwards
+                     (inc, ended, history)
   foreign_store      an agent of run jobB reaching a store hosted by an agent of run jobA exits 1 at
                      once with the DDP_SLURM_PORT hint; jobA is undisturbed
   peer_loss_free     3 agents 2:3, --max-restarts=0, gloo workers: kill -9 one agent; the survivors'
@@ -180,7 +181,7 @@ def scenario_reuse(h):
           "no agent said the failed job ended")
     keys = ddprund_keys_at_stop(h)
     h.log("ddprund holds %d keys after 4 jobs of 2 run ids" % keys)
-    check(keys == 4, "ddprund holds %d keys, want 4 (per run id: inc, ended)" % keys)
+    check(keys == 6, "ddprund holds %d keys, want 6 (per run id: inc, ended, history)" % keys)
 
 
 def scenario_foreign_store(h):

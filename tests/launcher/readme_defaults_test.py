@@ -78,6 +78,8 @@ FLAG_VALUES = {
     "--no-slurm": lambda b, s: b["no_slurm"],
     "--log-level": lambda b, s: b["log_level"],
     "--preflight": lambda b, s: b["preflight"],
+    "--http-port": lambda b, s: b["http_port"],
+    "--http-host": lambda b, s: b["http_host"],
 }
 NO_DEFAULT = {"--rdzv-conf", "--monitor-interval,", "--dry-run", "-h/--help,"}
 

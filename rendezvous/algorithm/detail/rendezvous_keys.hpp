@@ -38,10 +38,22 @@
 //   r/<g>/records         the names of round g's records, "<name>\n" appended once per publish,
 //                         so that deleting the round finds them (round_records.hpp)
 //
+// What the status pages read (README "Status page and metrics"; written by the agents, never read
+// by the rendezvous):
+//
+//   r/<g>/status/<rank>   node rank `rank`'s status record in round g: one JSON object (its
+//                         workers, their pids and exits), at most a few KiB, rewritten on changes
+//   metrics               the job's metric points, the newest 256, one JSON object per line,
+//                         rewritten whole (at most once a second) by node rank 0's agent
+//   history               how the job's last 32 generations ended, one JSON object per line,
+//                         rewritten whole by node rank 0's agent as each generation starts and
+//                         when the job ends. Kept with the tombstone.
+//
 // Lifetime: the closer of a formed round g deletes every round below the previous formed one
 // (so about two rounds exist at a time); the last agent leaving an ended job deletes all of its
-// keys but `ended` (and `failures` when it failed), and the tombstone of the incarnation before.
-// A ddprund thus holds O(live jobs) keys plus at most 3 per ended run id (inc, ended, failures).
+// keys but `ended`, `history` (and `failures` when it failed), and the tombstone of the
+// incarnation before. A ddprund thus holds O(live jobs) keys plus at most 4 per ended run id (inc,
+// ended, history, failures).
 //
 // Thread safety: immutable after construction; the free functions are pure or say which store
 // calls they make.
@@ -96,6 +108,11 @@ class RendezvousKeys {
     return r(g) + "rec/" + name + "/" + std::to_string(rank);
   }
   std::string recordNames(int64_t g) const { return r(g) + "records"; }
+  std::string status(int64_t g, int rank) const {
+    return r(g) + "status/" + std::to_string(rank);
+  }
+  std::string metrics() const { return root_ + "metrics"; }
+  std::string history() const { return root_ + "history"; }
   // The keys of round g that exist once per round (not per slot or rank).
   std::vector<std::string> roundKeys(int64_t g) const;
 

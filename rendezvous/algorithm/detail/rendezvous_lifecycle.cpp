@@ -59,6 +59,7 @@ void deleteRound(Store& store, const RendezvousKeys& keys, int64_t g, int maxNod
   for (int64_t slot = 1; slot <= slots; ++slot) store.deleteKey(keys.node(g, slot));
   for (size_t rank = 0; rank < ranks; ++rank) {
     store.deleteKey(keys.heartbeat(g, static_cast<int>(rank)));
+    store.deleteKey(keys.status(g, static_cast<int>(rank)));
   }
   deleteRoundRecords(store, keys, g, ranks);
   for (const auto& key : keys.roundKeys(g)) store.deleteKey(key);
@@ -85,12 +86,15 @@ void deleteEndedJob(Store& store, const RendezvousKeys& keys, const JobEnd& end,
   const int64_t low = lowValue ? parseCount(keys.low(), *lowValue) : 0;
   const int64_t last = hintValue ? parseCount(keys.round(), *hintValue) : low;
   for (int64_t g = low; g <= last; ++g) deleteRound(store, keys, g, maxNodes);
-  for (const auto& key : {keys.restarts(), keys.formed(), keys.low()}) store.deleteKey(key);
+  for (const auto& key : {keys.restarts(), keys.formed(), keys.low(), keys.metrics()}) {
+    store.deleteKey(key);
+  }
   if (end.succeeded) store.deleteKey(keys.failures());
   if (keys.incarnation() > 0) {
     const RendezvousKeys before(keys.runId(), keys.incarnation() - 1);
     store.deleteKey(before.ended());
     store.deleteKey(before.failures());
+    store.deleteKey(before.history());
   }
   // Last: a missing hint tells stragglers that the job's keys are gone.
   store.deleteKey(keys.round());

@@ -171,6 +171,8 @@ void StoreSession::onRead(const boost::system::error_code& ec, std::size_t n) {
     return;
   }
   inEnd_ += n;
+  core_->stats.bytesReceived += n;
+  readAt_ = std::chrono::steady_clock::now();
   if (ambiguous_) {
     ambiguous_ = false;
     graceTimer_.cancel();
@@ -182,6 +184,7 @@ bool StoreSession::processInput() {
   processing_ = true;
   std::string reason;
   bool open = true;
+  uint64_t applied = 0;
   while (open) {
     const std::string_view bytes(in_.data() + inBegin_, inEnd_ - inBegin_);
     auto result = decoder_.decode(bytes);
@@ -197,6 +200,8 @@ bool StoreSession::processInput() {
         return false;
       }
       open = core_->state.apply(*request, *this, out_, reason);
+      core_->stats.countRequest(request->op);
+      ++applied;
       inBegin_ += request->size;
       continue;
     }
@@ -209,6 +214,10 @@ bool StoreSession::processInput() {
     open = false;
   }
   processing_ = false;
+  if (applied > 0) {
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - readAt_;
+    core_->stats.observeRequests(took.count(), applied);
+  }
   if (!open) {
     close(reason);
     return false;
@@ -233,6 +242,7 @@ void StoreSession::flush() {
   if (writeActive_ || out_.empty() || closed_) return;
   writing_.swap(out_);
   writeActive_ = true;
+  core_->stats.bytesSent += writing_.size();
   stream_.asyncWrite(asio::buffer(writing_),
                      [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
                        self->onWrite(ec);

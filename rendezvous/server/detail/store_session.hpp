@@ -17,6 +17,7 @@
 // Thread safety: everything runs on the server's io_context thread; no locks.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,6 +44,7 @@ class TlsAdmission;
 struct ServerCore {
   StoreServerOptions options;
   StoreState state;
+  StoreStats stats;
   std::shared_ptr<spdlog::logger> log;
   std::unordered_set<StoreSession*> sessions;
   bool stopped = false;
@@ -98,6 +100,7 @@ class StoreSession final : public StoreClient, public std::enable_shared_from_th
   std::size_t inBegin_ = 0;
   std::size_t inEnd_ = 0;
   std::size_t inNeeded_ = 0;  // from NeedMore: total unconsumed bytes needed for the next request
+  std::chrono::steady_clock::time_point readAt_{};  // when the last read completed (StoreStats)
   std::string out_;           // replies not yet handed to the socket
   std::string writing_;       // replies being written
   bool writeActive_ = false;

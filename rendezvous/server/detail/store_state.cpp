@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "rendezvous/store/rendezvous_key_names.hpp"
+
 namespace ddp::detail {
 
 using wire::Op;
@@ -83,7 +85,10 @@ void StoreState::check(const wire::Request& r, std::string& out) const {
 void StoreState::deleteKey(std::string_view key, std::string& out) {
   auto it = kv_.find(key);
   const bool found = it != kv_.end();
-  if (found) kv_.erase(it);
+  if (found) {
+    kv_.erase(it);
+    forgetRendezvousKey(key);
+  }
   wire::encodeIntReply(out, found ? 1 : 0);
 }
 
@@ -91,6 +96,7 @@ void StoreState::append(std::string_view key, std::string_view data) {
   auto it = kv_.find(key);
   if (it == kv_.end()) {
     kv_.emplace(std::string(key), std::string(data));
+    noteRendezvousKey(key);
   } else {
     it->second.append(data);
   }
@@ -117,6 +123,7 @@ void StoreState::put(std::string_view key, std::string_view value) {
   auto it = kv_.find(key);
   if (it == kv_.end()) {
     kv_.emplace(std::string(key), std::string(value));
+    noteRendezvousKey(key);
   } else {
     it->second.assign(value);  // reuses the old value's capacity
   }
@@ -241,6 +248,7 @@ void StoreState::compareSet(const wire::Request& r, std::string& out) {
       return;
     }
     kv_.emplace(std::string(r.key), std::string(r.desired));
+    noteRendezvousKey(r.key);
     wire::encodeValueReply(out, r.desired);
     wakeAll(r.key);
     return;
@@ -265,7 +273,45 @@ bool StoreState::add(const wire::Request& r, std::string& out, std::string& reas
   put(r.key, std::to_string(value));
   wire::encodeIntReply(out, value);
   wakeAll(r.key);
+  if (isHeartbeatKey(r.key)) noteHeartbeat(r.key);
   return true;
+}
+
+void StoreState::noteHeartbeat(std::string_view key) {
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = heartbeatTimes_.find(key); it != heartbeatTimes_.end()) {
+    it->second = now;
+  } else if (heartbeatTimes_.size() < kMaxHeartbeatTimes) {
+    heartbeatTimes_.emplace(std::string(key), now);
+  }
+}
+
+void StoreState::noteRendezvousKey(std::string_view key) {
+  if (key.starts_with(kRendezvousKeyRoot)) rendezvousKeys_.emplace(key);
+}
+
+void StoreState::forgetRendezvousKey(std::string_view key) {
+  if (!key.starts_with(kRendezvousKeyRoot)) return;
+  if (auto it = rendezvousKeys_.find(key); it != rendezvousKeys_.end()) rendezvousKeys_.erase(it);
+  if (auto t = heartbeatTimes_.find(key); t != heartbeatTimes_.end()) heartbeatTimes_.erase(t);
+}
+
+void StoreState::snapshot(std::size_t budget, StoreSnapshot& out) const {
+  out.keys = kv_.size() + queues_.size();
+  std::size_t copied = 0;
+  for (const auto& key : rendezvousKeys_) {
+    const auto it = kv_.find(key);
+    if (it == kv_.end()) continue;
+    if (copied + key.size() + it->second.size() > budget) {
+      out.truncated = true;
+      break;
+    }
+    copied += key.size() + it->second.size();
+    out.entries.emplace_back(key, it->second);
+    if (auto t = heartbeatTimes_.find(key); t != heartbeatTimes_.end()) {
+      out.heartbeatTimes.emplace(key, t->second);
+    }
+  }
 }
 
 void StoreState::wait(const wire::Request& r, StoreClient& client, std::string& out) {

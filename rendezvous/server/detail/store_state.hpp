@@ -14,21 +14,33 @@
 // are kept per client (at most kMaxOnClosePerClient; one per key, a new one replaces the old) and
 // applied as COMPARE_SETs, in registration order, by disconnect(client, true).
 //
+// For the status pages it also keeps the names of the rendezvous keys (rdzv/..., an ordered index
+// maintained when such a key is created or deleted, so a snapshot costs O(rendezvous keys), not
+// O(keys)) and remembers, on its own steady clock, when each heartbeat key
+// (rendezvous/store/rendezvous_key_names.hpp) last got an ADD — at most kMaxHeartbeatTimes keys;
+// a deleted key is forgotten.
+//
 // Thread safety: none; one thread (the server's io_context) owns a StoreState and its clients.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "rendezvous/server/store_stats.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 
 namespace ddp::detail {
+
+// Most heartbeat keys whose last update time a StoreState keeps.
+inline constexpr std::size_t kMaxHeartbeatTimes = 1 << 16;
 
 // Most ON_CLOSE registrations one connection may hold; more are refused (reply -1).
 inline constexpr std::size_t kMaxOnClosePerClient = 16;
@@ -84,6 +96,11 @@ class StoreState {
   // Stores `value` at `key` before any client is served (StoreServerOptions::initialKeys).
   void preset(std::string_view key, std::string_view value) { put(key, value); }
 
+  // Fills out.keys, and out.entries with the rendezvous keys (rdzv/...) and their values, in
+  // name order, until `budget` bytes were copied (then out.truncated), with their heartbeat
+  // times. O(rendezvous keys).
+  void snapshot(std::size_t budget, StoreSnapshot& out) const;
+
  private:
   struct Hash {
     using is_transparent = void;
@@ -117,9 +134,15 @@ class StoreState {
   void onClose(const wire::Request& r, StoreClient& client, std::string& out) const;
   void onCloseClear(const wire::Request& r, StoreClient& client, std::string& out) const;
 
+  void noteHeartbeat(std::string_view key);
+  void noteRendezvousKey(std::string_view key);
+  void forgetRendezvousKey(std::string_view key);
+
   Map<std::string> kv_;
   Map<std::deque<std::string>> queues_;  // never empty deques: popped-empty queues are erased
   Map<std::vector<StoreClient*>> waiters_;
+  Map<std::chrono::steady_clock::time_point> heartbeatTimes_;
+  std::set<std::string, std::less<>> rendezvousKeys_;
 };
 
 // std::stoll as the legacy server applies it to stored values: leading whitespace, an optional

@@ -1,0 +1,272 @@
+#include "rendezvous/server/http_server.hpp"
+
+#include <optional>
+#include <thread>
+#include <unordered_set>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
+
+namespace ddp {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using asio::ip::tcp;
+
+namespace {
+
+constexpr std::size_t kHeaderLimit = 8 * 1024;
+
+std::string formatEndpoint(const tcp::endpoint& ep) {
+  const auto addr = ep.address();
+  if (addr.is_v6()) return "[" + addr.to_string() + "]:" + std::to_string(ep.port());
+  return addr.to_string() + ":" + std::to_string(ep.port());
+}
+
+tcp::endpoint resolve(asio::io_context& io, std::string host, uint16_t port) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  boost::system::error_code ec;
+  const auto addr = asio::ip::make_address(host, ec);
+  if (!ec) return {addr, port};
+  tcp::resolver resolver(io);
+  const auto results = resolver.resolve(host, std::to_string(port), ec);
+  if (ec || results.empty()) {
+    throw NetworkError("cannot resolve the status address '" + host +
+                       "': " + (ec ? ec.message() : std::string("no addresses")));
+  }
+  return results.begin()->endpoint();
+}
+
+}  // namespace
+
+class HttpServer::Impl : public std::enable_shared_from_this<Impl> {
+ public:
+  Impl(HttpServerOptions options, HttpHandler handler)
+      : options_(std::move(options)), handler_(std::move(handler)), acceptor_(io_), retry_(io_) {
+    listen();
+  }
+
+  void start() {
+    accept();
+    thread_ = std::thread([self = shared_from_this()] { self->run(); });
+  }
+
+  void stop() {
+    asio::post(io_, [this] {
+      stopped_ = true;
+      boost::system::error_code ignored;
+      acceptor_.close(ignored);
+      retry_.cancel();
+      for (auto* stream : open_) stream->socket().close(ignored);
+    });
+    if (thread_.joinable()) thread_.join();
+  }
+
+  uint16_t port() const { return port_; }
+  const std::string& address() const { return address_; }
+
+ private:
+  class Session;
+
+  void listen() {
+    auto endpoint = resolve(io_, options_.host, options_.port);
+    boost::system::error_code ec;
+    bindTo(endpoint, ec);
+    if (ec == asio::error::address_family_not_supported && endpoint.address().is_v6() &&
+        endpoint.address().is_unspecified()) {
+      endpoint = tcp::endpoint(asio::ip::address_v4::any(), options_.port);
+      bindTo(endpoint, ec);
+    }
+    if (ec) {
+      throw NetworkError("cannot listen on " + formatEndpoint(endpoint) + " (" + options_.name +
+                         "): " + ec.message());
+    }
+    port_ = acceptor_.local_endpoint().port();
+    address_ = formatEndpoint(acceptor_.local_endpoint());
+  }
+
+  void bindTo(const tcp::endpoint& endpoint, boost::system::error_code& ec) {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (ec) return;
+    acceptor_.set_option(tcp::acceptor::reuse_address(true), ignored);
+    if (endpoint.address().is_v6()) acceptor_.set_option(asio::ip::v6_only(false), ignored);
+    acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  }
+
+  void run() {
+    try {
+      io_.run();
+    } catch (const std::exception& e) {
+      logger("store")->error("{}: the HTTP server stopped: {}", options_.name, e.what());
+    }
+  }
+
+  void accept();
+  // False (after a debug line) when the peer's address is outside options_.allow.
+  bool allowed(const tcp::socket& socket) const {
+    if (options_.allow.isAny()) return true;
+    boost::system::error_code ec;
+    const auto peer = socket.remote_endpoint(ec);
+    if (!ec && options_.allow.contains(peer.address())) return true;
+    logger("store")->debug("{}: refused a connection from {}: address not allowed", options_.name,
+                           ec ? std::string("?") : peer.address().to_string());
+    return false;
+  }
+  HttpReply answer(const http::request<http::empty_body>& request);
+
+  HttpServerOptions options_;
+  HttpHandler handler_;
+  asio::io_context io_{1};
+  tcp::acceptor acceptor_;
+  asio::steady_timer retry_;  // after a failed accept (EMFILE): try again a little later
+  std::thread thread_;
+  uint16_t port_ = 0;
+  std::string address_;
+  bool stopped_ = false;
+  std::unordered_set<beast::tcp_stream*> open_;  // io thread only
+};
+
+// One connection: read a request, answer it, repeat while the client keeps the connection alive.
+class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, std::shared_ptr<Impl> server)
+      : stream_(std::move(socket)), server_(std::move(server)) {
+    server_->open_.insert(&stream_);
+  }
+  ~Session() { server_->open_.erase(&stream_); }
+
+  void read() {
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimit);
+    parser_->body_limit(0);
+    stream_.expires_after(server_->options_.requestTimeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       self->onRead(ec);
+                     });
+  }
+
+ private:
+  void onRead(beast::error_code ec) {
+    if (server_->stopped_) return;
+    if (ec) {  // closed or timed out: drop the connection; malformed: say why first
+      if (ec.category() == http::make_error_code(http::error::bad_method).category()) {
+        const bool tooBig = ec == http::error::header_limit || ec == http::error::body_limit;
+        refuse(tooBig ? 431 : 400, "bad request: " + ec.message() + "\n");
+      }
+      return;
+    }
+    const auto& request = parser_->get();
+    HttpReply reply = server_->answer(request);
+    auto response = std::make_shared<http::response<http::string_body>>();
+    response->version(request.version());
+    response->result(reply.status);
+    response->set(http::field::server, "ddprun");
+    response->set(http::field::content_type, reply.contentType);
+    response->set(http::field::cache_control, "no-store");
+    response->set("X-Content-Type-Options", "nosniff");
+    for (const auto& [name, value] : reply.headers) response->set(name, value);
+    response->keep_alive(request.keep_alive());
+    const bool head = request.method() == http::verb::head;
+    response->body() = std::move(reply.body);
+    response->prepare_payload();
+    if (head) response->body().clear();
+    response_ = response;
+    stream_.expires_after(server_->options_.requestTimeout);
+    http::async_write(stream_, *response_,
+                      [self = shared_from_this(), keep = response_->keep_alive()](
+                          beast::error_code e, std::size_t) {
+                        if (e || self->server_->stopped_) return;
+                        if (!keep) {
+                          beast::error_code ignored;
+                          self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+                          return;
+                        }
+                        self->read();
+                      });
+  }
+
+  // Answers a request that could not be read, then closes the connection.
+  void refuse(unsigned status, std::string text) {
+    auto response = std::make_shared<http::response<http::string_body>>();
+    response->version(11);
+    response->result(status);
+    response->set(http::field::content_type, "text/plain; charset=utf-8");
+    response->keep_alive(false);
+    response->body() = std::move(text);
+    response->prepare_payload();
+    response_ = response;
+    http::async_write(stream_, *response_,
+                      [self = shared_from_this()](beast::error_code, std::size_t) {
+                        beast::error_code ignored;
+                        self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+                      });
+  }
+
+  beast::tcp_stream stream_;
+  std::shared_ptr<Impl> server_;
+  beast::flat_buffer buffer_{kHeaderLimit};
+  std::optional<http::request_parser<http::empty_body>> parser_;
+  std::shared_ptr<http::response<http::string_body>> response_;
+};
+
+void HttpServer::Impl::accept() {
+  acceptor_.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+    if (self->stopped_ || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      self->retry_.expires_after(std::chrono::milliseconds(100));
+      self->retry_.async_wait([self](beast::error_code e) {
+        if (!e && !self->stopped_) self->accept();
+      });
+      return;
+    }
+    {
+      if (self->open_.size() >= self->options_.maxConnections || !self->allowed(socket)) {
+        boost::system::error_code ignored;
+        socket.close(ignored);
+      } else {
+        std::make_shared<Session>(std::move(socket), self)->read();
+      }
+    }
+    self->accept();
+  });
+}
+
+HttpReply HttpServer::Impl::answer(const http::request<http::empty_body>& request) {
+  if (request.method() != http::verb::get && request.method() != http::verb::head) {
+    HttpReply reply{405, "text/plain; charset=utf-8", "only GET and HEAD are served\n", {}};
+    reply.headers.emplace_back("Allow", "GET, HEAD");
+    return reply;
+  }
+  try {
+    return handler_(std::string(request.target()));
+  } catch (const std::exception& e) {
+    return {500, "text/plain; charset=utf-8", std::string("status unavailable: ") + e.what() + "\n",
+            {}};
+  }
+}
+
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
+    : impl_(std::make_shared<Impl>(std::move(options), std::move(handler))) {
+  impl_->start();
+}
+
+HttpServer::~HttpServer() { impl_->stop(); }
+
+uint16_t HttpServer::port() const { return impl_->port(); }
+
+std::string HttpServer::address() const { return impl_->address(); }
+
+}  // namespace ddp

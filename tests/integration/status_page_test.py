@@ -1,0 +1,219 @@
+"""The status pages of a running 2-node job (README "Status page and metrics").
+
+  status_page_test.py page|promtool|standalone
+
+Starts ddprund (status pages on a port from the OS, read back from --http-port-file) and two
+ddprun agents of one job running the real `train` (one worker each, a dataset made here, enough
+epochs to outlast the test; node rank 0's agent also serves its own pages with --http-port auto,
+read back from its log). Waits (deadlines, no sleeps) until ddprund's /status shows the job
+running with both nodes and metric points, then:
+
+  page      rank 1 fails at step 150 of generation 0 (--fail-at-step; --max-restarts 2), so the
+            job runs generation 1 when the page is loaded: ddprund's / in headless Chromium (a
+            fresh profile, no network but loopback) must render the job, both nodes, a loss
+            chart drawn from its points and generation 0's root cause; takes a screenshot ($DDP_TEST_TMP/status-page.png, also copied to
+            $DDP_STATUS_SCREENSHOT when set: scripts/status_page_screenshot.sh). The agent's
+            /status must show the same job and nodes.
+  promtool  `promtool check metrics` accepts ddprund's and the agent's /metrics (no lint
+            problem either), which show the job's two nodes and heartbeat ages.
+  standalone  `ddprun --standalone --nproc-per-node 2 --http-port auto train` (no ddprund): the
+            agent's own /status shows its job running with both workers and metric points, its
+            /metrics passes promtool, and / serves the page with that status embedded.
+  torch     the same with a torch script (status_torch_worker.py) that sends its points with the
+            README's Python snippet: they reach the agent's /status as written.
+
+Every process started here is stopped by pid (multinode_harness.Harness.stop_all).
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from multinode_harness import BIN, RDZV_CONF, TMP, Harness, TestFailure, check, poll  # noqa: E402
+
+RUN_ID = "status-demo"
+CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--no-first-run", "--hide-scrollbars", "--window-size=1280,540"]
+
+
+def fetch(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+def status_of(base):
+    try:
+        jobs = json.loads(fetch(base + "status"))["jobs"]
+    except OSError:
+        return None
+    return next((j for j in jobs if j["run_id"] == RUN_ID), None)
+
+
+def running_with_points(job, generation=0, nodes=2):
+    return (job and job["state"] == "running" and len(job["nodes"]) == nodes and
+            job["generation"] >= generation and
+            sum(p["gen"] >= generation for p in job["points"]) >= 4 and
+            all(n["status"] for n in job["nodes"]) and job)
+
+
+def write_config():
+    data = os.path.join(TMP, "data")
+    subprocess.run([os.path.join(BIN, "train"), "make-data", "--out", data, "--samples", "20000",
+                    "--features", "32", "--classes", "4", "--shards", "2", "--seed", "1"],
+                   check=True, stdout=subprocess.DEVNULL)
+    config = os.path.join(TMP, "train.json")
+    with open(config, "w") as f:
+        json.dump({"data": data, "hidden": [64, 64], "device": "cpu", "epochs": 100000,
+                   "batch_size": 64, "optimizer": "adamw", "lr": 0.002, "warmup_steps": 20,
+                   "log_every": 5, "progress_seconds": 30}, f)
+    return config
+
+
+def agent_url(h, name):
+    return poll(name + "'s status page address", lambda: re.search(
+        r"status page at (http://[0-9.:\[\]]+/)", h.output(name)), 60).group(1)
+
+
+def start_job(h, fail):
+    config = write_config()
+    port_file, http_file = os.path.join(TMP, "ddprund.port"), os.path.join(TMP, "ddprund.http")
+    h.spawn("ddprund", [os.path.join(BIN, "ddprund"), "--host", "127.0.0.1", "--port", "0",
+                        "--port-file", port_file, "--http-port-file", http_file])
+    port = int(poll("ddprund's port file", lambda: os.path.exists(port_file) and
+                    open(port_file).read().strip(), 30))
+    http = int(poll("ddprund's status port file", lambda: os.path.exists(http_file) and
+                    open(http_file).read().strip(), 30))
+    env = dict(os.environ, DDP_NO_SLURM="1")
+    fault = ["--fail-at-step", "150", "--fail-rank", "1"] if fail else []
+    for node in range(2):
+        extra = ["--http-port", "auto"] if node == 0 else []
+        h.spawn("agent%d" % node, [os.path.join(BIN, "ddprun"), "--nnodes", "2",
+                                   "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                                   "--rdzv-endpoint", "127.0.0.1:%d" % port, "--rdzv-id", RUN_ID,
+                                   "--rdzv-conf", RDZV_CONF, "--node-rank", str(node),
+                                   "--max-restarts", "2", "--shutdown-timeout", "5"] + extra +
+                [os.path.join(BIN, "train"), "--config", config] + fault, env)
+    return "http://127.0.0.1:%d/" % http, agent_url(h, "agent0")
+
+
+def check_page(h, base, agent):
+    profile = os.path.join(TMP, "chromium-profile")
+    shutil.rmtree(profile, ignore_errors=True)
+    dom = subprocess.run(CHROMIUM + ["--user-data-dir=" + profile, "--virtual-time-budget=3000",
+                                     "--dump-dom", base],
+                         capture_output=True, text=True, timeout=120).stdout
+    check('data-job="%s"' % RUN_ID in dom, "the page lists the job:\n" + dom[:3000])
+    for rank in (0, 1):
+        check('data-node-rank="%d"' % rank in dom, "the page lists node %d" % rank)
+    loss = re.search(r'<svg[^>]*data-chart="loss"[^>]*data-points="(\d+)"', dom)
+    check(loss and int(loss.group(1)) >= 4, "a loss chart with points: %s" % (loss and loss.group(0)))
+    check(re.search(r'<path[^>]*d="M[0-9. ML]*L', dom) is not None, "the chart draws a line")
+    cause = re.search(r'data-generation="0".*?class="cause">([^<]*)<', dom, re.S)
+    check(cause and "rank 1" in cause.group(1) and "injected failure" in cause.group(1),
+          "generation 0's root cause: %s" % (cause and cause.group(1)))
+    shot = os.path.join(TMP, "status-page.png")
+    shutil.rmtree(profile, ignore_errors=True)
+    subprocess.run(CHROMIUM + ["--user-data-dir=" + profile, "--virtual-time-budget=3000",
+                               "--screenshot=" + shot, base],
+                   capture_output=True, timeout=120)
+    check(os.path.getsize(shot) > 10000, "a screenshot was taken")
+    if os.environ.get("DDP_STATUS_SCREENSHOT"):
+        shutil.copyfile(shot, os.environ["DDP_STATUS_SCREENSHOT"])
+    h.log("page: job, 2 nodes, loss chart with %s points; screenshot %s" % (loss.group(1), shot))
+    job = poll("the agent's /status", lambda: running_with_points(status_of(agent), 1), 30)
+    check([n["rank"] for n in job["nodes"]] == [0, 1], "the agent shows both nodes")
+
+
+def check_promtool(h, base, agent):
+    for name, url in (("ddprund", base), ("agent", agent)):
+        text = fetch(url + "metrics")
+        promtool_accepts(name, text)
+        check('ddprun_job_nodes{job="%s"} 2' % RUN_ID in text, name + " shows the job's nodes")
+        check(text.count("ddprun_node_heartbeat_age_seconds{") == 2, name + " shows 2 ages")
+    check("ddprund_request_duration_seconds_bucket" in fetch(base + "metrics"),
+          "ddprund shows its request-time histogram")
+    h.log("promtool: ddprund's and the agent's /metrics pass")
+
+
+def promtool_accepts(name, text):
+    out = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                         text=True, timeout=60)
+    check(out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(),
+          "promtool accepts %s's /metrics: rc %d\n%s%s" %
+          (name, out.returncode, out.stdout, out.stderr))
+
+
+def start_standalone(h, entrypoint):
+    h.spawn("agent0", [os.path.join(BIN, "ddprun"), "--standalone", "--nproc-per-node", "2",
+                       "--rdzv-id", RUN_ID, "--http-port", "auto"] + entrypoint,
+            dict(os.environ, DDP_NO_SLURM="1", PYTHON_EXEC="/usr/bin/python3"))
+    return agent_url(h, "agent0")
+
+
+def torch_script(h):
+    url = start_standalone(h, [os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                            "status_torch_worker.py")])
+    job = poll("the torch script's points on the agent's /status",
+               lambda: running_with_points(status_of(url), 0, 1), 120)
+    point = job["points"][-1]
+    check(point["gen"] == 0 and point["n"] >= 1 and abs(point["loss"] - 2.0 / point["step"]) < 1e-9
+          and point["samples_per_s"] == 1000.0 + point["step"], "a point as written: %s" % point)
+    steps = [p["step"] for p in job["points"]]
+    check(steps == sorted(steps), "points in order: %s" % steps)
+    h.log("torch: %d points from the README snippet, the last %s" % (len(steps), point))
+
+
+def standalone(h):
+    url = start_standalone(h, [os.path.join(BIN, "train"), "--config", write_config()])
+    job = poll("the standalone job running with points on the agent's /status",
+               lambda: running_with_points(status_of(url), 0, 1), 120)
+    workers = job["nodes"][0]["status"]["workers"]
+    check([w["state"] for w in workers] == ["running", "running"], "both workers run: %s" % workers)
+    text = fetch(url + "metrics")
+    promtool_accepts("the standalone agent", text)
+    check('ddprun_job_workers{job="%s",state="running"} 2' % RUN_ID in text, "2 workers running")
+    check('"run_id":"%s"' % RUN_ID in fetch(url), "the page embeds the job")
+    h.log("standalone: the agent's pages show %s with %d points" % (RUN_ID, len(job["points"])))
+
+
+def main():
+    scenario = sys.argv[1]
+    if scenario in ("standalone", "torch"):
+        h = Harness()
+        try:
+            standalone(h) if scenario == "standalone" else torch_script(h)
+            print("PASS")
+            return 0
+        except TestFailure as e:
+            print("FAIL: %s\n---- agent0 ----\n%s" % (e, h.output("agent0")[-3000:]))
+            return 1
+        finally:
+            h.stop_all()
+    generation = 1 if scenario == "page" else 0
+    h = Harness()
+    try:
+        base, agent = start_job(h, fail=scenario == "page")
+        job = poll("the job running generation %d with both nodes and metric points on "
+                   "ddprund's /status" % generation,
+                   lambda: running_with_points(status_of(base), generation), 120)
+        h.log("ddprund shows %s: generation %s, %d points" %
+              (RUN_ID, job["generation"], len(job["points"])))
+        {"page": check_page, "promtool": check_promtool}[scenario](h, base, agent)
+        print("PASS")
+        return 0
+    except TestFailure as e:
+        print("FAIL: %s" % e)
+        for name in ("ddprund", "agent0", "agent1"):
+            print("---- %s ----\n%s" % (name, h.output(name)[-3000:]))
+        return 1
+    finally:
+        h.stop_all()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

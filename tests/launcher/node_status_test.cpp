@@ -1,0 +1,85 @@
+// What the agent publishes for the status pages: records, history entries with root causes, the
+// metric ring.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <nlohmann/json.hpp>
+
+#include "launcher/node_status.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+ddp::WorkerFailure failure(int rank, int exitCode, int64_t seq, const std::string& message) {
+  ddp::WorkerFailure f;
+  f.globalRank = rank;
+  f.host = "n" + std::to_string(rank);
+  f.pid = 100 + rank;
+  f.exitCode = exitCode;
+  f.failureSeq = seq;
+  f.seqByWorker = true;
+  f.message = message;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("a node record names each worker's state and exit", "[unit]") {
+  ddp::NodeStatus s;
+  s.generation = 2;
+  s.nodeRank = 1;
+  s.maxRestarts = 3;
+  s.workers = {{0, 2, 11, false, 0, false},
+               {1, 3, 12, true, 0, false},                 // exited 0
+               {2, 4, 13, true, 1 << 8, false},            // exited 1 by itself
+               {3, 5, 14, true, SIGTERM, true}};           // stopped by ddprun
+  const json record = json::parse(ddp::nodeStatusJson(s));
+  CHECK(record["generation"] == 2);
+  CHECK(record["max_restarts"] == 3);
+  CHECK(record["ended"].is_null());
+  const auto& w = record["workers"];
+  CHECK(w[0]["state"] == "running");
+  CHECK(w[1]["state"] == "succeeded");
+  CHECK(w[2]["state"] == "failed");
+  CHECK(w[2]["exit_code"] == 1);
+  CHECK(w[3]["state"] == "stopped");
+  CHECK(w[3]["signal"] == "SIGTERM");
+}
+
+TEST_CASE("a history entry names the summary's root cause, not the first reporter", "[unit]") {
+  // Node 1 reported first with a collateral communication error numbered after node 0's fault.
+  ddp::FailureRecord collateral{4, 1, "n1", {failure(1, 3, 2, "ddp::CommError: gloo allreduce")}};
+  ddp::FailureRecord cause{4, 0, "n0", {failure(0, 1, 1, "ValueError: bad batch\nmore")}};
+  ddp::FailureRecord older{3, 0, "n0", {failure(0, 7, 1, "older")}};
+  ddp::GenerationEnd end{4, 2, 4, 1, "restart", "workers failed on node rank 1"};
+  const json entry = json::parse(ddp::historyEntryJson(end, {collateral, older, cause}));
+  CHECK(entry["generation"] == 4);
+  CHECK(entry["end"] == "restart");
+  CHECK(entry["root_cause"] == "rank 0 on n0 (pid 100) exited with 1: ValueError: bad batch");
+  const json none = json::parse(ddp::historyEntryJson({5, 2, 4, 1, "scale-up", ""}, {cause}));
+  CHECK(none["root_cause"].is_null());
+}
+
+TEST_CASE("history keeps one entry per generation, the newest 32", "[unit]") {
+  std::string history;
+  for (int g = 0; g < 40; ++g) {
+    history = ddp::appendHistory(history, ddp::historyEntryJson({g, 1, 1, 0, "restart", ""}, {}));
+  }
+  history = ddp::appendHistory(history, ddp::historyEntryJson({39, 1, 1, 0, "succeeded", ""}, {}));
+  const auto lines = ddp::splitLines(history);
+  REQUIRE(lines.size() == ddp::kHistoryEntries);
+  CHECK(json::parse(lines.front())["generation"] == 8);
+  CHECK(json::parse(lines.back())["end"] == "succeeded");
+}
+
+TEST_CASE("the ring keeps numeric fields, the generation, and the newest 256", "[unit]") {
+  const auto point = ddp::ringPoint(R"({"n":3,"step":30,"loss":0.5,"name":"<b>","lr":"x"})", 2);
+  REQUIRE(point);
+  CHECK(json::parse(*point) == json({{"gen", 2}, {"n", 3}, {"step", 30}, {"loss", 0.5}}));
+  CHECK_FALSE(ddp::ringPoint("not json", 2));
+  std::deque<std::string> ring;
+  for (int i = 0; i < 300; ++i) ddp::pushRing(ring, std::to_string(i));
+  CHECK(ring.size() == ddp::kMetricRingPoints);
+  CHECK(ring.front() == "44");
+}
