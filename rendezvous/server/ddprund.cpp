@@ -49,12 +49,11 @@ std::unique_ptr<DdprundStatus> startStatus(const DdprundOptions& options, StoreS
   const bool automatic = options.httpPort == DdprundOptions::kHttpPortAuto;
   HttpServerOptions http;
   // The pages cannot ask for the token or a client certificate: a protected store keeps them on
-  // loopback unless --http-host says otherwise; --allow applies to them as to the store.
+  // loopback unless --http-host says otherwise.
   const bool protectedStore = !options.tokenFile.empty() || !options.tls.certFile.empty();
   http.host = !options.httpHost.empty() ? options.httpHost
               : protectedStore          ? "127.0.0.1"
                                         : options.host;
-  http.allow = options.allow;
   http.name = "ddprund status";
   http.port = static_cast<uint16_t>(!automatic ? options.httpPort
                                     : options.port == 0 ? 0

@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--http-host", options.httpHost,
                  "address the status pages listen on (default: the store's --host; 127.0.0.1 "
-                 "with --token-file or --tls-cert); --allow applies to them too");
+                 "with --token-file or --tls-cert)");
   app.add_option("--http-port-file", options.httpPortFile,
                  "write the bound status port to this file (atomically) once listening");
   app.set_version_flag("--version", std::string("ddprund ") + DDP_VERSION_STRING);

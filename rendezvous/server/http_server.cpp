@@ -114,16 +114,6 @@ class HttpServer::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   void accept();
-  // False (after a debug line) when the peer's address is outside options_.allow.
-  bool allowed(const tcp::socket& socket) const {
-    if (options_.allow.isAny()) return true;
-    boost::system::error_code ec;
-    const auto peer = socket.remote_endpoint(ec);
-    if (!ec && options_.allow.contains(peer.address())) return true;
-    logger("store")->debug("{}: refused a connection from {}: address not allowed", options_.name,
-                           ec ? std::string("?") : peer.address().to_string());
-    return false;
-  }
   HttpReply answer(const http::request<http::empty_body>& request);
 
   HttpServerOptions options_;
@@ -233,7 +223,7 @@ void HttpServer::Impl::accept() {
       return;
     }
     {
-      if (self->open_.size() >= self->options_.maxConnections || !self->allowed(socket)) {
+      if (self->open_.size() >= self->options_.maxConnections) {
         boost::system::error_code ignored;
         socket.close(ignored);
       } else {

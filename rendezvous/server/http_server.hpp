@@ -4,7 +4,7 @@
 // It answers GET and HEAD only (405 otherwise), with the handler's reply for the request's path
 // (the query string is passed along). Requests are bounded: headers at most 8 KiB (431), no body
 // accepted, 10 s to send a request, at most `maxConnections` open at once (more are closed at
-// once); peers outside `allow` are closed before a byte is read; keep-alive is honoured. A request that cannot be parsed gets a one-line 400 naming why,
+// once); keep-alive is honoured. A request that cannot be parsed gets a one-line 400 naming why,
 // and its connection is closed; everyone else is served on. Every reply carries `Cache-Control: no-store` and
 // `X-Content-Type-Options: nosniff`; the handler may add a Content-Security-Policy.
 //
@@ -23,8 +23,6 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/security/address_allowlist.hpp"
-
 namespace ddp {
 
 struct HttpServerOptions {
@@ -36,8 +34,6 @@ struct HttpServerOptions {
   std::string name = "status";
   // Most simultaneous connections.
   std::size_t maxConnections = 64;
-  // Peers served (ddprund passes its --allow); others are closed at once, with a debug line.
-  AddressAllowlist allow = AddressAllowlist::any();
   // How long a connection may take to send one request (and idle between requests).
   std::chrono::milliseconds requestTimeout{std::chrono::seconds(10)};
 };
