@@ -15,6 +15,7 @@
 #include "launcher/failure_summary.hpp"
 #include "launcher/job_summary.hpp"
 #include "launcher/log_layout.hpp"
+#include "launcher/numa_setup.hpp"
 #include "launcher/preflight.hpp"
 #include "launcher/rendezvous_setup.hpp"
 #include "launcher/store_access.hpp"
@@ -61,6 +62,9 @@ GroupSettings groupSettings(const LaunchConfig& config, const std::string& host)
   s.tee = config.tee;
   s.localRanksFilter = config.localRanksFilter;
   s.shutdownTimeout = config.shutdownTimeout;
+  s.hang.timeout = config.hangTimeout;
+  s.hang.fileTimer = config.fileTimer;
+  s.hang.timerFile = config.timerFile;
   return s;
 }
 
@@ -118,6 +122,7 @@ class Agent {
   std::string host_;
   std::string runId_;
   std::shared_ptr<spdlog::logger> log_;
+  NumaSetup numa_;  // resolved before anything else: a bad --numa-binding starts nothing
   LogLayout logs_;
   RendezvousStoreHandle rdzvStore_;
   // MASTER_ADDR when this node has node rank 0 (see advertisedAddress()).
@@ -136,6 +141,7 @@ Agent::Agent(const LaunchConfig& config)
       host_(hostName()),
       runId_(resolveRunId(config)),
       log_(logger("agent")),
+      numa_(setupNumaBinding(config.numaBinding, config.nprocPerNode)),
       logs_(config.logDir, runId_, usesFiles(config.redirects) || usesFiles(config.tee)),
       rdzvStore_(openRendezvousStore(config)),
       advertisedAddr_(advertisedAddress(config, rdzvStore_, host_)),
@@ -153,6 +159,7 @@ Agent::Agent(const LaunchConfig& config)
   self.role = config.role;
   self.order = config.nodeOrder.value_or(-1);
   rdzv_ = makeRendezvous(*rdzvStore_.store, settings_, self, rdzvStore_.connectHeartbeat);
+  for (const auto& line : numa_.lines) log_->info("{}", line);
   status_.start(config, runId_, host_, rdzvStore_.connectHeartbeat, supervisor_);
   if (envBuilder_.ompThreadsDefaulted()) {
     log_->info("OMP_NUM_THREADS=1 for each worker (it is unset and there are {} workers per node)",
@@ -247,12 +254,16 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < config_.nprocPerNode; ++lr) {
     specs.push_back(envBuilder_.build(lr, round, store, logs_.errorFilePath(round.generation, lr)));
+    specs.back().binding = numa_.bindingFor(lr);
   }
   log_->debug("generation {}: node {} of {}, ranks {}..{} of {}, worker store {}:{}",
               round.generation, round.nodeRank, round.nodeCount, round.baseRank,
               round.baseRank + config_.nprocPerNode - 1, round.worldSize, store.addr, store.port);
   const GenerationOutcome outcome =
       supervisor_.runGeneration(std::move(specs), logs_, round.generation);
+  for (const auto& f : outcome.failures) {  // a hung worker's stacks outlive a temporary log dir
+    if (!f.stacksFile.empty() && logs_.contains(f.stacksFile)) logs_.keep();
+  }
   return follow(round, outcome);
 }
 

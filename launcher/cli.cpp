@@ -11,6 +11,7 @@
 #include "launcher/detail/cli_rendezvous.hpp"
 #include "launcher/detail/cli_values.hpp"
 #include "launcher/detail/rdzv_conf.hpp"
+#include "launcher/numa_setup.hpp"
 
 namespace ddp {
 namespace {
@@ -118,9 +119,7 @@ void resolveWorkers(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
                      return oneOf(s, {"spawn", "fork", "forkserver"});
                    }).value_or(c.startMethod);
   c.virtualLocalRank = r.flag("virtual_local_rank");
-  c.numaBinding = r.get<std::string>("numa_binding", [](auto& s) {
-                     return oneOf(s, {"node", "socket", "exclusive", "core-complex"});
-                   }).value_or("");
+  c.numaBinding = r.get<NumaPolicy>("numa_binding", parseNumaPolicy).value_or(NumaPolicy::kNone);
 }
 
 using ConfMap = std::map<std::string, std::string>;
@@ -191,6 +190,17 @@ void resolveSignals(Resolver& r, LaunchConfig& c) {
                           .value_or(c.shutdownTimeout);
 }
 
+void resolveHang(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
+  c.hangTimeout = r.get<std::chrono::milliseconds>("hang_timeout", [](const std::string& s) {
+                     const auto d = detail::parseDuration(s);
+                     if (d.count() != 0 && d < std::chrono::seconds(1))
+                       throw ConfigError("must be 0 (off) or at least 1 s");
+                     return d;
+                   }).value_or(c.hangTimeout);
+  c.fileTimer = getenv("TORCHELASTIC_ENABLE_FILE_TIMER").value_or("") == "1";
+  c.timerFile = getenv("TORCHELASTIC_TIMER_FILE").value_or("");
+}
+
 void resolveStatus(Resolver& r, LaunchConfig& c) {
   c.httpPort = r.get<int>("http_port", [](const std::string& s) {
                   return s == "auto" ? LaunchConfig::kHttpPortAuto : intIn(s, 0, 65535);
@@ -239,6 +249,7 @@ LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLoo
   const ConfMap rdzvConf = resolveRendezvous(resolver, config);
   resolveLogs(resolver, config, getenv);
   resolveSignals(resolver, config);
+  resolveHang(resolver, config, getenv);
   resolveStatus(resolver, config);
   resolveEntry(resolver, config, raw, getenv);
   if (!config.standalone) applyEnvironmentDetection(config, getenv);  // --standalone: one node
@@ -247,7 +258,8 @@ LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLoo
   checkConsistency(config);
   if (resolver.flag("dry_run")) {
     config.explicitOptions.erase("dry_run");
-    throw InfoRequested(detail::describeConfig(config));
+    const NumaSetup numa = setupNumaBinding(config.numaBinding, config.nprocPerNode, getenv);
+    throw InfoRequested(detail::describeConfig(config, &numa));
   }
   return config;
 }

@@ -45,7 +45,9 @@ class InfoRequested : public Error {
 // Parses the arguments after the program name (argv[1..]). Reads PYTHON_EXEC, PET_*,
 // TORCH_ELASTIC_SHUTDOWN_TIMEOUT, DDP_LOG_LEVEL, CUDA_VISIBLE_DEVICES and SLURM_* through
 // `getenv` only. Does not block, except for GPU counting with --nproc-per-node=gpu|auto (see
-// nproc.hpp). Throws UsageError (exit 2) or InfoRequested (exit 0).
+// nproc.hpp) and, for --dry-run with --numa-binding, reading the topology (numa_setup.hpp, which
+// also reads HWLOC_XMLFILE / HWLOC_SYNTHETIC). Throws UsageError or ConfigError (exit 2) or
+// InfoRequested (exit 0).
 LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLookup& getenv);
 
 // The same over main()'s argc/argv and the process environment.

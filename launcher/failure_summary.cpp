@@ -58,7 +58,11 @@ json workerToJson(const WorkerFailure& f) {
               {"message", f.message},
               {"traceback", f.traceback},
               {"stderr_tail", f.stderrTail},
-              {"stopped_by_agent", f.stoppedByAgent}};
+              {"stopped_by_agent", f.stoppedByAgent},
+              {"hang", f.hang},
+              {"stacks", f.stacks},
+              {"stacks_file", f.stacksFile},
+              {"waits_for_peer", f.waitsForPeer}};
 }
 
 WorkerFailure workerFromJson(const json& j) {
@@ -79,6 +83,10 @@ WorkerFailure workerFromJson(const json& j) {
   f.traceback = j.at("traceback").get<std::string>();
   f.stderrTail = j.at("stderr_tail").get<std::vector<std::string>>();
   f.stoppedByAgent = j.at("stopped_by_agent").get<bool>();
+  f.hang = j.value("hang", std::string());  // absent in records of agents without hang detection
+  f.stacks = j.value("stacks", std::string());
+  f.stacksFile = j.value("stacks_file", std::string());
+  f.waitsForPeer = j.value("waits_for_peer", false);
   return f;
 }
 
@@ -116,8 +124,10 @@ std::string traceOf(const WorkerFailure& f) {
 }
 
 std::string orderOf(const WorkerFailure& f) {
-  return "#" + std::to_string(f.failureSeq) + " in the job's failure order (numbered by " +
-         (f.seqByWorker ? "the worker when it failed)" : "ddprun when it reaped the worker)");
+  const char* by = f.seqByWorker       ? "the worker when it failed)"
+                   : !f.hang.empty()   ? "ddprun when it found the worker hung)"
+                                       : "ddprun when it reaped the worker)";
+  return "#" + std::to_string(f.failureSeq) + " in the job's failure order (numbered by " + by;
 }
 
 void appendFailure(std::ostringstream& out, std::size_t index, const WorkerFailure& f,
@@ -139,18 +149,28 @@ void appendFailure(std::ostringstream& out, std::size_t index, const WorkerFailu
   appendField(out, "error_file",
               f.message.empty() || f.errorFile.empty() ? "<N/A>" : f.errorFile);
   std::string trace = traceOf(f);
-  if (trace.empty()) {
+  if (trace.empty() && !f.hang.empty()) {
+    trace = "<none: ddprun took its stacks (below) and ended it>";
+  } else if (trace.empty()) {
     trace = f.signal != 0 ? "Signal " + std::to_string(f.signal) + " (" + signalName(f.signal) +
                                 ") received by PID " + std::to_string(f.pid)
                           : "<no error file written; see the stderr lines below>";
   }
   appendField(out, "traceback", trace);
+  if (!f.hang.empty()) {
+    appendField(out, "hang", f.hang);
+    appendField(out, "stacks", (f.stacksFile.empty() ? "" : "whole text: " + f.stacksFile + "\n") +
+                                   (f.stacks.empty() ? "<none collected>" : f.stacks));
+  }
   if (!f.stderrTail.empty()) {
     std::string tail;
     for (const auto& line : f.stderrTail) tail += line + "\n";
     appendField(out, "stderr", tail);
   }
-  if (f.collateral && root != nullptr) {
+  if (f.collateral && root != nullptr && !f.hang.empty()) {
+    appendField(out, "note", "collateral: its stacks show it waiting for its peers while rank " +
+                                 std::to_string(root->globalRank) + " failed on its own");
+  } else if (f.collateral && root != nullptr) {
     appendField(out, "note", "collateral: a communication error in the generation in which rank " +
                                  std::to_string(root->globalRank) + " failed on its own");
   }
@@ -201,6 +221,7 @@ std::string signalName(int signal) {
 bool isCommunicationFailure(const WorkerFailure& failure) {
   // worker_runtime's documented exit code for a failed or timed-out collective (worker_main.hpp).
   constexpr int kCommErrorExitCode = 3;
+  if (!failure.hang.empty()) return failure.waitsForPeer;
   if (failure.signal == 0 && failure.exitCode == kCommErrorExitCode) return true;
   static const char* const kPatterns[] = {
       "Connection closed by peer", "Connection reset by peer", "Broken pipe",

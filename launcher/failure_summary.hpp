@@ -51,6 +51,14 @@ struct WorkerFailure {
   std::string traceback;    // from the error file ("" = none)
   std::vector<std::string> stderrTail;  // the worker's last stderr lines
   bool stoppedByAgent = false;          // ddprun stopped it after another failure (see above)
+  // Hang detection (hang_monitor.hpp): why ddprun took the worker as hung ("" = it did not), its
+  // stacks (trimmed; the whole text is in stacksFile) and whether they show it waiting for its
+  // peers (stack_text.hpp) — then it is a communication failure: collateral of a worker that hung
+  // on its own.
+  std::string hang;
+  std::string stacks;
+  std::string stacksFile;
+  bool waitsForPeer = false;
   // Set by summarize(): the node rank of the record it came from, and whether it is collateral.
   int nodeRank = 0;
   bool collateral = false;
@@ -97,7 +105,8 @@ bool failsBefore(const WorkerFailure& a, const WorkerFailure& b);
 std::string formatSummary(const FailureSummary& summary, const std::string& entrypoint);
 
 // True when the failure looks like the collateral of a peer's failure rather than a fault of its
-// own: worker_runtime's CommError exit code (3), or an error-file message / last stderr lines
+// own: a hung worker whose stacks show it waiting for its peers (a hung worker that does not is
+// never one), worker_runtime's CommError exit code (3), or an error-file message / last stderr lines
 // naming a broken connection or a collective library error (Gloo "Connection closed by peer",
 // "Connection reset by peer", "Broken pipe", NCCL errors, torch's DistNetworkError /
 // DistBackendError, ddp::CommError). Pure; never throws.

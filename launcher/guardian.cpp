@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "launcher/cpu_binding.hpp"
 #include "launcher/process_tree.hpp"
 
 // Everything below runs in a child forked from the multi-threaded agent: async-signal-safe system
@@ -194,6 +195,13 @@ void runGuardian(const GuardianPlan& plan) noexcept {
                 plan.reportFd};
   closeAllExcept(keep, sizeof(keep) / sizeof(keep[0]));
 
+  if (plan.binding != nullptr) {
+    const int bindErrno = applyCpuBinding(*plan.binding);  // inherited by the worker
+    if (bindErrno != 0) {
+      report(plan.reportFd, GuardianReport::kBindFailed, 0, bindErrno);
+      ::_exit(127);
+    }
+  }
   int execErrno = 0;
   const pid_t worker = startWorker(plan, execErrno);
   if (worker < 0 || execErrno != 0) {

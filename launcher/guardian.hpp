@@ -9,8 +9,10 @@
 //
 // The guardian is a fork of the agent that never execs: it runs runGuardian(), which only makes
 // async-signal-safe system calls (no allocation, no locks), so it is safe to keep after forking the
-// multi-threaded agent. It starts the worker with vfork + exec, reports the worker's pid (or the
-// exec errno) on the report pipe, then sleeps in sigwaitinfo() with every signal blocked:
+// multi-threaded agent. It applies the worker's NUMA binding to itself when there is one
+// (cpu_binding.hpp: the worker inherits it), starts the worker with vfork + exec, reports the
+// worker's pid (or the exec errno) on the report pipe, then sleeps in sigwaitinfo() with every
+// signal blocked:
 //   * the worker exited: SIGKILL to the worker's process group and to every process left below
 //     the guardian (found through /proc, process_tree.hpp), all reaped; then the worker's raw wait
 //     status goes to the agent on the report pipe and the guardian exits the same way (same exit
@@ -30,12 +32,16 @@
 
 namespace ddp {
 
+struct CpuBinding;
+
 // What the guardian writes on the report pipe (each record one atomic write).
 struct GuardianReport {
-  enum Kind : int32_t { kStarted = 1, kExited = 2 };
+  enum Kind : int32_t { kStarted = 1, kExited = 2, kBindFailed = 3 };
   int32_t kind = 0;
-  int32_t pid = 0;    // the worker's pid
-  int32_t value = 0;  // kStarted: the exec errno (0 = the worker runs); kExited: raw wait status
+  int32_t pid = 0;    // the worker's pid (0 for kBindFailed: no worker was started)
+  // kStarted: the exec errno (0 = the worker runs); kExited: raw wait status; kBindFailed: the
+  // errno of the binding's system call.
+  int32_t value = 0;
 };
 
 // Everything the guardian needs, built before fork (the child may not allocate).
@@ -47,6 +53,7 @@ struct GuardianPlan {
   int stdoutFd = -1;  // write ends the worker gets as fd 1 and 2
   int stderrFd = -1;
   int reportFd = -1;  // write end of the report pipe
+  const CpuBinding* binding = nullptr;  // --numa-binding for this worker (nullptr: none)
 };
 
 // Signal the guardian gets when the agent dies (blocked and read with sigwaitinfo).

@@ -58,16 +58,19 @@ std::vector<FailureRecord> gatherRecords(Rendezvous& rdzv, const FailedJob& job,
   return records;
 }
 
-// An error file of this node is shown only while it exists; a temporary log dir holding one that
-// is shown is kept.
+// An error file or stacks file of this node is shown only while it exists; a temporary log dir
+// holding one that is shown is kept.
 void checkLocalFiles(WorkerFailure& f, const FailedJob& job, LogLayout& logs) {
-  if (!job.round || f.nodeRank != job.round->nodeRank || f.errorFile.empty()) return;
-  std::error_code ec;
-  if (!std::filesystem::exists(f.errorFile, ec)) {
-    f.errorFile.clear();
-    return;
+  if (!job.round || f.nodeRank != job.round->nodeRank) return;
+  for (std::string* path : {&f.errorFile, &f.stacksFile}) {
+    if (path->empty()) continue;
+    std::error_code ec;
+    if (!std::filesystem::exists(*path, ec)) {
+      path->clear();
+      continue;
+    }
+    if (logs.contains(*path)) logs.keep();
   }
-  if (logs.contains(f.errorFile)) logs.keep();
 }
 
 }  // namespace

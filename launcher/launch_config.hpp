@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/numa_binding.hpp"
 #include "rendezvous/security/address_allowlist.hpp"
 #include "rendezvous/security/tls_options.hpp"
 #include "rendezvous/store/etcd_store.hpp"
@@ -148,6 +149,13 @@ struct LaunchConfig {
   std::vector<int> signalsToHandle;
   // --shutdown-timeout: grace between the forwarded signal and SIGKILL.
   std::chrono::milliseconds shutdownTimeout{std::chrono::seconds(30)};
+  // --hang-timeout: a worker without progress this long is a failure of that worker, its stacks
+  // taken first (0 = off; else at least 1 s). README "Hang detection".
+  std::chrono::milliseconds hangTimeout{0};
+  // TORCHELASTIC_ENABLE_FILE_TIMER=1 (exactly "1", as torchrun): serve torch's file timers on the
+  // FIFO TORCHELASTIC_TIMER_FILE names ("" = a fresh path), as torchrun's agent does.
+  bool fileTimer = false;
+  std::string timerFile;
   // --local-addr: the address other nodes reach this one at ("" = detect).
   std::string localAddr;
   // The hosts of the Slurm step (empty outside Slurm), in Slurm's order: a rendezvous store node
@@ -164,6 +172,9 @@ struct LaunchConfig {
   std::optional<int> nodeOrder;
   // --virtual-local-rank
   bool virtualLocalRank = false;
+  // --numa-binding node|socket|exclusive|core-complex (kNone: workers run unbound). No PET_*
+  // variable, as in torchrun. Resolved against the machine by numa_setup.hpp.
+  NumaPolicy numaBinding = NumaPolicy::kNone;
   // --start-method (accepted; ddprun always spawns processes).
   std::string startMethod = "spawn";
   // --log-level (DDP_LOG_LEVEL fallback): trace, debug, info, warn, error, critical or off.
@@ -189,12 +200,11 @@ struct LaunchConfig {
   // How `command` was built.
   EntrypointKind entrypointKind = EntrypointKind::kProgram;
 
-  // Accepted for torchrun compatibility, not acted upon (ddprun has one event handler, one log
-  // layout and no NUMA binding): --event-log-handler, --logs-specs, --numa-binding,
-  // --duplicate-stdout-filters, --duplicate-stderr-filters.
+  // Accepted for torchrun compatibility, not acted upon (ddprun has one event handler and one log
+  // layout): --event-log-handler, --logs-specs, --duplicate-stdout-filters,
+  // --duplicate-stderr-filters.
   std::string eventLogHandler = "null";
   std::string logsSpecs;
-  std::string numaBinding;
   std::vector<std::string> duplicateStdoutFilters;
   std::vector<std::string> duplicateStderrFilters;
 

@@ -68,11 +68,11 @@ std::optional<std::string> processEnv(const std::string& name) {
   return value ? std::optional<std::string>(value) : std::nullopt;
 }
 
-int countVisibleDevices(const std::string& cudaVisibleDevices, int physical) {
+std::vector<std::string> visibleDeviceEntries(const std::string& cudaVisibleDevices, int physical) {
   std::set<std::string> seen;
-  int count = 0;
+  std::vector<std::string> entries;
   std::string::size_type start = 0;
-  while (start <= cudaVisibleDevices.size()) {
+  while (start <= cudaVisibleDevices.size() && static_cast<int>(entries.size()) < physical) {
     auto comma = cudaVisibleDevices.find(',', start);
     auto end = comma == std::string::npos ? cudaVisibleDevices.size() : comma;
     std::string entry = cudaVisibleDevices.substr(start, end - start);
@@ -87,11 +87,15 @@ int countVisibleDevices(const std::string& cudaVisibleDevices, int physical) {
     }
     // CUDA stops at the first invalid or repeated entry ("-1" is the usual way to hide all).
     if (!valid || !seen.insert(entry).second) break;
-    ++count;
+    entries.push_back(entry);
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  return std::min(count, physical);
+  return entries;
+}
+
+int countVisibleDevices(const std::string& cudaVisibleDevices, int physical) {
+  return static_cast<int>(visibleDeviceEntries(cudaVisibleDevices, physical).size());
 }
 
 int countNvidiaDeviceFiles(const std::string& devDir) {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ddp {
 
@@ -23,9 +24,12 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 // The environment of this process (std::getenv).
 std::optional<std::string> processEnv(const std::string& name);
 
-// Number of entries CUDA would accept from a CUDA_VISIBLE_DEVICES value, given `physical` devices:
-// comma-separated indices (< physical, no repeats) or GPU-/MIG- UUIDs, up to the first invalid
-// entry. "" and "-1" give 0. Pure; does not block.
+// The entries CUDA would accept from a CUDA_VISIBLE_DEVICES value, given `physical` devices, in
+// order and trimmed: comma-separated indices (< physical, no repeats) or GPU-/MIG- UUIDs, up to the
+// first invalid entry, at most `physical` of them. "" and "-1" give none. Pure; does not block.
+std::vector<std::string> visibleDeviceEntries(const std::string& cudaVisibleDevices, int physical);
+
+// The number of visibleDeviceEntries(). Pure; does not block.
 int countVisibleDevices(const std::string& cudaVisibleDevices, int physical);
 
 // Number of /dev/nvidia<N> files in `devDir` (the physical GPUs the driver exposes). Does not block.

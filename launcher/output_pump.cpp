@@ -14,6 +14,8 @@ namespace {
 
 // A line longer than this is emitted in pieces rather than buffered without bound.
 constexpr std::size_t kMaxLine = 64 * 1024;
+// Most text kept by a capture.
+constexpr std::size_t kMaxCapture = 1024 * 1024;
 
 void replaceAll(std::string& text, const std::string& from, const std::string& to) {
   for (auto pos = text.find(from); pos != std::string::npos;
@@ -90,6 +92,7 @@ bool OutputPump::readAvailable() {
 }
 
 void OutputPump::consume(const char* data, std::size_t n) {
+  bytesRead_ += n;
   if (fileFd_ >= 0) writeAll(fileFd_, std::string(data, n));
   std::size_t start = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -108,6 +111,10 @@ void OutputPump::consume(const char* data, std::size_t n) {
 
 void OutputPump::emitLine(const std::string& line) {
   if (route_.consoleFd >= 0) writeAll(route_.consoleFd, route_.prefix + line + "\n");
+  if (capturing_) {
+    if (capture_.size() < kMaxCapture) capture_ += line + "\n";
+    return;
+  }
   if (route_.tailLines == 0) return;
   tail_.push_back(line);
   while (tail_.size() > route_.tailLines) tail_.pop_front();
@@ -124,6 +131,21 @@ void OutputPump::finish() {
   pipe_.close(ignored);
   if (fileFd_ >= 0) ::close(fileFd_);
   fileFd_ = -1;
+}
+
+void OutputPump::beginCapture() {
+  capturing_ = true;
+  capture_.clear();
+}
+
+std::string OutputPump::endCapture() {
+  if (!finished_ && pipe_.is_open()) readAvailable();
+  if (!partial_.empty() && capturing_) {  // a dump cut off mid-line still belongs to it
+    emitLine(partial_);
+    partial_.clear();
+  }
+  capturing_ = false;
+  return std::exchange(capture_, std::string());
 }
 
 }  // namespace ddp

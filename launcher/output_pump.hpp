@@ -13,6 +13,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <string>
 
@@ -45,6 +46,14 @@ class OutputPump {
   void finish();
 
   const std::deque<std::string>& tail() const { return tail_; }
+  // Bytes read from the pipe so far (hang detection samples it as output activity).
+  uint64_t bytesRead() const { return bytesRead_; }
+
+  // Hang detection: lines from now on are also kept apart (at most 1 MiB; a Python worker's
+  // faulthandler dump) and left out of the tail, which keeps the lines from before. Non-blocking.
+  void beginCapture();
+  // Reads what the pipe holds now (without waiting), ends the capture and returns its text.
+  std::string endCapture();
 
  private:
   void arm();
@@ -58,6 +67,9 @@ class OutputPump {
   std::string partial_;
   std::deque<std::string> tail_;
   bool finished_ = false;
+  uint64_t bytesRead_ = 0;
+  bool capturing_ = false;
+  std::string capture_;
 };
 
 // Writes all of `data` to `fd` (retrying partial writes and EINTR); errors are ignored (a closed

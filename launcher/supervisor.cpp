@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <optional>
 #include <utility>
 
+#include "launcher/hang_monitor.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp {
@@ -35,6 +37,15 @@ Supervisor::Supervisor(GroupSettings settings, const std::vector<int>& extraSign
     logger("agent")->debug("{} was ignored when ddprun started (nohup?); it stays ignored",
                            signalName(sig));
   }
+  const HangSettings& hang = settings_.hang;
+  if (!hang.enabled()) return;
+  timerServer_ = std::make_unique<FileTimerServer>(io_, hang.fileTimer ? hang.timerFile : "");
+  logger("agent")->info("hang detection: {}{}; worker timer FIFO {}",
+                        hang.timeout.count() > 0
+                            ? "a worker without progress for " +
+                                  std::to_string(hang.timeout.count()) + " ms hangs"
+                            : std::string("progress is not judged (no --hang-timeout)"),
+                        hang.fileTimer ? ", torch's file timers served" : "", timerServer_->path());
 }
 
 Supervisor::~Supervisor() = default;
@@ -81,7 +92,7 @@ void Supervisor::onSignal(const ReceivedSignal& s) {
 }
 
 void Supervisor::onWorkerExit(int localRank) {
-  (void)localRank;
+  if (monitor_ != nullptr) monitor_->onWorkerExit(localRank);
   if (observer_) observer_(group_->states());
   if (group_->stopping()) return;
   if (group_->allSucceeded()) {
@@ -91,10 +102,11 @@ void Supervisor::onWorkerExit(int localRank) {
   if (group_->failures().empty()) return;  // the rest are still running
   pending_.kind = OutcomeKind::kFailed;
   const WorkerFailure first = group_->failures().front();
+  const std::string how = !first.hang.empty() ? "hung (" + first.hang + ")"
+                          : first.signal != 0 ? "was killed by " + signalName(first.signal)
+                                              : "exited with " + std::to_string(first.exitCode);
   logger("agent")->info("worker rank {} (local {}, pid {}) {}; stopping the other workers",
-                        first.globalRank, first.localRank, first.pid,
-                        first.signal != 0 ? "was killed by " + signalName(first.signal)
-                                          : "exited with " + std::to_string(first.exitCode));
+                        first.globalRank, first.localRank, first.pid, how);
   group_->stop(SIGTERM, [this] { finish(pending_.kind); });
 }
 
@@ -131,8 +143,14 @@ GenerationOutcome Supervisor::runGeneration(std::vector<WorkerSpec> specs, const
   pending_ = GenerationOutcome{};
   generation_ = generation;
   tally_ = SignalTally{};
+  if (timerServer_) {
+    for (auto& spec : specs) addHangEnvironment(spec.env, settings_.hang, timerServer_->path());
+  }
   group.start(std::move(specs), [this](int localRank) { onWorkerExit(localRank); });
   group_ = &group;
+  std::optional<HangMonitor> monitor;  // destroyed before the group
+  if (settings_.hang.enabled()) monitor.emplace(io_, group, settings_.hang, timerServer_.get());
+  monitor_ = monitor ? &*monitor : nullptr;
   if (observer_) observer_(group.states());
   if (pendingSignal_) {  // arrived before the start
     const ReceivedSignal early = *pendingSignal_;
@@ -140,6 +158,7 @@ GenerationOutcome Supervisor::runGeneration(std::vector<WorkerSpec> specs, const
     onSignal(early);
   }
   while (!outcome_) io_.run_one();
+  monitor_ = nullptr;
   group_ = nullptr;
   return std::move(*outcome_);
 }

@@ -9,6 +9,10 @@
 // signal that does not ask to stop (SIGUSR1, ...) is only forwarded. What each copy of a signal
 // means (repeats, relays from ddprun's process group, a second Ctrl-C) is signal_rules.hpp.
 //
+// With hang detection (GroupSettings::hang) it also serves the worker timer FIFO for the agent's
+// lifetime (file_timer_server.hpp), adds its environment to every worker and runs a HangMonitor
+// beside each generation (hang_monitor.hpp).
+//
 // Thread safety: everything runs on the thread that calls runGeneration()/runBlocking() (which
 // must be the thread that lives as long as the workers: the parent-death signal follows it),
 // except postRendezvousEvent(), which any thread may call.
@@ -29,12 +33,15 @@
 #include <vector>
 
 #include "launcher/child_reaper.hpp"
+#include "launcher/file_timer_server.hpp"
 #include "launcher/signal_receiver.hpp"
 #include "launcher/signal_rules.hpp"
 #include "launcher/worker_group.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 
 namespace ddp {
+
+class HangMonitor;
 
 enum class OutcomeKind {
   kSucceeded,        // every worker exited 0
@@ -54,7 +61,8 @@ class Supervisor {
  public:
   // Handles SIGTERM, SIGINT, SIGHUP, SIGQUIT and `extraSignals` (--signals-to-handle) from now
   // until destruction, except those ignored at start (nohup) unless `extraNamed` (the user gave
-  // --signals-to-handle) and the list has them. Throws Error when a signal cannot be handled.
+  // --signals-to-handle) and the list has them. Throws Error when a signal cannot be handled,
+  // ConfigError when the timer FIFO cannot be created.
   Supervisor(GroupSettings settings, const std::vector<int>& extraSignals,
              bool extraNamed = false);
   ~Supervisor();
@@ -104,6 +112,8 @@ class Supervisor {
   GenerationOutcome pending_;
   SignalTally tally_;
   std::optional<ReceivedSignal> pendingSignal_;
+  std::unique_ptr<FileTimerServer> timerServer_;  // with hang detection
+  HangMonitor* monitor_ = nullptr;                 // the running generation's
   WorkerObserver observer_;
 };
 

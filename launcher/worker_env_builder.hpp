@@ -11,9 +11,11 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "launcher/cpu_binding.hpp"
 #include "launcher/launch_config.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 
@@ -33,6 +35,7 @@ struct WorkerSpec {
   std::vector<std::string> argv;  // argv[0] is looked up on PATH when it has no '/'
   EnvMap env;                     // the complete environment of the worker
   std::string errorFile;          // TORCHELASTIC_ERROR_FILE ("" = none)
+  std::optional<CpuBinding> binding;  // --numa-binding, applied before exec (none: unbound)
 };
 
 // Where the generation's worker store listens (MASTER_ADDR / MASTER_PORT).

@@ -8,7 +8,9 @@
 #include <optional>
 #include <utility>
 
+#include "launcher/detail/group_worker.hpp"
 #include "launcher/failure_sequence.hpp"
+#include "launcher/stack_collector.hpp"
 #include "launcher/worker_process.hpp"
 #include "rendezvous/base/logging.hpp"
 
@@ -27,23 +29,6 @@ int64_t unixNowMs() {
 
 }  // namespace
 
-struct WorkerGroup::Worker {
-  WorkerSpec spec;
-  pid_t pid = -1;  // the worker (its guardian is proc.guardianPid)
-  SpawnedProcess proc;
-  std::unique_ptr<OutputPump> out;
-  std::unique_ptr<OutputPump> err;
-  bool exited = false;
-  int status = 0;
-  // The exit record (see failure_summary.hpp for how these order failures).
-  int64_t reapSeq = 0;
-  int64_t failureSeq = 0;
-  bool seqByWorker = false;
-  bool signalledBeforeExit = false;  // a stop signal reached it while it still ran
-  std::optional<ErrorFileContents> errorFile;
-  int64_t monotonicMs = 0;  // display only
-  int64_t unixMs = 0;       // display only
-};
 
 namespace {
 
@@ -58,9 +43,11 @@ WorkerGroup::WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, Group
       settings_(std::move(settings)),
       logs_(logs),
       generation_(generation),
-      graceTimer_(io) {}
+      graceTimer_(io),
+      stacks_(std::make_unique<StackCollector>(io, reaper, settings_.hang.stackBound)) {}
 
 WorkerGroup::~WorkerGroup() {
+  stacks_.reset();  // first: a worker under gdb's ptrace is not reported to its guardian
   for (auto& w : workers_) killAndReap(*w);
 }
 
@@ -135,6 +122,10 @@ void WorkerGroup::watchOne(Worker& w) {
 
 void WorkerGroup::onReaped(Worker& w, int status) {
   w.exited = true;
+  if (w.collecting) {  // a Python dump ends with the worker; gdb's did not finish
+    finishHang(w, w.err->endCapture() +
+                      (w.dumpBound ? "" : "(the worker exited while gdb was taking its stacks)\n"));
+  }
   w.status = status;
   w.unixMs = unixNowMs();
   w.monotonicMs = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -157,11 +148,16 @@ void WorkerGroup::numberExit(Worker& w) {
     w.seqByWorker = true;
     return;
   }
+  if (w.hang) return;  // numbered when it was found hung
   if (w.signalledBeforeExit) return;  // stopped by ddprun: never the root cause, no number needed
+  w.failureSeq = takeFailureNumber();
+}
+
+int64_t WorkerGroup::takeFailureNumber() {
   if (!sequencer_ && !workers_.empty()) {
     sequencer_ = FailureSequencer::forWorkers(workers_.front()->spec.env, kSequenceBudget);
   }
-  if (sequencer_) w.failureSeq = sequencer_->next().value_or(0);
+  return sequencer_ ? sequencer_->next().value_or(0) : 0;
 }
 
 // The guardian was killed (its worker got SIGKILL from its parent-death signal): what the worker
@@ -181,7 +177,8 @@ void WorkerGroup::notify(int signal) {
 
 void WorkerGroup::signalLive(int signal) {
   for (auto& w : workers_) {
-    if (w->exited) continue;
+    const bool hungNotEnded = w->collecting || w->pendingEnd;  // ended after the stacks
+    if (w->exited || (hungNotEnded && signal != SIGKILL)) continue;
     if (!w->signalledBeforeExit) w->signalledBeforeExit = !hasExited(w->proc);
     ::killpg(w->pid, signal);
   }
@@ -248,7 +245,13 @@ std::vector<WorkerFailure> WorkerGroup::failures() const {
     }
     f.stderrTail.assign(w->err->tail().begin(), w->err->tail().end());
     // A worker that numbered its own failure failed before any stop signal could matter.
-    f.stoppedByAgent = w->signalledBeforeExit && !w->seqByWorker;
+    f.stoppedByAgent = w->signalledBeforeExit && !w->seqByWorker && !w->hang;
+    if (w->hang) {
+      f.hang = w->hang->reason;
+      f.stacks = w->stacks;
+      f.stacksFile = w->stacksFile;
+      f.waitsForPeer = w->waitsForPeer;
+    }
     out.push_back(std::move(f));
   }
   std::sort(out.begin(), out.end(),

@@ -27,6 +27,8 @@
 
 #include "launcher/child_reaper.hpp"
 #include "launcher/failure_summary.hpp"
+#include "launcher/hang_settings.hpp"
+#include "launcher/hang_watch.hpp"
 #include "launcher/launch_config.hpp"
 #include "launcher/log_layout.hpp"
 #include "launcher/output_pump.hpp"
@@ -63,7 +65,11 @@ struct GroupSettings {
   int consoleErr = 2;
   // Last stderr lines kept per worker for the failure summary.
   std::size_t stderrTailLines = 20;
+  // Hang detection (hang_monitor.hpp; off by default).
+  HangSettings hang;
 };
+
+class StackCollector;
 
 class WorkerGroup {
  public:
@@ -105,6 +111,25 @@ class WorkerGroup {
   // Every worker, by local rank.
   std::vector<WorkerState> states() const;
 
+  // -- hang detection: hang_monitor.hpp decides, these carry it out --
+  struct Watched {
+    int localRank = 0;
+    pid_t pid = 0;
+    bool exited = false;
+    uint64_t outputBytes = 0;  // stdout + stderr bytes read so far
+  };
+  std::vector<Watched> watched() const;
+  // Takes the verdict's worker as hung (once; an exited worker is left alone): numbers its failure
+  // now (so hung workers keep the order of the verdicts), keeps stop signals other than SIGKILL
+  // away from it until it is ended, takes the stacks of verdict.target (stack_collector.hpp; a
+  // native process is frozen with SIGSTOP for gdb; a Python process's dump is its captured
+  // stderr, and the SIGABRT that asks for it ends it),
+  // writes them whole to <worker dir>/stacks.txt and logs them trimmed. Once no hung worker's
+  // stacks are still being taken, ends every hung worker: SIGKILL to the worker's process group, or
+  // the timer's signal to the timer's process. Its failure then shows the hang and the stacks.
+  // Non-blocking (the failure number may block up to 1 s, as when reaping).
+  void takeHung(const HangVerdict& verdict);
+
  private:
   struct Worker;
   void watchOne(Worker& worker);
@@ -114,6 +139,10 @@ class WorkerGroup {
   void killAndReap(Worker& worker);
   void signalLive(int signal);
   void maybeStopped();
+  int64_t takeFailureNumber();
+  void awaitPythonDump(Worker& worker);
+  void finishHang(Worker& worker, const std::string& stacks);
+  void endHungWorkers();
 
   boost::asio::io_context& io_;
   ChildReaper& reaper_;
@@ -130,6 +159,10 @@ class WorkerGroup {
   static constexpr std::chrono::milliseconds kSequenceBudget{1000};
   int64_t reaped_ = 0;
   std::unique_ptr<FailureSequencer> sequencer_;
+  // Expires with the group: completions of hang handling that were already queued then do nothing.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  // Declared last: destroyed first, killing any gdb still attached to a worker.
+  std::unique_ptr<StackCollector> stacks_;
 };
 
 }  // namespace ddp

@@ -92,7 +92,9 @@ struct Pending {
   SpawnedProcess process;
 };
 
-Pending forkWorker(const std::vector<std::string>& argv, const EnvMap& env) {
+Pending forkWorker(const WorkerSpec& spec) {
+  const std::vector<std::string>& argv = spec.argv;
+  const EnvMap& env = spec.env;
   if (argv.empty()) throw SpawnError("no worker command given");
   auto pathIt = env.find("PATH");
   Pending p;
@@ -116,6 +118,7 @@ Pending forkWorker(const std::vector<std::string>& argv, const EnvMap& env) {
   plan.stdoutFd = out.write;
   plan.stderrFd = err.write;
   plan.reportFd = report.write;
+  plan.binding = spec.binding ? &*spec.binding : nullptr;
   int forkErrno = 0;
   const pid_t guardian = forkGuardian(plan, forkErrno);
   closeFd(out.write);
@@ -138,10 +141,15 @@ Pending forkWorker(const std::vector<std::string>& argv, const EnvMap& env) {
 SpawnedProcess awaitStart(Pending& p) {
   SpawnedProcess& s = p.process;
   GuardianReport started;
-  const bool heard = readReport(s.reportFd, started) && started.kind == GuardianReport::kStarted;
+  const bool read = readReport(s.reportFd, started);
+  const bool heard = read && started.kind == GuardianReport::kStarted;
   if (!heard || started.value != 0) {
     reap(s.guardianPid);
     closeHandles(s);
+    if (read && started.kind == GuardianReport::kBindFailed) {
+      throw SpawnError("cannot apply the --numa-binding of worker '" + p.program +
+                       "': " + std::strerror(started.value));
+    }
     if (!heard) throw Error("the guardian of worker '" + p.program + "' ended before starting it");
     throw SpawnError("cannot run '" + p.program + "': " + std::strerror(started.value));
   }
@@ -164,7 +172,7 @@ std::vector<SpawnedProcess> spawnWorkers(const std::vector<WorkerSpec>& specs) {
   std::exception_ptr error;
   for (const auto& spec : specs) {  // every guardian forks first: they start their workers at once
     try {
-      pending.push_back(forkWorker(spec.argv, spec.env));
+      pending.push_back(forkWorker(spec));
     } catch (...) {
       error = std::current_exception();
       break;

@@ -52,9 +52,11 @@ std::string resolveProgram(const std::string& program, const std::string& path);
 SpawnedProcess spawnWorker(const std::vector<std::string>& argv, const EnvMap& env);
 
 // Starts every spec's argv with its env, in spec order: all guardians are forked first, then their
-// reports are read, so the workers start side by side. Blocks until every exec succeeded or failed.
-// On any failure nothing is left running (started workers are killed, every guardian reaped) and
-// the first error is thrown, as spawnWorker throws it.
+// reports are read, so the workers start side by side. A spec's binding (--numa-binding) is applied
+// by its guardian before the worker starts (SpawnError naming the errno when the kernel refuses
+// it). Blocks until every exec succeeded or failed. On any failure nothing is left running
+// (started workers are killed, every guardian reaped) and the first error is thrown, as
+// spawnWorker throws it.
 std::vector<SpawnedProcess> spawnWorkers(const std::vector<WorkerSpec>& specs);
 
 // The worker's raw wait status, once its guardian was reaped with `guardianStatus`. `reported` is

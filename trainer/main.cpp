@@ -22,6 +22,10 @@ int parseAndRun(int argc, char** argv) {
   app.add_option("--fail-at-step", train.failAtStep,
                  "fault injection: exit non-zero after this many steps (generation 0 only)");
   app.add_option("--fail-rank", train.failRank, "rank that --fail-at-step applies to");
+  app.add_option("--hang-at-step", train.hangAtStep,
+                 "fault injection: sleep for good inside the step after this many (generation 0 "
+                 "only; tests of ddprun --hang-timeout)");
+  app.add_option("--hang-rank", train.hangRank, "rank that --hang-at-step applies to");
   app.add_option("--log-level", train.logLevel, "trace|debug|info|warn|error (default $DDP_LOG_LEVEL or info)");
 
   ddp::MakeDataOptions data;

@@ -10,6 +10,7 @@
 #include "trainer/model.hpp"
 #include "trainer/trainer.hpp"
 #include "worker_runtime/communicator.hpp"
+#include "worker_runtime/progress.hpp"
 #include "worker_runtime/worker_env.hpp"
 #include "worker_runtime/worker_store.hpp"
 
@@ -78,7 +79,9 @@ int runTrain(const TrainOptions& o) {
     throw ConfigError("config: device '" + config.device + "' cannot use backend '" +
                       config.backend + "' (cuda needs nccl, cpu needs gloo)");
   }
-  RunContext ctx{env.rank, env.worldSize, env.localRank, env.restartCount, o.failAtStep, o.failRank};
+  RunContext ctx{env.rank,     env.worldSize, env.localRank, env.restartCount, o.failAtStep,
+                 o.failRank,   o.hangAtStep,  o.hangRank,
+                 [](int64_t step) { reportProgress(step); }};  // for ddprun --hang-timeout
   if (distributed && env.rank == 0 && env.masterPort != 0) ctx.publishPoint = workerStorePublisher(env);
 
   std::unique_ptr<Store> store;

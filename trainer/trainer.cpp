@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
@@ -29,6 +31,19 @@ std::string resolveDevice(const TrainConfig& c) {
 }
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// --hang-at-step: this rank stops inside a step for good, as a rank stuck in a kernel or a dead
+// lock would; its peers wait in the step's allreduce. The line (with CLOCK_MONOTONIC, which the
+// hang tests share with this process) goes to stderr first. Never inlined: its name is what the
+// tests look for in the stacks.
+[[noreturn]] __attribute__((noinline)) void injectedHang(int rank, int64_t step) {
+  const double now =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  std::fprintf(stderr, "injected hang: rank %d sleeps in step %lld from monotonic %.3f\n", rank,
+               static_cast<long long>(step + 1), now);
+  std::fflush(stderr);
+  while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+}
 
 class TrainLoop {
  public:
@@ -286,9 +301,13 @@ TrainResult TrainLoop::run() {
         result_.injectedFailure = true;
         return std::move(result_);
       }
+      if (ctx_.generation == 0 && ctx_.rank == ctx_.hangRank && state_.step == ctx_.hangAtStep) {
+        injectedHang(ctx_.rank, state_.step);
+      }
       float loss = runStep(list, pos);
       if (pos >= list.size()) advanceEpoch();  // the checkpoint then points at the next epoch
       afterStep(loss, lastGradNorm_, finished());
+      if (ctx_.onStep) ctx_.onStep(state_.step);
     }
     if (pos >= list.size()) list = finished() ? std::vector<int64_t>{} : sampler_->indices(state_.epoch);
   }

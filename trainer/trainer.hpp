@@ -29,8 +29,13 @@ struct RunContext {
   int generation = 0;       // TORCHELASTIC_RESTART_COUNT
   int64_t failAtStep = -1;  // fault injection: stop with injectedFailure ...
   int failRank = -1;        // ... on this rank after this many steps, generation 0 only
+  int64_t hangAtStep = -1;  // fault injection: sleep for good inside step hangAtStep + 1 ...
+  int hangRank = -1;        // ... on this rank, generation 0 only (hang detection tests)
+  // Called after every optimizer step with the steps done so far (train: worker_runtime's
+  // reportProgress, for ddprun's hang detection). May be empty.
+  std::function<void(int64_t step)> onStep{};
   // Rank 0: where its metric points go for the status page (MetricsSink::publishTo); may be empty.
-  std::function<void(const std::string& point)> publishPoint;
+  std::function<void(const std::string& point)> publishPoint{};
 };
 
 struct TrainResult {

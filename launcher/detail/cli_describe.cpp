@@ -64,6 +64,20 @@ const char* preflightName(PreflightMode mode) {
   return "unknown";
 }
 
+json numaPlan(const NumaSetup* numa) {
+  if (numa == nullptr || numa->policy == NumaPolicy::kNone) return nullptr;
+  json workers = json::array();
+  for (const auto& w : numa->plan.workers) {
+    workers.push_back({{"local_rank", w.localRank}, {"gpu", orNull(w.gpu)}, {"node", orNull(w.node)},
+                       {"cpus", formatIndexList(w.cpus)}, {"mem_nodes", formatIndexList(w.memNodes)},
+                       {"note", w.note}});
+  }
+  return {{"topology", numa->topologySource}, {"this_system", numa->thisSystem},
+          {"gpus", numa->gpuSource}, {"outcome", numa->outcome},
+          {"usable_cpus", formatIndexList(numa->plan.usableCpus)}, {"workers", workers},
+          {"lines", numa->lines}};
+}
+
 json endpoints(const std::vector<Endpoint>& list) {
   json out = json::array();
   for (const auto& e : list) out.push_back(formatEndpoint(e));
@@ -72,7 +86,7 @@ json endpoints(const std::vector<Endpoint>& list) {
 
 }  // namespace
 
-std::string describeConfig(const LaunchConfig& c) {
+std::string describeConfig(const LaunchConfig& c, const NumaSetup* numa) {
   json signals = json::array();
   for (int s : c.signalsToHandle) signals.push_back(signalName(s));
   json out = {
@@ -90,8 +104,12 @@ std::string describeConfig(const LaunchConfig& c) {
       {"local_ranks_filter", c.localRanksFilter}, {"log_prefix", c.logPrefix},
       {"log_level", c.logLevel}, {"signals_to_handle", signals},
       {"shutdown_timeout_ms", c.shutdownTimeout.count()}, {"local_addr", c.localAddr},
+      {"hang_timeout_ms", c.hangTimeout.count()}, {"file_timer", c.fileTimer},
+      {"timer_file", c.timerFile},
       {"master_addr", c.masterAddr}, {"master_port", orNull(c.masterPort)},
       {"node_rank", orNull(c.nodeRank)}, {"node_order", orNull(c.nodeOrder)}, {"virtual_local_rank", c.virtualLocalRank},
+      {"numa_binding", c.numaBinding == NumaPolicy::kNone ? json(nullptr) : json(numaPolicyName(c.numaBinding))},
+      {"numa_plan", numaPlan(numa)},
       {"start_method", c.startMethod}, {"no_slurm", c.noSlurm},
       {"preflight", preflightName(c.preflight)},
       {"http_port", c.httpPort == LaunchConfig::kHttpPortAuto ? json("auto") : json(c.httpPort)},

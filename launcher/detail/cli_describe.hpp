@@ -6,12 +6,15 @@
 #include <string>
 
 #include "launcher/launch_config.hpp"
+#include "launcher/numa_setup.hpp"
 
 namespace ddp::detail {
 
 // One JSON object (pretty-printed, newline-terminated) with a key per LaunchConfig field, named
 // after torchrun's dests (nproc_per_node, rdzv_endpoint, ...). Durations in milliseconds, signals
-// by name, unset optionals as null.
-std::string describeConfig(const LaunchConfig& config);
+// by name, unset optionals as null. `numa` (when given, the --numa-binding resolved on this
+// machine) adds "numa_plan": the topology, the outcome and each local rank's CPUs and memory
+// nodes; null without it.
+std::string describeConfig(const LaunchConfig& config, const NumaSetup* numa = nullptr);
 
 }  // namespace ddp::detail

@@ -56,7 +56,11 @@ std::vector<OptionSpec> buildTable() {
       torchOpt("role", false, "NAME", "worker role: ROLE_NAME and the log prefix (default 'default')", kNodes),
       torchOpt("start_method", false, "spawn|fork|forkserver", "accepted for compatibility; workers are always separate processes", kNodes),
       torchOpt("virtual_local_rank", true, "", "give every worker LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES=<its GPU>", kNodes),
-      withEnv(torchOpt("numa_binding", false, "POLICY", "accepted for compatibility and ignored", kNodes), {}),
+      withEnv(torchOpt("numa_binding", false, "node|socket|exclusive|core-complex",
+                       "bind each worker's CPUs and memory near its GPU (local rank i: GPU i; no GPU: "
+                       "NUMA nodes round-robin): node = all CPUs of the GPU's NUMA node, socket = of its "
+                       "socket, exclusive = the node's cores split between its workers, core-complex = "
+                       "one L3 cache domain each; off unless given", kNodes), {}),
       torchOpt("rdzv_backend", false, "static|c10d|etcd|etcd-v2", "rendezvous backend (default static)", kRdzv),
       torchOpt("rdzv_endpoint", false, "HOST[:PORT]",
                "rendezvous store, e.g. a ddprund (port default: c10d " + std::to_string(kDefaultC10dPort) +
@@ -100,6 +104,11 @@ std::vector<OptionSpec> buildTable() {
                "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT; add SIGUSR1 for Slurm pre-emption)", kSignals),
       withEnv(torchOpt("shutdown_timeout", false, "SECONDS", "grace between the forwarded signal and SIGKILL (default 30)", kSignals),
               {"PET_SHUTDOWN_TIMEOUT", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"}),
+      withEnv(torchOpt("hang_timeout", false, "SECONDS",
+                       "a worker without progress this long (no progress report from worker_runtime, or no "
+                       "output and no CPU time) is a failure of that worker; its stacks are taken first "
+                       "(off unless given; at least 1 s)", "Hang detection"),
+              {"DDP_HANG_TIMEOUT"}),
       withEnv(torchOpt("preflight", false, "warn|strict|off",
                        "checks at every rendezvous round before workers start (versions, clocks, GPUs, "
                        "the worker store's port from every node), one table on node rank 0; strict: a "

@@ -87,6 +87,7 @@ int runDdprund(const DdprundOptions& options) {
   serverOptions.port = options.port;
   serverOptions.limits = options.limits;
   serverOptions.maxConnections = options.maxConnections;
+  serverOptions.maxMemoryBytes = options.maxMemoryBytes;
   serverOptions.legacyDialect = options.legacyDialect;
   serverOptions.name = "ddprund";
   serverOptions.allow = options.allow;
@@ -122,6 +123,8 @@ int runDdprund(const DdprundOptions& options) {
     return kDdprundCannotListen;
   }
   server->start();
+  log->info("ddprund: memory budget {} MiB (--max-memory{})", server->stats().memoryLimit >> 20,
+            options.maxMemoryBytes == 0 ? ", default" : "");
   std::cout << "listening on " << server->address() << std::endl;
   if (status) std::cout << "status on http://" << status->address() << "/" << std::endl;
   io.run();

@@ -35,6 +35,10 @@ struct DdprundOptions {
   WireLimits limits;
   // Most simultaneous connections.
   std::size_t maxConnections = 65536;
+  // Memory budget for stored data, partial requests and pending replies (--max-memory);
+  // 0 = the default of StoreServerOptions::maxMemoryBytes (a quarter of RAM, at most half of
+  // RLIMIT_AS and of the cgroup's memory.max).
+  std::size_t maxMemoryBytes = 0;
   // How torch <= 2.1 connections are read (--legacy-dialect=auto|1.13|2.1).
   wire::LegacyDialect legacyDialect = wire::LegacyDialect::kAuto;
 

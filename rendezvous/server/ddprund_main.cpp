@@ -88,6 +88,12 @@ int main(int argc, char** argv) {
   app.add_option("--max-connections", options.maxConnections, "most simultaneous connections")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--max-memory", options.maxMemoryBytes,
+                 "memory for stored keys and values, partially received requests and pending "
+                 "replies; past it the offending connection is closed (default: a quarter of RAM, "
+                 "at most half of RLIMIT_AS and of the cgroup memory limit)")
+      ->transform(sizes)
+      ->check(CLI::PositiveNumber);
   app.add_option("--legacy-dialect", dialect,
                  "how torch <= 2.1 connections are read: auto (tell 1.13 from 2.1 by the opcodes "
                  "used), 1.13, or 2.1")

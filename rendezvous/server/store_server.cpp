@@ -10,6 +10,7 @@
 
 #include "rendezvous/security/tls_context.hpp"
 #include "rendezvous/server/detail/admission.hpp"
+#include "rendezvous/server/detail/server_core.hpp"
 #include "rendezvous/server/detail/store_session.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
@@ -64,13 +65,21 @@ std::string securitySummary(const StoreServerOptions& o) {
 class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
  public:
   Impl(asio::io_context& io, StoreServerOptions options)
-      : io_(io), acceptor_(io), retryTimer_(io), core_(std::make_shared<detail::ServerCore>()) {
-    core_->options = std::move(options);
-    core_->log = logger("store");
+      : io_(io),
+        acceptor_(io),
+        retryTimer_(io),
+        core_(std::make_shared<detail::ServerCore>(std::move(options))) {
     if (core_->options.tls.enabled()) core_->tls = makeServerTlsContext(core_->options.tls);
-    for (const auto& [key, value] : core_->options.initialKeys) core_->state.preset(key, value);
+    for (const auto& [key, value] : core_->options.initialKeys) {
+      if (!core_->state.preset(key, value)) {
+        throw ConfigError(core_->options.name + ": the initial key '" + key +
+                          "' does not fit in the memory budget");
+      }
+    }
     listen();
   }
+
+  ServerStats stats() const { return core_->stats(); }
 
   uint16_t port() const { return port_; }
   const std::string& address() const { return address_; }
@@ -91,7 +100,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
       if (self->core_->stopped) return;
       StoreSnapshot out;
       out.takenAt = std::chrono::steady_clock::now();
-      out.stats = self->core_->stats;
+      out.stats = self->core_->storeStats;
       out.connections = self->core_->sessions.size();
       self->core_->state.snapshot(budget, out);
       out.cost = std::chrono::steady_clock::now() - out.takenAt;
@@ -134,6 +143,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     acceptor_.bind(endpoint, ec);
     if (ec) return;
     acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (!ec) acceptor_.non_blocking(true, ec);
   }
 
   void accept() {
@@ -145,11 +155,10 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
 
   void onAccept(const boost::system::error_code& ec, tcp::socket socket) {
     if (core_->stopped) return;
-    const auto& opts = core_->options;
     if (ec) {
       if (ec == asio::error::operation_aborted) return;
       // Typically EMFILE: back off briefly instead of spinning on the failing accept.
-      warnRateLimited("accept failed: " + ec.message());
+      core_->warn("accept failed: " + ec.message());
       retryTimer_.expires_after(std::chrono::milliseconds(100));
       retryTimer_.async_wait([self = shared_from_this()](const boost::system::error_code& e) {
         if (self->core_->stopped || e) return;
@@ -157,19 +166,34 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
       });
       return;
     }
-    if (core_->sessions.size() + core_->handshaking.size() >= opts.maxConnections) {
-      ++core_->stats.connectionsRefused;
-      warnRateLimited("refusing a connection: " + std::to_string(opts.maxConnections) +
-                      " connections are open (--max-connections)");
-      boost::system::error_code ignored;
-      socket.close(ignored);
-    } else {
-      boost::system::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      ++core_->stats.connectionsAccepted;
-      detail::admit(std::move(socket), core_);
+    admit(std::move(socket));
+    // Drain the rest of the backlog without a trip through the event loop per connection: when
+    // thousands of ranks connect at once this keeps the kernel's accept queue from overflowing.
+    for (int i = 0; i < kAcceptBatch; ++i) {
+      boost::system::error_code more;
+      tcp::socket next(io_);
+      acceptor_.accept(next, more);  // non-blocking (see bindTo): would_block ends the batch
+      if (more) break;
+      admit(std::move(next));
     }
     accept();
+  }
+
+  void admit(tcp::socket socket) {
+    const auto& opts = core_->options;
+    boost::system::error_code ignored;
+    // Connections still in their TLS handshake count: they hold a socket and memory too.
+    if (core_->sessions.size() + core_->handshaking.size() >= opts.maxConnections) {
+      detail::bump(core_->counters.refused);
+      ++core_->storeStats.connectionsRefused;
+      core_->warn("refusing a connection: " + std::to_string(opts.maxConnections) +
+                  " connections are open (--max-connections)");
+      socket.close(ignored);
+      return;
+    }
+    socket.set_option(tcp::no_delay(true), ignored);
+    ++core_->storeStats.connectionsAccepted;  // before admission: refused ones were accepted too
+    detail::admit(std::move(socket), core_);
   }
 
   void stop() {
@@ -181,15 +205,11 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     detail::cancelAdmissions(*core_);
     const std::vector<detail::StoreSession*> open(core_->sessions.begin(), core_->sessions.end());
     for (auto* session : open) session->close("");
+    core_->flushWarnings();
     core_->log->info("{}: stopped ({} keys held)", core_->options.name, core_->state.numKeys());
   }
 
-  void warnRateLimited(const std::string& message) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - lastWarning_ < std::chrono::seconds(5)) return;
-    lastWarning_ = now;
-    core_->log->warn("{}: {}", core_->options.name, message);
-  }
+  static constexpr int kAcceptBatch = 64;
 
   asio::io_context& io_;
   tcp::acceptor acceptor_;
@@ -197,7 +217,6 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
   std::shared_ptr<detail::ServerCore> core_;
   uint16_t port_ = 0;
   std::string address_;
-  std::chrono::steady_clock::time_point lastWarning_{};
 };
 
 StoreServer::StoreServer(asio::io_context& io, StoreServerOptions options)
@@ -208,6 +227,8 @@ StoreServer::~StoreServer() { impl_->requestStop(); }
 uint16_t StoreServer::port() const { return impl_->port(); }
 
 std::string StoreServer::address() const { return impl_->address(); }
+
+ServerStats StoreServer::stats() const { return impl_->stats(); }
 
 void StoreServer::start() { impl_->start(); }
 
@@ -229,6 +250,7 @@ class StoreServerThread::Impl {
   ~Impl() { stop(); }
 
   uint16_t port() const { return server_.port(); }
+  ServerStats stats() const { return server_.stats(); }
 
   void stop() {
     if (!thread_.joinable()) return;
@@ -256,6 +278,8 @@ StoreServerThread::StoreServerThread(StoreServerOptions options)
 StoreServerThread::~StoreServerThread() = default;
 
 uint16_t StoreServerThread::port() const { return impl_->port(); }
+
+ServerStats StoreServerThread::stats() const { return impl_->stats(); }
 
 void StoreServerThread::stop() { impl_->stop(); }
 

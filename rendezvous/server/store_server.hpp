@@ -39,6 +39,11 @@ struct StoreServerOptions {
   uint16_t port = 0;
   // Per-request limits.
   WireLimits limits;
+  // Memory the server may hold for its clients (stored keys and values, queues, waiters,
+  // partially received requests, replies not yet written); 0 = detail::defaultMemoryBudget():
+  // a quarter of RAM, at most half of RLIMIT_AS and of the cgroup's memory.max. A request that
+  // would go past it is refused and its connection closed with a logged reason.
+  std::size_t maxMemoryBytes = 0;
   // Most simultaneous connections; further ones are accepted and closed at once with a log line.
   std::size_t maxConnections = 65536;
   // Name used in log lines ("ddprund", "worker-store gen 3", ...).
@@ -72,11 +77,26 @@ struct StoreServerOptions {
   TlsServerOptions tls;
 };
 
+// Counters of a running server (for /metrics and logs). Monotonic unless noted.
+struct ServerStats {
+  uint64_t connectionsAccepted = 0;
+  uint64_t connectionsOpen = 0;      // gauge
+  uint64_t connectionsRefused = 0;   // past maxConnections
+  uint64_t closedBadInput = 0;       // malformed input, ADD/BARRIER on a non-number or overflowing
+  uint64_t closedMemory = 0;         // a request the memory budget could not hold
+  uint64_t requests = 0;
+  uint64_t warningsSuppressed = 0;   // client-provoked warnings the rate limit held back
+  uint64_t keys = 0;                 // gauge: keys stored
+  std::size_t memoryUsed = 0;        // gauge: bytes charged to the memory budget
+  std::size_t memoryPeak = 0;        // highest memoryUsed so far
+  std::size_t memoryLimit = 0;       // the budget (maxMemoryBytes or its default)
+};
+
 class StoreServer {
  public:
   // Binds and listens at once (so port() is valid on return). Throws NetworkError naming the
   // address when the bind fails (e.g. the port is in use), ConfigError when the TLS files cannot
-  // be used. Does not accept until start().
+  // be used or the initial keys do not fit in the memory budget. Does not accept until start().
   StoreServer(boost::asio::io_context& io, StoreServerOptions options);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
@@ -90,6 +110,9 @@ class StoreServer {
   void start();
   // Closes the listener and every connection; pending handlers drain. Safe from any thread.
   void stop();
+  // A snapshot of the counters. Safe from any thread, never blocks (relaxed atomics: fields may
+  // be a few requests apart from each other).
+  ServerStats stats() const;
 
   // Takes a StoreSnapshot (counters, key count, and the rendezvous keys up to `budget` bytes) on
   // the io thread — O(rendezvous keys), whatever else the store holds — and hands it to `done`
@@ -105,13 +128,16 @@ class StoreServer {
 // A StoreServer on its own io_context thread. The destructor stops it and joins the thread.
 class StoreServerThread {
  public:
-  // Throws NetworkError when the bind fails, ConfigError for unusable TLS files.
+  // Throws NetworkError when the bind fails, ConfigError for unusable TLS files or initial keys
+  // over the memory budget.
   explicit StoreServerThread(StoreServerOptions options);
   ~StoreServerThread();
   StoreServerThread(const StoreServerThread&) = delete;
   StoreServerThread& operator=(const StoreServerThread&) = delete;
 
   uint16_t port() const;
+  // See StoreServer::stats(). Safe from any thread.
+  ServerStats stats() const;
   // Stops the server and joins the thread. Idempotent.
   void stop();
 

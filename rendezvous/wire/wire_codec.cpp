@@ -11,25 +11,36 @@ namespace ddp::wire {
 
 namespace detail {
 
-bool parseKeyList(Cursor& c, const WireLimits& limits, bool pairs,
-                  std::vector<std::string_view>& keys) {
-  uint64_t n = 0;
-  if (!c.scalar(n)) return false;
-  if (n > limits.maxKeysPerRequest) {
-    return c.fail(std::to_string(n) + " keys exceed the limit of " +
-                  std::to_string(limits.maxKeysPerRequest) + " per request");
-  }
-  keys.clear();
-  for (uint64_t i = 0; i < n; ++i) {
-    std::string_view k;
-    if (!c.str(k, limits.maxKeyBytes, "key")) return false;
-    keys.push_back(k);
-    if (pairs) {
-      std::string_view v;
-      if (!c.str(v, limits.maxValueBytes, "value")) return false;
-      keys.push_back(v);
+bool parseKeyList(Cursor& c, const WireLimits& limits, bool pairs, KeyList& list) {
+  if (!list.resuming) {
+    uint64_t n = 0;
+    if (!c.scalar(n)) return false;
+    if (n > limits.maxKeysPerRequest) {
+      return c.fail(std::to_string(n) + " keys exceed the limit of " +
+                    std::to_string(limits.maxKeysPerRequest) + " per request");
+    }
+    list.keys.clear();
+    list.resuming = true;
+    list.count = pairs ? 2 * n : n;
+    list.next = c.pos();
+  } else if (list.base != c.bytes().data()) {
+    // The caller's buffer moved since the last call: re-point the views parsed so far.
+    for (auto& key : list.keys) {
+      key = c.bytes().substr(static_cast<std::size_t>(key.data() - list.base), key.size());
     }
   }
+  list.base = c.bytes().data();
+  c.seek(list.next);
+  while (list.keys.size() < list.count) {
+    const bool value = pairs && list.keys.size() % 2 == 1;
+    std::string_view s;
+    if (!c.str(s, value ? limits.maxValueBytes : limits.maxKeyBytes, value ? "value" : "key")) {
+      return false;
+    }
+    list.keys.push_back(s);
+    list.next = c.pos();
+  }
+  list.resuming = false;
   return true;
 }
 
@@ -71,8 +82,7 @@ std::optional<uint8_t> reverseLookup(const std::array<Op, N>& table, Op op) {
 }
 
 // Parses the arguments of `r.op` (the opcode byte is already consumed).
-bool parseBody(Cursor& c, const WireLimits& limits, Request& r,
-               std::vector<std::string_view>& keys) {
+bool parseBody(Cursor& c, const WireLimits& limits, Request& r, detail::KeyList& keys) {
   const std::size_t maxKey = limits.maxKeyBytes;
   const std::size_t maxValue = limits.maxValueBytes;
   switch (r.op) {
@@ -241,10 +251,14 @@ DecodeResult RequestDecoder::decode(std::string_view bytes) {
   if (ambiguous) return NeedMore{bytes.size() + 1, true};
   Request r;
   r.op = *op;
-  keys_.clear();  // ops without a key list must not expose the previous request's keys
+  // A new request must not expose the previous request's keys; a resumed one keeps its own.
+  if (!list_.resuming) list_.keys.clear();
   Cursor c(bytes, 1, limits_.maxRequestBytes);
-  if (!parseBody(c, limits_, r, keys_)) return finish(c);
-  r.keys = keys_;
+  if (!parseBody(c, limits_, r, list_)) {
+    if (c.malformed()) list_.resuming = false;
+    return finish(c);
+  }
+  r.keys = list_.keys;
   r.size = c.pos();
   return r;
 }

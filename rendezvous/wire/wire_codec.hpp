@@ -197,20 +197,45 @@ struct Malformed {
 
 using DecodeResult = std::variant<Request, NeedMore, Malformed>;
 
+namespace detail {
+
+// The keys of the request being decoded (CHECK, WAIT, MULTI_GET, MULTI_SET, ON_CLOSE_CLEAR, HELLO
+// fields) and, for a key list that arrived in part, where parsing resumes.
+struct KeyList {
+  std::vector<std::string_view> keys;  // views into the request bytes last given to decode()
+  bool resuming = false;               // a list's count was read; `next` is its next string
+  uint64_t count = 0;                  // strings in the list (keys, or 2 x pairs)
+  std::size_t next = 0;                // offset of the next unparsed string
+  const char* base = nullptr;          // bytes.data() of the call that parsed `keys`
+};
+
+}  // namespace detail
+
 // Incremental request parser for one server-side connection.
 class RequestDecoder {
  public:
   explicit RequestDecoder(WireLimits limits = {}, LegacyDialect legacy = LegacyDialect::kAuto);
 
   // Decodes the first request in `bytes` (the unconsumed input of the connection). Does not
-  // consume anything: the caller drops Request::size bytes after handling the request. Pure
-  // apart from pinning the dialect. Never throws (except std::bad_alloc).
+  // consume anything: the caller drops Request::size bytes after handling the request. After
+  // NeedMore the next call must pass the same request again, longer (its bytes may have moved):
+  // parsing resumes where it stopped, so a request costs O(its size) however it is split. Pure
+  // apart from that and pinning the dialect. Never throws (except std::bad_alloc).
   DecodeResult decode(std::string_view bytes);
 
   // After NeedMore{ambiguous}: decide that the pending opcode 8 is a v1a DELETE_KEY.
   void resolveAmbiguityAsV1a();
 
   Dialect dialect() const { return dialect_; }
+  // Bytes of the pending (incomplete) request already parsed; the next decode() continues there.
+  std::size_t resumeOffset() const { return list_.resuming ? list_.next : 0; }
+  // Memory the decoder holds for key views (of the request being decoded, or an earlier one).
+  std::size_t memoryBytes() const { return list_.keys.capacity() * sizeof(std::string_view); }
+  // Gives back the memory of an earlier request's keys. Call between requests (not after NeedMore;
+  // the last Request's keys become invalid).
+  void trim() {
+    if (!list_.resuming) std::vector<std::string_view>().swap(list_.keys);
+  }
 
  private:
   std::optional<Op> mapOpcode(uint8_t code, std::string_view body, bool& ambiguous);
@@ -218,7 +243,7 @@ class RequestDecoder {
   WireLimits limits_;
   LegacyDialect legacy_;
   Dialect dialect_ = Dialect::kUnknown;
-  std::vector<std::string_view> keys_;
+  detail::KeyList list_;
 };
 
 // ---- Encoding primitives: append to `out` (a connection's output buffer) --------------------

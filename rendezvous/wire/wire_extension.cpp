@@ -64,17 +64,16 @@ std::optional<uint8_t> extensionOpcode(Op op) {
   return std::nullopt;
 }
 
-bool parseExtensionBody(Cursor& c, const WireLimits& limits, Request& r,
-                        std::vector<std::string_view>& keys) {
+bool parseExtensionBody(Cursor& c, const WireLimits& limits, Request& r, KeyList& list) {
   switch (r.op) {
     case Op::kHello:
-      return c.scalar(r.version) && c.scalar(r.capabilities) && parseFields(c, limits, keys);
+      return c.scalar(r.version) && c.scalar(r.capabilities) && parseFields(c, limits, list.keys);
     case Op::kOnClose:
       return c.str(r.key, limits.maxKeyBytes, "key") &&
              c.str(r.value, limits.maxValueBytes, "expected value") &&
              c.str(r.desired, limits.maxValueBytes, "desired value");
     case Op::kOnCloseClear:
-      return parseKeyList(c, limits, false, keys);
+      return parseKeyList(c, limits, false, list);
     default:
       return c.fail("not an extension op");
   }

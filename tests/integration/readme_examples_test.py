@@ -41,6 +41,8 @@ RULES = [
     (r"^head -c 32 /dev/urandom \| base64 > /etc/ddprun/token", "skip",
      "a site's set-up step (writes /etc)"),
     (r"--tls-cert ddprund\.pem|tls_ca=ca\.pem", "skip", "needs the site's certificate files"),
+    (r"^\./scripts/scaling_report\.sh", "skip",
+     "a minutes-long measurement that rewrites docs/; scaling_report_test.sh runs it on a few steps"),
     (r"^sbatch scripts/slurm/ddprun\.sbatch$", "sbatch", None),
     (r"^srun ", "slurm", None),
     (r"^ddprund\b", "daemon", None),

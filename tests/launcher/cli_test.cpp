@@ -64,7 +64,7 @@ TEST_CASE("every torchrun flag takes its dashed and underscored spelling, = or a
       {"node_rank", "0", [](auto& c) { CHECK(c.nodeRank == 0); }},
       {"event_log_handler", "console", [](auto& c) { CHECK(c.eventLogHandler == "console"); }},
       {"logs_specs", "custom", [](auto& c) { CHECK(c.logsSpecs == "custom"); }},
-      {"numa_binding", "node", [](auto& c) { CHECK(c.numaBinding == "node"); }},
+      {"numa_binding", "core-complex", [](auto& c) { CHECK(c.numaBinding == ddp::NumaPolicy::kCoreComplex); }},
       {"duplicate_stdout_filters", "loss,,acc,x", [](auto& c) {
          CHECK(c.duplicateStdoutFilters == Strings{"loss,acc", "x"});
        }},
@@ -403,6 +403,28 @@ TEST_CASE("main's view: exit 0 for --version, 2 and one line for a usage error",
   CHECK(bad.exitCode == ddp::kUsageExitCode);
   CHECK(bad.exitCode == 2);
   CHECK(err.str() == "ddprun: error: --nnodes '0': need 0 < MIN <= MAX, got MIN=0 MAX=0\n");
+}
+
+TEST_CASE("--hang-timeout: off by default, seconds or ms, at least 1 s; torch's file timer env",
+          "[cli][hang]") {
+  using namespace std::chrono_literals;
+  const auto plain = parse({"x"});
+  CHECK(plain.hangTimeout == 0ms);
+  CHECK_FALSE(plain.fileTimer);
+  CHECK(plain.timerFile.empty());
+  CHECK(parse({"--hang-timeout=30", "x"}).hangTimeout == 30s);
+  CHECK(parse({"--hang_timeout", "1500ms", "x"}).hangTimeout == 1500ms);
+  CHECK(parse({"--hang-timeout=0", "x"}).hangTimeout == 0ms);
+  CHECK(parse({"x"}, {{"DDP_HANG_TIMEOUT", "2.5"}}).hangTimeout == 2500ms);
+  CHECK(parse({"--hang-timeout=4", "x"}, {{"DDP_HANG_TIMEOUT", "2.5"}}).hangTimeout == 4s);
+  CHECK_THAT(errorOf({"--hang-timeout=0.5", "x"}), Catch::Contains("0 (off) or at least 1 s"));
+  CHECK_THAT(errorOf({"--hang-timeout=soon", "x"}), Catch::Contains("--hang-timeout 'soon'"));
+  // As torchrun: exactly "1" enables the file timer; the path is taken as given.
+  const auto timer = parse({"x"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
+                                   {"TORCHELASTIC_TIMER_FILE", "/tmp/wd"}});
+  CHECK(timer.fileTimer);
+  CHECK(timer.timerFile == "/tmp/wd");
+  CHECK_FALSE(parse({"x"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "true"}}).fileTimer);
 }
 
 TEST_CASE("--preflight: warn by default, DDP_PREFLIGHT, bad values named", "[cli][preflight]") {

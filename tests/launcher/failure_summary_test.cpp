@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "launcher_test_util.hpp"
 #include "rendezvous/base/error.hpp"
@@ -277,6 +278,66 @@ TEST_CASE("communication errors are told apart from a worker's own fault", "[sum
   tail.stderrTail = {"Traceback (most recent call last):",
                      "RuntimeError: Connection reset by peer"};
   CHECK(isCommunicationFailure(tail));
+}
+
+}  // namespace ddp
+
+namespace ddp {
+
+TEST_CASE("a hung worker's record carries its hang and stacks; older records parse without",
+          "[summary][hang]") {
+  FailureRecord record{1, 0, "node0", {failure(1, 5, 0, SIGKILL)}};
+  record.failures[0].hang = "no progress report for 3.0 s";
+  record.failures[0].stacks = "Thread 1:\n#0 injectedHang\n";
+  record.failures[0].stacksFile = "/logs/stacks.txt";
+  record.failures[0].waitsForPeer = true;
+  const auto back = failureRecordFromJson(toJson(record));
+  CHECK(back.failures[0].hang == "no progress report for 3.0 s");
+  CHECK(back.failures[0].stacks == "Thread 1:\n#0 injectedHang\n");
+  CHECK(back.failures[0].stacksFile == "/logs/stacks.txt");
+  CHECK(back.failures[0].waitsForPeer);
+  auto old = nlohmann::json::parse(toJson(record));
+  for (const char* key : {"hang", "stacks", "stacks_file", "waits_for_peer"}) {
+    old["failures"][0].erase(key);
+  }
+  const auto parsed = failureRecordFromJson(old.dump());
+  CHECK(parsed.failures[0].hang.empty());
+  CHECK_FALSE(parsed.failures[0].waitsForPeer);
+}
+
+TEST_CASE("of two hung workers, the one waiting for its peers is collateral of the other",
+          "[summary][hang]") {
+  // The waiter was numbered first: the order of their last progress put it there.
+  auto waiter = failure(0, 10, 0, SIGKILL);
+  waiter.failureSeq = 1;
+  waiter.hang = "no progress report for 3.0 s";
+  waiter.stacks = "#3 ddp::GlooCommunicator::allreduce\n";
+  waiter.waitsForPeer = true;
+  auto sleeper = failure(1, 10, 0, SIGKILL);
+  sleeper.failureSeq = 2;
+  sleeper.hang = "no progress report for 3.0 s";
+  sleeper.stacks = "#3 injectedHang\n";
+  sleeper.stacksFile = "/logs/node_0/attempt_0/1/stacks.txt";
+  CHECK(isCommunicationFailure(waiter));
+  CHECK_FALSE(isCommunicationFailure(sleeper));
+  const auto summary = summarize({{0, 0, "node0", {waiter, sleeper}}});
+  CHECK(summary.rootCause.globalRank == 1);
+  REQUIRE(summary.others.size() == 1);
+  CHECK(summary.others[0].collateral);
+  const std::string table = formatSummary(summary, "train");
+  CHECK(table.find("hang      : no progress report for 3.0 s") != std::string::npos);
+  CHECK(table.find("whole text: /logs/node_0/attempt_0/1/stacks.txt") != std::string::npos);
+  CHECK(table.find("#3 injectedHang") > table.find("Root Cause"));
+  CHECK(table.find("numbered by ddprun when it found the worker hung") != std::string::npos);
+  CHECK(table.find("its stacks show it waiting for its peers while rank 1") != std::string::npos);
+  CHECK(table.find("stopped by ddprun") == std::string::npos);  // hung is not "stopped"
+}
+
+TEST_CASE("a hung worker is never a communication failure by its stderr alone", "[summary][hang]") {
+  auto hung = failure(0, 10, 0, SIGABRT);
+  hung.hang = "no output, CPU time or timer request for 2.0 s";
+  hung.stderrTail = {"Connection reset by peer"};  // an earlier line: the hang is what ended it
+  CHECK_FALSE(isCommunicationFailure(hung));
 }
 
 }  // namespace ddp

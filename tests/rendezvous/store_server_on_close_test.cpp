@@ -190,9 +190,11 @@ struct Client : detail::StoreClient {
 
 TEST_CASE("StoreState applies ON_CLOSE only when told to (not when the server stops)",
           "[server][extension]") {
-  detail::StoreState state;
+  detail::MemoryBudget budget(1 << 20);
+  detail::StoreState state(budget);
   Client stopped, died;
-  std::string out, reason;
+  detail::OutputQueue out(budget);
+  std::string reason;
   wire::Request arm;
   arm.op = Op::kOnClose;
   arm.key = "end";

@@ -18,11 +18,13 @@
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 #include "tests/rendezvous/raw_socket.hpp"
+#include "tests/rendezvous/store_server_client.hpp"
 
 using namespace ddp;
 using wire::Dialect;
 using wire::Op;
 using Keys = std::vector<std::string>;
+using test::Client;
 
 namespace {
 
@@ -34,68 +36,6 @@ StoreServerOptions loopback(WireLimits limits = {}) {
   o.name = "test-store";
   return o;
 }
-
-// A raw-socket TCPStore client: requests come from the codec's encoder, replies are read raw.
-class Client {
- public:
-  Client(uint16_t port, Dialect dialect, const std::string& host = "127.0.0.1")
-      : sock(port, host), dialect_(dialect) {
-    if (dialect_ == Dialect::kV2) send(Op::kValidate);
-  }
-
-  void send(Op op, std::string_view key = {}, std::string_view value = {},
-            std::string_view desired = {}, int64_t number = 0, const Keys& keys = {}) {
-    sock.send(bytes(op, key, value, desired, number, keys));
-  }
-  std::string bytes(Op op, std::string_view key = {}, std::string_view value = {},
-                    std::string_view desired = {}, int64_t number = 0, const Keys& keys = {}) {
-    std::vector<std::string_view> views(keys.begin(), keys.end());
-    wire::Request r;
-    r.op = op;
-    r.key = key;
-    r.value = value;
-    r.desired = desired;
-    r.number = number;
-    r.nonce = 0x1234;
-    r.keys = views;
-    std::string out;
-    wire::encodeRequest(out, dialect_, r);
-    return out;
-  }
-
-  int64_t readInt() {
-    int64_t v = 0;
-    std::memcpy(&v, sock.recv(8).data(), 8);
-    return v;
-  }
-  uint8_t readByte() { return static_cast<uint8_t>(sock.recv(1)[0]); }
-  std::string readValue() {
-    const auto len = readInt();
-    return len == 0 ? std::string() : sock.recv(static_cast<std::size_t>(len));
-  }
-
-  void set(std::string_view k, std::string_view v) { send(Op::kSet, k, v); }
-  std::string get(std::string_view k) { return send(Op::kGet, k), readValue(); }
-  int64_t add(std::string_view k, int64_t d) { return send(Op::kAdd, k, {}, {}, d), readInt(); }
-  std::string cas(std::string_view k, std::string_view e, std::string_view d) {
-    return send(Op::kCompareSet, k, e, d), readValue();
-  }
-  uint8_t check(const Keys& keys) { return send(Op::kCheck, {}, {}, {}, 0, keys), readByte(); }
-  void startWait(const Keys& keys) { send(Op::kWait, {}, {}, {}, 0, keys); }
-  int64_t numKeys() { return send(Op::kGetNumKeys), readInt(); }
-  int64_t del(std::string_view k) { return send(Op::kDeleteKey, k), readInt(); }
-
-  // Proves that nothing (e.g. a stray WAIT reply) is queued ahead on this connection: the server
-  // answers in order, so the first byte read must belong to this GETNUMKEYS reply.
-  void expectNothingPending(int64_t expectedKeys) { CHECK(numKeys() == expectedKeys); }
-  // A round trip: every request this client sent before has been applied.
-  void sync() { (void)numKeys(); }
-
-  test::RawSocket sock;
-
- private:
-  Dialect dialect_;
-};
 
 }  // namespace
 
@@ -410,9 +350,11 @@ struct FakeClient : detail::StoreClient {
 }  // namespace
 
 TEST_CASE("StoreState drops a disconnected client's registrations", "[server]") {
-  detail::StoreState state;
+  detail::MemoryBudget budget(1 << 20);
+  detail::StoreState state(budget);
   FakeClient gone, stays;
-  std::string out, reason;
+  detail::OutputQueue out(budget);
+  std::string reason;
   std::vector<std::string_view> keys{"/k", "/j"};
   wire::Request wait;
   wait.op = Op::kWait;

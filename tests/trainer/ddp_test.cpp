@@ -66,7 +66,7 @@ RankRuns runRanksRaw(int world, const TrainConfig& config, int generation = 0,
     threads.emplace_back([&, r] {
       try {
         test::FakeCommunicator comm(group, r);
-        RunContext ctx{r, world, 0, generation, failAtStep, 0};
+        RunContext ctx{r, world, 0, generation, failAtStep, 0, -1, -1, {}};
         runs.results[r] = train(config, ctx, &comm);
         if (runs.results[r].injectedFailure) group->abort();
       } catch (...) {

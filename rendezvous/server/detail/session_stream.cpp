@@ -23,16 +23,16 @@ void SessionStream::asyncReadSome(asio::mutable_buffer buffer, Handler handler) 
   plain_->async_read_some(buffer, std::move(handler));
 }
 
-void SessionStream::asyncWrite(asio::const_buffer buffer, Handler handler) {
-  if (tls_) return asio::async_write(*tls_, buffer, std::move(handler));
-  asio::async_write(*plain_, buffer, std::move(handler));
+void SessionStream::asyncWrite(const Buffers& buffers, Handler handler) {
+  if (tls_) return asio::async_write(*tls_, buffers, std::move(handler));
+  asio::async_write(*plain_, buffers, std::move(handler));
 }
 
-void SessionStream::writeNow(asio::const_buffer buffer) {
+void SessionStream::writeNow(const Buffers& buffers) {
   if (tls_) return;
   boost::system::error_code ignored;
   plain_->non_blocking(true, ignored);
-  plain_->write_some(buffer, ignored);
+  plain_->write_some(buffers, ignored);
 }
 
 bool SessionStream::isEndOfStream(const boost::system::error_code& ec) {

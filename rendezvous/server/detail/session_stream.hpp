@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -31,12 +32,15 @@ class SessionStream {
   Socket& socket();
   bool isTls() const { return tls_ != nullptr; }
 
-  // As Asio's async_read_some / async_write (every byte) on the stream. Non-blocking.
+  using Buffers = std::vector<boost::asio::const_buffer>;
+
+  // As Asio's async_read_some / async_write (every byte, one gather write) on the stream.
+  // Non-blocking; `buffers` (the list, not only the bytes) must live until the handler runs.
   void asyncReadSome(boost::asio::mutable_buffer buffer, Handler handler);
-  void asyncWrite(boost::asio::const_buffer buffer, Handler handler);
+  void asyncWrite(const Buffers& buffers, Handler handler);
   // Hands the socket what it takes now, without waiting (best effort, before a close). Plain
   // connections only: a TLS record cut short would be garbage; does nothing under TLS.
-  void writeNow(boost::asio::const_buffer buffer);
+  void writeNow(const Buffers& buffers);
   // True when `ec` from a read means the peer ended the connection in an orderly way: EOF, a
   // reset, or (TLS) a close without close_notify, which is how clients' connections end.
   static bool isEndOfStream(const boost::system::error_code& ec);

@@ -1,114 +1,71 @@
-// StoreSession: one accepted TCPStore connection of a StoreServer, and ServerCore, the state the
-// sessions of one server share.
+// StoreSession: the transport side of one admitted TCPStore connection of a StoreServer; what it
+// reads and writes goes through its SessionProtocol (decoding, the store, replies, memory, the
+// token check). The bytes travel through a SessionStream (plain TCP or TLS, chosen by Admission
+// before the session starts, admission.hpp).
 //
-// A session reads into a growing buffer, decodes every complete request with its RequestDecoder,
-// applies each to the shared StoreState and appends the replies to one output buffer that is
-// written once per read (batched replies for pipelined requests). A WAIT parks nothing but a
-// counter in the StoreState; the session keeps reading (CANCEL_WAIT must get through). Malformed
-// or over-limit input closes only this session, with a log line naming the peer and the reason.
-// Idle sessions are kept forever (no idle timeout: jobs hold store connections for days). The one
-// timer is the v1 opcode-8 grace period (see wire_codec.hpp). The session reads and writes through
-// a SessionStream (plain TCP or TLS, chosen by Admission before the session starts); on a server
-// with a token, SessionAuth decides whether each request may be applied (a refused one closes the
-// connection, after HELLO's refusal reply when it was a HELLO). When the peer closes (or the
-// connection breaks, or its input is malformed) the session's ON_CLOSE registrations are applied
-// and logged at info; when the server stops they are not.
+// A session reads into the protocol's input buffer (small while idle, grown on demand), has every
+// complete request applied, and writes the queued replies with one gather write per batch
+// (pipelined requests get batched replies; large values are written from the store's own bytes).
+// A WAIT parks nothing but a counter in the StoreState; the session keeps reading (CANCEL_WAIT
+// must get through) unless its client stops reading replies (backlog). Malformed or over-limit
+// input, or a request the memory budget cannot hold, closes only this session, with a
+// rate-limited warning naming the peer and the reason. Idle sessions are kept forever (no idle
+// timeout: jobs hold store connections for days). The one timer is the v1 opcode-8 grace period
+// (see wire_codec.hpp), created only when needed. When the peer closes (or the connection breaks,
+// or its input is malformed) the session's ON_CLOSE registrations are applied and logged at info;
+// when the server stops they are not. A request the token check refuses closes the session (after
+// HELLO's refusal reply is written, when it was a HELLO).
 //
 // Thread safety: everything runs on the server's io_context thread; no locks.
 #pragma once
 
-#include <chrono>
-#include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
-#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <spdlog/logger.h>
 
-#include "rendezvous/server/detail/refusal_log.hpp"
-#include "rendezvous/server/detail/session_auth.hpp"
+#include "rendezvous/server/detail/server_core.hpp"
+#include "rendezvous/server/detail/session_protocol.hpp"
 #include "rendezvous/server/detail/session_stream.hpp"
-#include "rendezvous/server/detail/store_state.hpp"
-#include "rendezvous/server/store_server.hpp"
-#include "rendezvous/wire/wire_codec.hpp"
 
 namespace ddp::detail {
 
-class StoreSession;
-class TlsAdmission;
-
-// What every session of one server shares. Owned by the server, kept alive by its sessions.
-struct ServerCore {
-  StoreServerOptions options;
-  StoreState state;
-  StoreStats stats;
-  std::shared_ptr<spdlog::logger> log;
-  std::unordered_set<StoreSession*> sessions;
-  bool stopped = false;
-  uint64_t nextSessionId = 1;
-  // Transport and admission (admission.hpp): the TLS context when options.tls is enabled,
-  // connections still in their TLS handshake, the rate-limited log of refused clients.
-  std::shared_ptr<boost::asio::ssl::context> tls;
-  std::unordered_set<TlsAdmission*> handshaking;
-  RefusalLog refusals;
-  bool ownerLookupWarned = false;
-};
-
-class StoreSession final : public StoreClient, public std::enable_shared_from_this<StoreSession> {
+class StoreSession final : public SessionProtocol,
+                           public std::enable_shared_from_this<StoreSession> {
  public:
   StoreSession(SessionStream stream, std::shared_ptr<ServerCore> core);
   ~StoreSession() override;
 
   // Registers with the core and starts reading. Non-blocking.
   void start();
-  // Closes the socket and drops the session's waits; logs `reason` at warn when non-empty.
+  // Closes the socket and drops the session's waits; logs `reason` (rate-limited) when non-empty.
   void close(const std::string& reason);
 
  protected:
-  void onWaitComplete() override;
+  void repliesReady() override { flush(); }
 
  private:
   bool stopped() const { return closed_ || core_->stopped; }
   void readMore();
   void onRead(const boost::system::error_code& ec, std::size_t n);
-  // Decodes and applies every complete request in the input buffer. False if it closed.
-  bool processInput();
+  // Acts on what the protocol decided after a read or the grace period. False if it closed or
+  // closes once its last replies are written (read no more).
+  bool follow(Outcome outcome);
   void armGraceTimer();
-  void noteHello(const wire::Request& hello);
-  // False when `request` must not be applied: the session then refused it (logged, answered a
-  // HELLO, and closes once that answer is written).
-  bool admitRequest(const wire::Request& request);
-  void applyOnClose(const std::vector<AppliedOnClose>& applied);
   void flush();
   void onWrite(const boost::system::error_code& ec);
-  bool outputBacklogged() const;
 
   SessionStream stream_;
-  std::shared_ptr<ServerCore> core_;
-  boost::asio::steady_timer graceTimer_;
-  wire::RequestDecoder decoder_;
-  std::string peer_;
-  std::string client_;  // " (client=ddprun, host=..., ...)" once it said HELLO, for log lines
-  uint64_t id_ = 0;
-  wire::Dialect loggedDialect_ = wire::Dialect::kUnknown;
-  SessionAuth auth_;
-
-  std::vector<char> in_;      // bytes [inBegin_, inEnd_) are received, not yet consumed
-  std::size_t inBegin_ = 0;
-  std::size_t inEnd_ = 0;
-  std::size_t inNeeded_ = 0;  // from NeedMore: total unconsumed bytes needed for the next request
-  std::chrono::steady_clock::time_point readAt_{};  // when the last read completed (StoreStats)
-  std::string out_;           // replies not yet handed to the socket
-  std::string writing_;       // replies being written
+  std::unique_ptr<boost::asio::steady_timer> graceTimer_;  // only while a v1 opcode 8 is pending
+  OutputQueue writing_;                                     // replies being written
+  std::vector<boost::asio::const_buffer> gather_;
   bool writeActive_ = false;
   bool readActive_ = false;
-  bool processing_ = false;
   bool ambiguous_ = false;
   bool closed_ = false;
-  bool closeAfterWrite_ = false;  // a refusal reply is pending: close once it is written
+  bool closeWhenWritten_ = false;  // a refusal reply is pending: close once it is written
 };
 
 }  // namespace ddp::detail

@@ -9,6 +9,19 @@ namespace ddp::detail {
 
 using wire::Op;
 
+namespace {
+
+std::string mib(std::size_t bytes) {
+  return std::to_string((bytes + (std::size_t{1} << 19)) >> 20) + " MiB";
+}
+
+// A request's value that the store would copy: its bytes plus the allocation.
+std::size_t copyCost(std::string_view value) {
+  return value.empty() ? 0 : value.size() + kAllocationOverhead;
+}
+
+}  // namespace
+
 std::optional<int64_t> parseLegacyInt(std::string_view text) {
   std::size_t i = 0;
   while (i < text.size() && (text[i] == ' ' || (text[i] >= '\t' && text[i] <= '\r'))) ++i;
@@ -28,344 +41,288 @@ std::optional<int64_t> parseLegacyInt(std::string_view text) {
   return -value;
 }
 
-bool StoreState::apply(const wire::Request& r, StoreClient& client, std::string& out,
-                       std::string& reason) {
+bool StoreState::apply(const wire::Request& r, StoreClient& client, OutputQueue& out,
+                       std::string& reason, const Blob* buffer) {
+  refusedForMemory_ = false;
   switch (r.op) {
     case Op::kValidate: return true;
-    case Op::kPing: wire::encodePingReply(out, r.nonce); return true;
-    case Op::kSet: setValue(r.key, r.value); return true;
-    case Op::kCompareSet: compareSet(r, out); return true;
-    case Op::kGet: getValue(r.key, out); return true;
+    case Op::kPing: out.putU32(r.nonce); return true;
+    case Op::kSet: return setValue(r, buffer, reason);
+    case Op::kCompareSet: return compareSet(r.key, r.value, r.desired, buffer, &out, reason);
+    case Op::kGet: return getValue(r.key, out, reason);
     case Op::kAdd: return add(r, out, reason);
     case Op::kCheck: check(r, out); return true;
-    case Op::kWait: wait(r, client, out); return true;
-    case Op::kGetNumKeys: wire::encodeIntReply(out, static_cast<int64_t>(kv_.size())); return true;
-    case Op::kWatchKey: wire::encodeByteReply(out, wire::kWatchRegistered); return true;
-    case Op::kDeleteKey: deleteKey(r.key, out); return true;
-    case Op::kAppend: append(r.key, r.value); return true;
-    case Op::kMultiGet:
-      for (auto key : r.keys) getValue(key, out);
-      return true;
-    case Op::kMultiSet:
-      for (std::size_t i = 0; i + 1 < r.keys.size(); i += 2) setValue(r.keys[i], r.keys[i + 1]);
-      return true;
+    case Op::kWait: return wait(r, client, out, reason);
+    case Op::kGetNumKeys: out.putI64(static_cast<int64_t>(table_.numKeys())); return true;
+    case Op::kWatchKey: out.putU8(wire::kWatchRegistered); return true;
+    case Op::kDeleteKey: out.putI64(table_.erase(r.key) ? 1 : 0); return true;
+    case Op::kAppend: return append(r, reason);
+    case Op::kMultiGet: return multiGet(r, out, reason);
+    case Op::kMultiSet: return multiSet(r, buffer, reason);
     case Op::kCancelWait:
-      unpark(client);
-      wire::encodeByteReply(out, wire::kWaitCanceled);
+      waits_.unpark(client);
+      out.putU8(wire::kWaitCanceled);
       return true;
-    case Op::kQueuePush: queuePush(r.key, r.value); return true;
-    case Op::kQueuePop: queuePop(r, out); return true;
-    case Op::kQueueLen: queueLen(r.key, out); return true;
-    case Op::kListKeys: listKeys(out); return true;
+    case Op::kQueuePush: return queuePush(r, buffer, reason);
+    case Op::kQueuePop: return queuePop(r.key, out, reason);
+    case Op::kQueueLen: out.putI64(static_cast<int64_t>(table_.queueLength(r.key))); return true;
+    case Op::kListKeys: return listKeys(out, reason);
     case Op::kBarrier: return barrier(r, client, out, reason);
     case Op::kHello: hello(out); return true;
-    case Op::kOnClose: onClose(r, client, out); return true;
+    case Op::kOnClose: return onClose(r, client, out, reason);
     case Op::kOnCloseClear: onCloseClear(r, client, out); return true;
   }
   reason = "unhandled op";
   return false;
 }
 
-void StoreState::setValue(std::string_view key, std::string_view value) {
-  put(key, value);
-  wakeAll(key);
+bool StoreState::preset(std::string_view key, std::string_view value) {
+  auto blob = Blob::copy(budget_, value);
+  return blob && table_.put(key, std::move(*blob));
 }
 
-void StoreState::getValue(std::string_view key, std::string& out) const {
-  auto it = kv_.find(key);
-  wire::encodeValueReply(out, it == kv_.end() ? std::string_view() : std::string_view(it->second));
-}
-
-void StoreState::check(const wire::Request& r, std::string& out) const {
-  const bool all = std::all_of(r.keys.begin(), r.keys.end(),
-                               [this](std::string_view k) { return exists(k); });
-  wire::encodeByteReply(out, all ? wire::kReady : wire::kNotReady);
-}
-
-void StoreState::deleteKey(std::string_view key, std::string& out) {
-  auto it = kv_.find(key);
-  const bool found = it != kv_.end();
-  if (found) {
-    kv_.erase(it);
-    forgetRendezvousKey(key);
+std::optional<Blob> StoreState::makeValue(std::string_view bytes, const Blob* buffer) {
+  if (buffer != nullptr && bytes.size() >= kKeepBufferAbove &&
+      2 * bytes.size() >= buffer->capacity()) {
+    const auto whole = buffer->view();
+    if (bytes.data() >= whole.data() && bytes.data() + bytes.size() <= whole.data() + whole.size()) {
+      return Blob::alias(*buffer, bytes);
+    }
   }
-  wire::encodeIntReply(out, found ? 1 : 0);
+  return Blob::copy(budget_, bytes);
 }
 
-void StoreState::append(std::string_view key, std::string_view data) {
-  auto it = kv_.find(key);
-  if (it == kv_.end()) {
-    kv_.emplace(std::string(key), std::string(data));
-    noteRendezvousKey(key);
-  } else {
-    it->second.append(data);
-  }
-  wakeAll(key);
+bool StoreState::refuse(std::string& reason, std::string_view what, std::size_t bytes) {
+  refusedForMemory_ = true;
+  reason = std::string(what) + " needs " + std::to_string(bytes) +
+           " bytes the memory budget does not have (" + mib(budget_.used()) + " of " +
+           mib(budget_.limit()) + " in use; --max-memory)";
+  return false;
 }
 
-void StoreState::queuePush(std::string_view key, std::string_view value) {
-  auto it = queues_.find(key);
-  if (it == queues_.end()) it = queues_.emplace(std::string(key), std::deque<std::string>()).first;
-  it->second.emplace_back(value);
-  wakeOne(key);
-}
-
-void StoreState::queueLen(std::string_view key, std::string& out) const {
-  auto it = queues_.find(key);
-  wire::encodeIntReply(out, it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size()));
-}
-
-bool StoreState::exists(std::string_view key) const {
-  return kv_.find(key) != kv_.end() || queues_.find(key) != queues_.end();
-}
-
-void StoreState::put(std::string_view key, std::string_view value) {
-  auto it = kv_.find(key);
-  if (it == kv_.end()) {
-    kv_.emplace(std::string(key), std::string(value));
-    noteRendezvousKey(key);
-  } else {
-    it->second.assign(value);  // reuses the old value's capacity
-  }
-}
-
-// Legacy wake rule: every registration under `key` counts down its client; at zero the client
-// gets STOP_WAITING. The key's registrations are consumed.
 void StoreState::wakeAll(std::string_view key) {
-  if (waiters_.empty()) return;
-  auto it = waiters_.find(key);
-  if (it == waiters_.end()) return;
-  const std::vector<StoreClient*> clients = std::move(it->second);
-  waiters_.erase(it);
-  for (StoreClient* c : clients) {
-    auto& keys = c->waitKeys_;
-    if (auto k = std::find(keys.begin(), keys.end(), key); k != keys.end()) keys.erase(k);
-    if (--c->awaited_ == 0) c->onWaitComplete();
+  if (waits_.empty()) return;
+  woken_.clear();
+  waits_.wakeAll(key, woken_);
+  for (StoreClient* c : woken_) c->onWaitComplete();
+}
+
+bool StoreState::setValue(const wire::Request& r, const Blob* buffer, std::string& reason) {
+  auto value = makeValue(r.value, buffer);
+  if (!value || !table_.put(r.key, std::move(*value))) {
+    return refuse(reason, "SET", r.key.size() + r.value.size());
   }
-}
-
-// QUEUE_PUSH rule (libuv server): registrations are consumed in order until one client's count
-// reaches zero; only that client is woken.
-void StoreState::wakeOne(std::string_view key) {
-  auto it = waiters_.find(key);
-  if (it == waiters_.end()) return;
-  auto& clients = it->second;
-  StoreClient* woken = nullptr;
-  std::size_t used = 0;
-  while (used < clients.size() && woken == nullptr) {
-    StoreClient* c = clients[used++];
-    auto& keys = c->waitKeys_;
-    if (auto k = std::find(keys.begin(), keys.end(), key); k != keys.end()) keys.erase(k);
-    if (--c->awaited_ == 0) woken = c;
-  }
-  clients.erase(clients.begin(), clients.begin() + static_cast<std::ptrdiff_t>(used));
-  if (clients.empty()) waiters_.erase(it);
-  if (woken != nullptr) woken->onWaitComplete();
-}
-
-void StoreState::park(StoreClient& client, std::string_view key) {
-  auto it = waiters_.find(key);
-  if (it == waiters_.end()) it = waiters_.emplace(std::string(key), std::vector<StoreClient*>()).first;
-  it->second.push_back(&client);
-  client.waitKeys_.emplace_back(key);
-}
-
-void StoreState::unpark(StoreClient& client) {
-  for (const auto& key : client.waitKeys_) {
-    auto it = waiters_.find(key);
-    if (it == waiters_.end()) continue;
-    std::erase(it->second, &client);
-    if (it->second.empty()) waiters_.erase(it);
-  }
-  client.waitKeys_.clear();
-  client.awaited_ = 0;
-}
-
-std::vector<AppliedOnClose> StoreState::disconnect(StoreClient& client, bool applyOnClose) {
-  unpark(client);
-  std::vector<AppliedOnClose> applied;
-  const std::vector<OnCloseAction> actions = std::move(client.onClose_);
-  client.onClose_.clear();
-  if (!applyOnClose) return applied;
-  std::string ignored;
-  for (const auto& action : actions) {
-    wire::Request r;
-    r.op = Op::kCompareSet;
-    r.key = action.key;
-    r.value = action.expected;
-    r.desired = action.desired;
-    auto it = kv_.find(action.key);
-    const bool swaps = it == kv_.end() ? action.expected.empty() : it->second == action.expected;
-    ignored.clear();
-    compareSet(r, ignored);
-    applied.push_back({action, swaps});
-  }
-  return applied;
-}
-
-void StoreState::hello(std::string& out) const {
-  // Every client gets every capability; a server's token is checked before, by the session
-  // (session_auth.hpp).
-  static constexpr std::string_view kFields[] = {"server", "ddprun store"};
-  wire::encodeHelloReply(out, wire::kHelloAccepted, wire::kCapOnClose, kFields);
-}
-
-void StoreState::onClose(const wire::Request& r, StoreClient& client, std::string& out) const {
-  auto& actions = client.onClose_;
-  auto it = std::find_if(actions.begin(), actions.end(),
-                         [&](const OnCloseAction& a) { return a.key == r.key; });
-  if (it != actions.end()) {
-    it->expected.assign(r.value);
-    it->desired.assign(r.desired);
-  } else if (actions.size() >= kMaxOnClosePerClient) {
-    wire::encodeIntReply(out, wire::kOnCloseRefused);
-    return;
-  } else {
-    actions.push_back({std::string(r.key), std::string(r.value), std::string(r.desired)});
-  }
-  wire::encodeIntReply(out, static_cast<int64_t>(actions.size()));
-}
-
-void StoreState::onCloseClear(const wire::Request& r, StoreClient& client,
-                              std::string& out) const {
-  auto& actions = client.onClose_;
-  const std::size_t before = actions.size();
-  if (r.keys.empty()) {
-    actions.clear();
-  } else {
-    std::erase_if(actions, [&](const OnCloseAction& a) {
-      return std::find(r.keys.begin(), r.keys.end(), a.key) != r.keys.end();
-    });
-  }
-  wire::encodeIntReply(out, static_cast<int64_t>(before - actions.size()));
-}
-
-void StoreState::compareSet(const wire::Request& r, std::string& out) {
-  auto it = kv_.find(r.key);
-  if (it == kv_.end()) {
-    if (!r.value.empty()) {  // missing key, non-empty expected: reply `expected`, store nothing
-      wire::encodeValueReply(out, r.value);
-      return;
-    }
-    kv_.emplace(std::string(r.key), std::string(r.desired));
-    noteRendezvousKey(r.key);
-    wire::encodeValueReply(out, r.desired);
-    wakeAll(r.key);
-    return;
-  }
-  const bool swap = it->second == r.value;
-  if (swap) it->second.assign(r.desired);
-  wire::encodeValueReply(out, it->second);
-  if (swap) wakeAll(r.key);
-}
-
-bool StoreState::add(const wire::Request& r, std::string& out, std::string& reason) {
-  auto it = kv_.find(r.key);
-  int64_t value = r.number;
-  if (it != kv_.end()) {
-    const auto old = parseLegacyInt(it->second);
-    if (!old) {
-      reason = "ADD on a non-numeric value (" + std::to_string(it->second.size()) + " bytes)";
-      return false;
-    }
-    value = static_cast<int64_t>(static_cast<uint64_t>(*old) + static_cast<uint64_t>(r.number));
-  }
-  put(r.key, std::to_string(value));
-  wire::encodeIntReply(out, value);
   wakeAll(r.key);
-  if (isHeartbeatKey(r.key)) noteHeartbeat(r.key);
   return true;
 }
 
-void StoreState::noteHeartbeat(std::string_view key) {
-  const auto now = std::chrono::steady_clock::now();
-  if (auto it = heartbeatTimes_.find(key); it != heartbeatTimes_.end()) {
-    it->second = now;
-  } else if (heartbeatTimes_.size() < kMaxHeartbeatTimes) {
-    heartbeatTimes_.emplace(std::string(key), now);
+bool StoreState::getValue(std::string_view key, OutputQueue& out, std::string& reason) {
+  static const Blob kEmpty;
+  const Blob* value = table_.find(key);
+  if (value == nullptr) value = &kEmpty;
+  if (!out.reserve(OutputQueue::copiedBytes(*value), 1)) {
+    return refuse(reason, "a GET reply", value->size());
   }
+  out.putValue(*value);
+  return true;
 }
 
-void StoreState::noteRendezvousKey(std::string_view key) {
-  if (key.starts_with(kRendezvousKeyRoot)) rendezvousKeys_.emplace(key);
+bool StoreState::multiGet(const wire::Request& r, OutputQueue& out, std::string& reason) {
+  static const Blob kEmpty;
+  std::size_t bytes = 0;
+  for (auto key : r.keys) {
+    const Blob* value = table_.find(key);
+    bytes += OutputQueue::copiedBytes(value != nullptr ? *value : kEmpty);
+  }
+  if (!out.reserve(bytes, r.keys.size())) return refuse(reason, "a MULTI_GET reply", bytes);
+  for (auto key : r.keys) {
+    const Blob* value = table_.find(key);
+    out.putValue(value != nullptr ? *value : kEmpty);
+  }
+  return true;
 }
 
-void StoreState::forgetRendezvousKey(std::string_view key) {
-  if (!key.starts_with(kRendezvousKeyRoot)) return;
-  if (auto it = rendezvousKeys_.find(key); it != rendezvousKeys_.end()) rendezvousKeys_.erase(it);
-  if (auto t = heartbeatTimes_.find(key); t != heartbeatTimes_.end()) heartbeatTimes_.erase(t);
+bool StoreState::multiSet(const wire::Request& r, const Blob* buffer, std::string& reason) {
+  // All or nothing: the worst case (every value copied, every key new) must fit first.
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i + 1 < r.keys.size(); i += 2) {
+    bytes += kTableEntryBytes + r.keys[i].size() + copyCost(r.keys[i + 1]);
+  }
+  if (!budget_.fits(bytes)) return refuse(reason, "MULTI_SET", bytes);
+  for (std::size_t i = 0; i + 1 < r.keys.size(); i += 2) {
+    auto value = makeValue(r.keys[i + 1], buffer);
+    if (!value || !table_.put(r.keys[i], std::move(*value))) {
+      return refuse(reason, "MULTI_SET", bytes);  // unreachable after the check above
+    }
+    wakeAll(r.keys[i]);
+  }
+  return true;
+}
+
+void StoreState::check(const wire::Request& r, OutputQueue& out) const {
+  const bool all = std::all_of(r.keys.begin(), r.keys.end(),
+                               [this](std::string_view k) { return table_.exists(k); });
+  out.putU8(all ? wire::kReady : wire::kNotReady);
+}
+
+bool StoreState::append(const wire::Request& r, std::string& reason) {
+  if (!table_.append(r.key, r.value)) {
+    return refuse(reason, "APPEND", r.key.size() + r.value.size());
+  }
+  wakeAll(r.key);
+  return true;
+}
+
+bool StoreState::compareSet(std::string_view key, std::string_view expected,
+                            std::string_view desired, const Blob* buffer, OutputQueue* out,
+                            std::string& reason) {
+  const Blob* current = table_.find(key);
+  if (current == nullptr && !expected.empty()) {
+    // Missing key, non-empty expected: reply `expected`, store nothing (upstream "lies").
+    if (out != nullptr) {
+      if (!out->reserve(8 + expected.size())) return refuse(reason, "a COMPARE_SET reply", 0);
+      out->putStr(expected);
+    }
+    return true;
+  }
+  const bool swap = current == nullptr || current->view() == expected;
+  if (swap) {
+    auto value = makeValue(desired, buffer);
+    if (!value || !table_.put(key, std::move(*value))) {
+      return refuse(reason, "COMPARE_SET", key.size() + desired.size());
+    }
+    current = table_.find(key);
+  }
+  if (out != nullptr) {
+    if (!out->reserve(OutputQueue::copiedBytes(*current), 1)) {
+      return refuse(reason, "a COMPARE_SET reply", current->size());
+    }
+    out->putValue(*current);
+  }
+  if (swap) wakeAll(key);
+  return true;
+}
+
+bool StoreState::storeNumber(std::string_view key, int64_t value, std::string& reason) {
+  const std::string text = std::to_string(value);
+  auto blob = Blob::copy(budget_, text);
+  if (!blob || !table_.put(key, std::move(*blob))) return refuse(reason, "a counter", text.size());
+  return true;
+}
+
+bool StoreState::add(const wire::Request& r, OutputQueue& out, std::string& reason) {
+  int64_t value = r.number;
+  if (const Blob* old = table_.find(r.key)) {
+    const auto before = parseLegacyInt(old->view());
+    if (!before) {
+      reason = "ADD on a non-numeric value (" + std::to_string(old->size()) + " bytes)";
+      return false;
+    }
+    if (__builtin_add_overflow(*before, r.number, &value)) {
+      reason = "ADD " + std::to_string(r.number) + " to " + std::to_string(*before) +
+               " overflows a 64-bit counter";
+      return false;
+    }
+  }
+  if (!storeNumber(r.key, value, reason)) return false;
+  out.putI64(value);
+  wakeAll(r.key);
+  if (isHeartbeatKey(r.key)) table_.noteHeartbeat(r.key);
+  return true;
 }
 
 void StoreState::snapshot(std::size_t budget, StoreSnapshot& out) const {
-  out.keys = kv_.size() + queues_.size();
+  out.keys = table_.numKeys();
   std::size_t copied = 0;
-  for (const auto& key : rendezvousKeys_) {
-    const auto it = kv_.find(key);
-    if (it == kv_.end()) continue;
-    if (copied + key.size() + it->second.size() > budget) {
+  for (const auto& key : table_.rendezvousKeys()) {
+    const Blob* value = table_.find(key);
+    if (value == nullptr) continue;
+    if (copied + key.size() + value->size() > budget) {
       out.truncated = true;
       break;
     }
-    copied += key.size() + it->second.size();
-    out.entries.emplace_back(key, it->second);
-    if (auto t = heartbeatTimes_.find(key); t != heartbeatTimes_.end()) {
-      out.heartbeatTimes.emplace(key, t->second);
-    }
+    copied += key.size() + value->size();
+    out.entries.emplace_back(key, std::string(value->view()));
+    if (auto t = table_.heartbeatTime(key)) out.heartbeatTimes.emplace(key, *t);
   }
 }
 
-void StoreState::wait(const wire::Request& r, StoreClient& client, std::string& out) {
+bool StoreState::wait(const wire::Request& r, StoreClient& client, OutputQueue& out,
+                      std::string& reason) {
   int64_t missing = 0;
   for (auto key : r.keys) {
-    if (exists(key)) continue;
-    park(client, key);
+    if (table_.exists(key)) continue;
+    if (!waits_.park(client, key, 1)) return refuse(reason, "a WAIT registration", key.size());
     ++missing;
   }
   if (missing == 0) {
-    wire::encodeByteReply(out, wire::kStopWaiting);
+    out.putU8(wire::kStopWaiting);
   } else {
     client.awaited_ = missing;
   }
+  return true;
 }
 
-bool StoreState::barrier(const wire::Request& r, StoreClient& client, std::string& out,
+bool StoreState::barrier(const wire::Request& r, StoreClient& client, OutputQueue& out,
                          std::string& reason) {
-  auto it = kv_.find(r.key);
   int64_t count = 1;
-  if (it != kv_.end()) {
-    const auto old = parseLegacyInt(it->second);
-    if (!old) {
+  if (const Blob* old = table_.find(r.key)) {
+    const auto before = parseLegacyInt(old->view());
+    if (!before) {
       reason = "BARRIER on a non-numeric value";
       return false;
     }
-    count = *old + 1;
+    if (__builtin_add_overflow(*before, 1, &count)) {
+      reason = "BARRIER on a counter at " + std::to_string(*before) + " overflows";
+      return false;
+    }
   }
-  put(r.key, std::to_string(count));
+  if (count < r.number && !waits_.park(client, r.key, 1)) {
+    return refuse(reason, "a BARRIER registration", r.key.size());
+  }
+  if (!storeNumber(r.key, count, reason)) {
+    waits_.unpark(client);
+    return false;
+  }
   if (count >= r.number) {
-    wire::encodeByteReply(out, wire::kStopWaiting);
+    out.putU8(wire::kStopWaiting);
     wakeAll(r.key);
   } else {
-    park(client, r.key);
     client.awaited_ = 1;
   }
   return true;
 }
 
-void StoreState::queuePop(const wire::Request& r, std::string& out) {
-  auto it = queues_.find(r.key);
-  if (it == queues_.end()) {
-    wire::encodeIntReply(out, 0);
-    return;
+bool StoreState::queuePush(const wire::Request& r, const Blob* buffer, std::string& reason) {
+  auto value = makeValue(r.value, buffer);
+  if (!value || !table_.queuePush(r.key, std::move(*value))) {
+    return refuse(reason, "QUEUE_PUSH", r.key.size() + r.value.size());
   }
-  wire::encodeIntReply(out, static_cast<int64_t>(it->second.size()));
-  wire::encodeValueReply(out, it->second.front());
-  it->second.pop_front();
-  if (it->second.empty()) queues_.erase(it);
+  if (StoreClient* woken = waits_.wakeOne(r.key)) woken->onWaitComplete();
+  return true;
 }
 
-void StoreState::listKeys(std::string& out) const {
-  wire::encodeIntReply(out, static_cast<int64_t>(kv_.size()));
-  for (const auto& [key, value] : kv_) wire::encodeValueReply(out, key);
+bool StoreState::queuePop(std::string_view key, OutputQueue& out, std::string& reason) {
+  if (table_.queueLength(key) == 0) {
+    out.putI64(0);
+    return true;
+  }
+  // Reserve before popping so that a refused reply loses nothing.
+  if (!out.reserve(8 + 8 + OutputQueue::kReferenceAbove, 1)) {
+    return refuse(reason, "a QUEUE_POP reply", 0);
+  }
+  auto popped = table_.queuePop(key);
+  out.putI64(static_cast<int64_t>(popped->first));
+  out.putValue(popped->second);
+  return true;
+}
+
+bool StoreState::listKeys(OutputQueue& out, std::string& reason) {
+  const std::size_t bytes = 8 + 8 * table_.numKeys() + table_.keyBytes();
+  if (!out.reserve(bytes)) return refuse(reason, "a LIST_KEYS reply", bytes);
+  out.putI64(static_cast<int64_t>(table_.numKeys()));
+  table_.forEachKey([&](std::string_view key) { out.putStr(key); });
+  return true;
 }
 
 }  // namespace ddp::detail

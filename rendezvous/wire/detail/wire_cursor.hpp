@@ -42,6 +42,10 @@ class Cursor {
     return true;
   }
 
+  // Continues at `pos` (resuming a key list parsed in part).
+  void seek(std::size_t pos) { pos_ = pos; }
+  std::string_view bytes() const { return bytes_; }
+
   bool fail(std::string reason) {
     if (ok_) reason_ = std::move(reason);
     ok_ = false;
@@ -77,9 +81,9 @@ class Cursor {
   std::string reason_;
 };
 
-// u64 n, then n keys (pairs: key, value) into `keys`, within the limits.
-bool parseKeyList(Cursor& c, const WireLimits& limits, bool pairs,
-                  std::vector<std::string_view>& keys);
+// u64 n, then n keys (pairs: key, value) into `list.keys`, within the limits. Resumes where an
+// earlier call on the same request stopped (see KeyList).
+bool parseKeyList(Cursor& c, const WireLimits& limits, bool pairs, KeyList& list);
 
 // ---- ddprun's extension (wire_extension.cpp) --------------------------------------------------
 
@@ -87,8 +91,7 @@ bool parseKeyList(Cursor& c, const WireLimits& limits, bool pairs,
 std::optional<Op> extensionOp(uint8_t code);
 std::optional<uint8_t> extensionOpcode(Op op);
 // Arguments of HELLO / ON_CLOSE / ON_CLOSE_CLEAR (the opcode byte is consumed).
-bool parseExtensionBody(Cursor& c, const WireLimits& limits, Request& r,
-                        std::vector<std::string_view>& keys);
+bool parseExtensionBody(Cursor& c, const WireLimits& limits, Request& r, KeyList& list);
 // Appends the arguments of an extension request.
 void encodeExtensionBody(std::string& out, const Request& r);
 // Reads the reply of an extension request into `reply`.

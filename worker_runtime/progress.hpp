@@ -1,0 +1,21 @@
+// reportProgress: tells this worker's ddprun agent that training moves on, for its hang detection
+// (ddprun --hang-timeout; README "Hang detection"). Call it once per step; the `train` binary does.
+//
+// The agent exports DDP_PROGRESS_FILE (its timer FIFO) to workers when --hang-timeout is given;
+// without it, or outside ddprun, reportProgress does nothing. A beat is one line of torch's file-
+// timer protocol (launcher/file_timer_request.hpp: the release of the scope "ddprun.progress", with
+// the step), written like torch's FileTimerClient writes: open non-blocking, one atomic write,
+// close — so torchrun's own watchdog ignores it. Beats are sent at most every 100 ms (a worker
+// that steps faster reports the latest step then); a beat the agent cannot take (no reader, a full
+// pipe) is dropped, never waited for. SIGPIPE is kept from the process.
+//
+// Thread safety: thread-safe. Never blocks (one open/write/close at most); never throws.
+#pragma once
+
+#include <cstdint>
+
+namespace ddp {
+
+void reportProgress(int64_t step);
+
+}  // namespace ddp
