@@ -20,6 +20,7 @@
 #include "launcher/rendezvous_setup.hpp"
 #include "launcher/store_access.hpp"
 #include "launcher/restart_policy.hpp"
+#include "launcher/store_failover.hpp"
 #include "launcher/agent_status.hpp"
 #include "launcher/supervisor.hpp"
 #include "launcher/worker_env_builder.hpp"
@@ -84,7 +85,9 @@ class Agent {
  public:
   explicit Agent(const LaunchConfig& config);
   // Stops the rendezvous callbacks before the supervisor they post to goes away.
-  ~Agent() { rdzv_->stopWatching(); }
+  ~Agent() {
+    if (rdzv_) rdzv_->stopWatching();
+  }
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
   int run();
@@ -95,7 +98,11 @@ class Agent {
   struct Exit {
     int code = 0;
   };
-  using Step = std::variant<Rejoin, Exit>;
+  // The rendezvous store was lost with the agent hosting it (`why`): fail over, then rejoin.
+  struct FailOver {
+    std::string why;
+  };
+  using Step = std::variant<Rejoin, Exit, FailOver>;
 
   Step runGeneration(const RendezvousResult& round);
   // The round ended before this node started its workers (`when`: at which step).
@@ -115,6 +122,9 @@ class Agent {
   int jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult* round,
                 const std::string& reason = "");
   void leaveJob();
+  // Moves to the store's successor (store_failover.hpp) with a fresh Rendezvous. Throws what
+  // StoreFailover::failOver() throws.
+  void failOver(const std::string& why);
   template <class F>
   auto blocking(F fn);
 
@@ -125,9 +135,14 @@ class Agent {
   NumaSetup numa_;  // resolved before anything else: a bad --numa-binding starts nothing
   LogLayout logs_;
   RendezvousStoreHandle rdzvStore_;
+  StoreFailover failover_;
+  ConnectorSwitch connectors_;  // the rendezvous store's connector, replaced by a failover
+  // The job ends for this node (it failed or succeeded): a lost store is no longer replaced.
+  bool ending_ = false;
   // MASTER_ADDR when this node has node rank 0 (see advertisedAddress()).
   std::string advertisedAddr_;
   RendezvousSettings settings_;
+  NodeDescriptor self_;
   std::unique_ptr<Rendezvous> rdzv_;
   std::unique_ptr<StoreServerThread> workerStore_;
   WorkerEnvBuilder envBuilder_;
@@ -144,23 +159,27 @@ Agent::Agent(const LaunchConfig& config)
       numa_(setupNumaBinding(config.numaBinding, config.nprocPerNode)),
       logs_(config.logDir, runId_, usesFiles(config.redirects) || usesFiles(config.tee)),
       rdzvStore_(openRendezvousStore(config)),
+      failover_(config),
       advertisedAddr_(advertisedAddress(config, rdzvStore_, host_)),
       settings_(rendezvousSettingsFrom(config, runId_)),
       envBuilder_(config, runId_, currentEnvironment()),
       preflight_(preflightSettingsFrom(config, host_, advertisedAddr_), processEnv),
       supervisor_(groupSettings(config, host_), config.signalsToHandle,
                   config.explicitOptions.contains("signals_to_handle")) {
-  NodeDescriptor self;
-  self.host = host_;
-  self.addr = advertisedAddr_;
-  self.pid = static_cast<int>(::getpid());
-  self.localWorldSize = config.nprocPerNode;
-  self.requestedRank = config.nodeRank.value_or(-1);
-  self.role = config.role;
-  self.order = config.nodeOrder.value_or(-1);
-  rdzv_ = makeRendezvous(*rdzvStore_.store, settings_, self, rdzvStore_.connectHeartbeat);
+  self_.host = host_;
+  self_.addr = advertisedAddr_;
+  self_.pid = static_cast<int>(::getpid());
+  self_.localWorldSize = config.nprocPerNode;
+  self_.requestedRank = config.nodeRank.value_or(-1);
+  self_.role = config.role;
+  self_.order = config.nodeOrder.value_or(-1);
+  failover_.learnHost(rdzvStore_);
+  connectors_.set(rdzvStore_.connectHeartbeat);
+  rdzv_ = makeRendezvous(*rdzvStore_.store, settings_, self_, rdzvStore_.connectHeartbeat);
   for (const auto& line : numa_.lines) log_->info("{}", line);
-  status_.start(config, runId_, host_, rdzvStore_.connectHeartbeat, supervisor_);
+  status_.start(config, runId_, host_,
+                rdzvStore_.connectHeartbeat ? connectors_.connector() : StoreConnector{},
+                supervisor_);
   if (envBuilder_.ompThreadsDefaulted()) {
     log_->info("OMP_NUM_THREADS=1 for each worker (it is unset and there are {} workers per node)",
                config.nprocPerNode);
@@ -185,16 +204,41 @@ int Agent::run() {
              logs_.isTemporary() ? " (a temp dir: removed at exit unless it must be kept)" : "");
   rdzv_->watch([this](const RendezvousEvent& event) { supervisor_.postRendezvousEvent(event); });
   while (true) {
-    NextResult next = blocking([this] { return rdzv_->next(); });
-    if (auto* ended = std::get_if<JobEnded>(&next)) return reportJobEnded(*ended);
-    const Step step = runGeneration(std::get<RendezvousResult>(next));
-    if (auto* exit = std::get_if<Exit>(&step)) return exit->code;
+    std::string lost;
+    try {
+      NextResult next = blocking([this] { return rdzv_->next(); });
+      if (auto* ended = std::get_if<JobEnded>(&next)) return reportJobEnded(*ended);
+      const Step step = runGeneration(std::get<RendezvousResult>(next));
+      if (auto* exit = std::get_if<Exit>(&step)) return exit->code;
+      if (auto* moved = std::get_if<FailOver>(&step)) lost = moved->why;
+    } catch (const NetworkError& e) {
+      // A store call failed: the store is gone with its host (else failOver() rethrows).
+      if (!failover_.enabled() || ending_) throw;
+      lost = e.what();
+    }
+    if (!lost.empty()) failOver(lost);
   }
+}
+
+void Agent::failOver(const std::string& why) {
+  const JobSnapshot snapshot = rdzv_->snapshot();
+  rdzv_->stopWatching();
+  workerStore_.reset();
+  rdzv_.reset();  // its heartbeat thread gives up on the lost store
+  RendezvousStoreHandle moved =
+      blocking([&] { return failover_.failOver(snapshot, rdzvStore_, why); });
+  rdzvStore_ = std::move(moved);
+  connectors_.set(rdzvStore_.connectHeartbeat);
+  rdzv_ = makeRendezvous(*rdzvStore_.store, settings_, self_, rdzvStore_.connectHeartbeat);
+  rdzv_->watch([this](const RendezvousEvent& event) { supervisor_.postRendezvousEvent(event); });
+  log_->info("rejoining the job on the rendezvous store at {}: the lost host counts as a lost "
+             "peer, no restart spent", rdzvStore_.description);
 }
 
 // Leaves the rendezvous at the end of the job. The agent hosting the rendezvous store keeps it up
 // until every other node made its last call, so nobody is cut off mid-call.
 void Agent::leaveJob() {
+  ending_ = true;
   status_.finish();  // before the last agent deletes the job's keys
   rdzv_->leave();
   if (rdzvStore_.server) rdzv_->awaitOthersLeft(config_.rdzv.closeTimeout);
@@ -210,7 +254,10 @@ std::variant<WorkerStoreAddress, RoundEnded> Agent::prepareWorkerStore(
     return WorkerStoreAddress{endpoint.addr, endpoint.port};
   }
   // Bound to the address workers use, serving the round's nodes only (store_access.hpp).
-  workerStore_ = std::make_unique<StoreServerThread>(workerStoreOptions(config_, round, advertisedAddr_));
+  std::vector<std::string> members;
+  if (round.nodeCount > 1) members = blocking([this] { return rdzv_->memberAddresses(); });
+  workerStore_ = std::make_unique<StoreServerThread>(
+      workerStoreOptions(config_, round, advertisedAddr_, members));
   const std::string addr = workerStoreAddress(round, advertisedAddr_);
   rdzv_->publishWorkerStore(addr, workerStore_->port());
   return WorkerStoreAddress{addr, workerStore_->port()};
@@ -219,7 +266,7 @@ std::variant<WorkerStoreAddress, RoundEnded> Agent::prepareWorkerStore(
 Agent::Step Agent::endedBeforeStart(const RendezvousResult& round, const RendezvousEvent& event,
                                     const char* when) {
   log_->info("generation {} ended {} ({})", round.generation, when, event.detail);
-  status_.beginGeneration(round, 0);
+  status_.beginGeneration(round, "", 0);
   GenerationOutcome outcome;
   outcome.kind = OutcomeKind::kRendezvousEvent;
   outcome.event = event;
@@ -241,7 +288,10 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
     return endedBeforeStart(round, ended->event, "before its worker store was published");
   }
   const auto& store = std::get<WorkerStoreAddress>(prepared);
-  status_.beginGeneration(round, workerStore_ ? workerStore_->port() : 0);
+  status_.beginGeneration(round, store.addr, workerStore_ ? workerStore_->port() : 0);
+  // An agent-hosted store: the lowest node ranks say where the store may move (store_failover).
+  const bool agentHosted = rdzvStore_.server != nullptr || failover_.enabled();
+  if (agentHosted) publishStandby(*rdzv_, round, self_);
   const PreflightOutcome checked =
       blocking([&] { return preflight_.run(*rdzv_, round, store.addr, store.port); });
   if (auto* ended = std::get_if<RoundEnded>(&checked)) {
@@ -249,6 +299,13 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
   }
   if (auto* failed = std::get_if<PreflightFailed>(&checked)) {
     return Exit{preflightFailed(round, failed->line)};
+  }
+  if (agentHosted) {
+    auto standbys = blocking([&] { return readStandbys(*rdzv_, round, failoverBound(settings_)); });
+    if (auto* ended = std::get_if<RoundEnded>(&standbys)) {
+      return endedBeforeStart(round, ended->event, "while reading the store's standby list");
+    }
+    failover_.setStandbys(std::get<std::vector<Standby>>(std::move(standbys)));
   }
   logs_.beginGeneration(round.generation, round.nodeRank);
   std::vector<WorkerSpec> specs;
@@ -277,6 +334,7 @@ PolicyInput Agent::inputFor(Situation situation, const RendezvousResult& round,
   }
   in.restartsUsed = round.restartsUsed;
   in.maxRestarts = config_.maxRestarts;
+  in.storeFailover = failover_.enabled() && !ending_;
   return in;
 }
 
@@ -320,6 +378,8 @@ Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome
         return Rejoin{};
       case Action::kJobFailed:
         return Exit{jobFailed(outcome.failures, &round, last.detail)};
+      case Action::kFailOver:
+        return FailOver{last.detail};
       case Action::kSucceed:
         leaveJob();
         return Exit{0};
@@ -399,6 +459,7 @@ int Agent::reportJobEnded(const JobEnded& e) {
 
 int Agent::jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult* round,
                      const std::string& reason) {
+  ending_ = true;
   const FailedJob job{round ? std::optional<RendezvousResult>(*round) : std::nullopt, local};
   JobSummarySettings settings{host_, config_.entrypointName,
                               config_.shutdownTimeout + std::chrono::seconds(5)};

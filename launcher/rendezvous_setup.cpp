@@ -14,6 +14,7 @@
 
 #include "launcher/rdzv_endpoint.hpp"
 #include "launcher/store_access.hpp"
+#include "rendezvous/algorithm/job_snapshot.hpp"
 #include "rendezvous/store/etcd_store.hpp"
 #include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous/base/local_address.hpp"
@@ -72,7 +73,8 @@ HostedStore maybeHost(const LaunchConfig& config, const Endpoint& endpoint, cons
   }
   StoreServerOptions options = hostedRendezvousStoreOptions(config, endpoint, token);
   // An agent of another run that reaches this store (two jobs on one port) learns it at once.
-  options.initialKeys = {{rendezvousOwnerKey(), config.rdzvId}};
+  options.initialKeys = {{rendezvousOwnerKey(), config.rdzvId},
+                         {rendezvousHostKey(), thisAgentId()}};
   const std::string localHost = options.host == "::" ? "127.0.0.1" : options.host;
   try {
     return {std::make_unique<StoreServerThread>(options), localHost};
@@ -139,48 +141,50 @@ RendezvousStoreHandle openEtcdStore(const LaunchConfig& config) {
   return handle;
 }
 
-// c10d / static across nodes: a TcpStoreClient (hosting the store first when this agent should),
-// saying HELLO with the token when there is one.
-RendezvousStoreHandle openTcpStore(const LaunchConfig& config) {
+// The token agents present to the rendezvous store ("" = none: no token_file).
+std::string rendezvousToken(const LaunchConfig& config) {
+  return config.rdzvConf.tokenFile.empty() ? "" : readTokenFile(config.rdzvConf.tokenFile);
+}
+
+// A TcpStoreClient handle to host:port (the agent's own server when `server` is set), its HELLO
+// carrying the token when there is one. TLS (tls_*) only to a store no agent hosts (`agentHosted`
+// false): a store an agent hosts speaks plain TCP. A reconnect after a restart of the server
+// redoes the TLS handshake and the HELLO with the token (TcpStoreClient).
+RendezvousStoreHandle tcpHandle(const LaunchConfig& config,
+                                std::unique_ptr<StoreServerThread> server, const std::string& host,
+                                uint16_t port, std::chrono::milliseconds connectTimeout,
+                                std::function<void(const ConnectProgress&)> progress,
+                                bool agentHosted) {
   RendezvousStoreHandle handle;
-  const Endpoint& endpoint = config.rdzvEndpoints.at(0);
-  const std::string token =
-      config.rdzvConf.tokenFile.empty() ? "" : readTokenFile(config.rdzvConf.tokenFile);
-  HostedStore hosted = maybeHost(config, endpoint, token);
-  handle.server = std::move(hosted.server);
+  handle.server = std::move(server);
   TcpStoreClientOptions options;
-  options.host = handle.server ? hosted.localHost : endpoint.host;
-  options.port = handle.server ? handle.server->port() : static_cast<uint16_t>(endpoint.port);
-  options.connectTimeout = config.rdzvConf.connectTimeout;
+  options.host = host;
+  options.port = handle.server ? handle.server->port() : port;
+  options.connectTimeout = connectTimeout;
   options.timeout = config.rdzvConf.readTimeout;
-  options.onConnectProgress = connectProgressLog(config);
-  options.token = token;
-  if (!handle.server) options.tls = config.rdzvConf.tls;
+  options.onConnectProgress = std::move(progress);
+  options.token = rendezvousToken(config);
+  if (!agentHosted) options.tls = config.rdzvConf.tls;
+  // A restarted ddprund (--data-dir) is reconnected to within read_timeout, resuming the call; a
+  // store that keeps no data is not waited for (TcpStoreClientOptions::reconnectBudget).
+  options.reconnectBudget = config.rdzvConf.readTimeout;
   std::vector<HelloField> hello = {{"client", "ddprun"},
                                    {"host", thisHostName()},
                                    {"pid", std::to_string(::getpid())},
-                                   {"purpose", "rendezvous"}};
-  try {
-    // With a token the connection must say HELLO (with it) before anything else.
-    handle.store = token.empty() ? std::make_unique<TcpStoreClient>(options)
-                                 : connectTcpStore(options, 0, hello);
-  } catch (const ConfigError&) {
-    throw;
-  } catch (const Error& e) {
-    throw NetworkError("cannot reach the rendezvous store at " + formatEndpoint(endpoint) +
-                       " (from " + config.rdzvEndpointSource + "): " + e.what());
-  }
+                                   {"purpose", "agent"}};
+  handle.store = connectTcpStore(options, wire::kCapRequestId, hello);
+  options.onConnectProgress = nullptr;  // the heartbeat thread reports the outage itself
   hello.back().second = "heartbeat";
   handle.connectHeartbeat = [options, hello](std::chrono::milliseconds budget) {
     TcpStoreClientOptions own = options;
     own.connectTimeout = budget;
     own.timeout = budget;
-    own.onConnectProgress = nullptr;  // the heartbeat thread reports the outage itself
-    return std::unique_ptr<Store>(connectTcpStore(own, wire::kCapOnClose, hello));
+    own.reconnectBudget = budget;  // a restarted ddprund: resumed within the heartbeat budget
+    return std::unique_ptr<Store>(
+        connectTcpStore(own, wire::kCapOnClose | wire::kCapRequestId, hello));
   };
-  handle.description = formatEndpoint(endpoint) + (handle.server ? " (hosted here)" : "");
-  handle.endpointHost = endpoint.host;
-  handle.endpointPort = static_cast<uint16_t>(endpoint.port);
+  handle.endpointHost = host;
+  handle.endpointPort = options.port;
   return handle;
 }
 
@@ -215,8 +219,47 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
   }
   if (config.rdzvBackend == RdzvBackend::kEtcd || config.rdzvBackend == RdzvBackend::kEtcdV2)
     return openEtcdStore(config);
-  return openTcpStore(config);
+  const Endpoint& endpoint = config.rdzvEndpoints.at(0);
+  HostedStore hosted = maybeHost(config, endpoint, rendezvousToken(config));
+  const bool here = hosted.server != nullptr;
+  try {
+    RendezvousStoreHandle tcp =
+        tcpHandle(config, std::move(hosted.server), here ? hosted.localHost : endpoint.host,
+                  static_cast<uint16_t>(endpoint.port), config.rdzvConf.connectTimeout,
+                  connectProgressLog(config), here);
+    tcp.description = formatEndpoint(endpoint) + (here ? " (hosted here)" : "");
+    tcp.endpointHost = endpoint.host;
+    return tcp;
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw NetworkError("cannot reach the rendezvous store at " + formatEndpoint(endpoint) +
+                       " (from " + config.rdzvEndpointSource + "): " + e.what());
+  }
 }
+
+RendezvousStoreHandle hostRendezvousStore(const LaunchConfig& config, uint16_t port,
+                                          StoreKeyValues initialKeys) {
+  // Narrowed as the store it replaces (store_access.hpp), on every address.
+  StoreServerOptions options =
+      hostedRendezvousStoreOptions(config, Endpoint{"::", port}, rendezvousToken(config));
+  options.initialKeys = std::move(initialKeys);
+  auto server = std::make_unique<StoreServerThread>(options);
+  RendezvousStoreHandle handle = tcpHandle(config, std::move(server), "127.0.0.1", port,
+                                           config.rdzvConf.connectTimeout, {}, true);
+  handle.description = "port " + std::to_string(port) + " (hosted here)";
+  handle.endpointHost = "127.0.0.1";
+  return handle;
+}
+
+RendezvousStoreHandle connectRendezvousStore(const LaunchConfig& config, const std::string& host,
+                                             uint16_t port, std::chrono::milliseconds budget) {
+  RendezvousStoreHandle handle = tcpHandle(config, nullptr, host, port, budget, {}, true);
+  handle.description = host + ":" + std::to_string(port);
+  return handle;
+}
+
+std::string thisAgentId() { return thisHostName() + "|" + std::to_string(::getpid()); }
 
 std::string advertisedAddress(const LaunchConfig& config, const RendezvousStoreHandle& handle,
                               const std::string& hostName) {

@@ -4,7 +4,10 @@
 //     listens, nothing to collide with).
 //   c10d (and static across nodes): a TcpStoreClient to config.rdzvEndpoints[0]. When the
 //     endpoint names this host and nothing listens there yet, this agent hosts a StoreServerThread
-//     on that port, as torchrun does; rdzv-conf is_host=true|false forces either choice.
+//     on that port, as torchrun does; rdzv-conf is_host=true|false forces either choice. An
+//     agent-hosted store holds the run id (rendezvousOwnerKey()) and its host's identity
+//     (rendezvousHostKey(), thisAgentId()) from the start: when that agent dies, the survivors
+//     move the store to the lowest surviving node (store_failover.hpp).
 //   etcd, etcd-v2: an EtcdStore over config.rdzvEndpoints and the etcd --rdzv-conf keys.
 //
 // Connecting says what it waits for: at info after the first failed attempt and every 5 s
@@ -20,6 +23,7 @@
 #include <string>
 
 #include "launcher/launch_config.hpp"
+#include "rendezvous/algorithm/job_snapshot.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 #include "rendezvous/store/store.hpp"
 #include "rendezvous/server/store_server.hpp"
@@ -44,6 +48,21 @@ struct RendezvousStoreHandle {
 // DDP_SLURM_PORT), ConfigError for options EtcdStore rejects, an unreadable token file, TLS files
 // that cannot be used, or a store that refuses this agent's token.
 RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config);
+
+// Hosts a rendezvous store on `port` (every address) holding `initialKeys`, and connects to it:
+// what the successor of a lost store host does (store_failover.hpp). Throws NetworkError when
+// the port cannot be bound.
+RendezvousStoreHandle hostRendezvousStore(const LaunchConfig& config, uint16_t port,
+                                          StoreKeyValues initialKeys);
+
+// Connects to a rendezvous store at host:port within `budget` (connection refused is retried
+// until then). Throws TimeoutError / NetworkError.
+RendezvousStoreHandle connectRendezvousStore(const LaunchConfig& config, const std::string& host,
+                                             uint16_t port, std::chrono::milliseconds budget);
+
+// "<host name>|<pid>" of this agent: what an agent-hosted store says of its host
+// (rendezvousHostKey()), matched against the members' NodeDescriptor host and pid.
+std::string thisAgentId();
 
 // The address other nodes reach this node at (MASTER_ADDR when it has node rank 0):
 // --local-addr, else 127.0.0.1 for an in-process store, else the local address of the interface

@@ -48,6 +48,12 @@ Decision afterRoundEnd(RendezvousEventKind kind, const PolicyInput& in) {
       return act(Action::kJobFailed, "the job failed: publishing this node's record and "
                                      "printing the job's summary");
     case RendezvousEventKind::kStoreLost:
+      if (in.storeFailover) {
+        Decision d = act(Action::kFailOver, "the rendezvous store was lost with the agent hosting "
+                                            "it: moving it to the lowest surviving node");
+        d.collateral = true;
+        return d;
+      }
       return exitWith(kRendezvousFailedExitCode, false, "the rendezvous store was lost");
   }
   return exitWith(kRendezvousFailedExitCode, false, "unknown rendezvous event");

@@ -24,7 +24,10 @@
 //                                                 its code; when this node was dropped from the
 //                                                 round (declared lost, or away): next(), which
 //                                                 reports the job's end and this node's part
-//   any                  store lost               exit 1 (the rendezvous failed)
+//   any                  store lost               exit 1 (the rendezvous failed); when the store
+//                                                 was agent-hosted by another agent: fail over
+//                                                 (store_failover.hpp), then rejoin: a peer loss,
+//                                                 the local failures collateral, nothing spent
 //
 // Thread safety: pure functions over values.
 #pragma once
@@ -69,6 +72,9 @@ struct PolicyInput {
   // decides atomically whether a report gets a restart).
   int restartsUsed = 0;
   int maxRestarts = 0;
+  // The store is hosted by another agent of this job, which the survivors replace when it dies
+  // (StoreFailover::enabled()).
+  bool storeFailover = false;
 };
 
 enum class Action {
@@ -80,6 +86,7 @@ enum class Action {
                       // with its code
   kSucceed,           // leave the job; exit 0
   kExit,              // exit with exitCode (leaving first when `leave`)
+  kFailOver,          // the store was lost with its host: move it (store_failover.hpp), rejoin
 };
 
 struct Decision {

@@ -18,6 +18,7 @@ bool isFrame(const std::string& line) {
 // Gloo process has that thread idling in epoll.
 const char* const kPeerWaits[] = {
     "ddp::GlooCommunicator::", "ddp::NcclCommunicator::", "ddp::TcpStoreClient::",
+    "ddp::ShmAllreduce::",
     "gloo::allreduce",         "gloo::broadcast",         "gloo::barrier",
     "gloo::allgather",         "gloo::reduce",            "gloo::rendezvous::",
     "UnboundBuffer::wait",     "ncclGroupEnd",            "ncclAllReduce",

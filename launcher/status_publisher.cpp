@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include "launcher/store_access.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
 #include "rendezvous/base/logging.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
@@ -37,7 +36,9 @@ StatusPublisher::~StatusPublisher() {
   if (thread_.joinable()) thread_.join();
 }
 
-void StatusPublisher::beginGeneration(const RendezvousResult& round, uint16_t workerStorePort) {
+void StatusPublisher::beginGeneration(const RendezvousResult& round,
+                                      const std::string& workerStoreAddr,
+                                      uint16_t workerStorePort) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (round.nodeRank == 0 && lastEnd_) historyPending_.push_back(*lastEnd_);
@@ -50,8 +51,7 @@ void StatusPublisher::beginGeneration(const RendezvousResult& round, uint16_t wo
     node_.workers.clear();
     node_.ended.clear();
     nodeDirty_ = true;
-    const bool member = round.nodeRank >= 0 && round.nodeRank < static_cast<int>(round.members.size());
-    relayAddr_ = workerStoreAddress(round, member ? round.members[round.nodeRank].node.addr : "");
+    relayAddr_ = workerStoreAddr;
     relayPort_ = workerStorePort;
     relayGeneration_ = round.generation;
   }

@@ -55,10 +55,11 @@ class StatusPublisher {
   StatusPublisher(const StatusPublisher&) = delete;
   StatusPublisher& operator=(const StatusPublisher&) = delete;
 
-  // This node is in `round`; `workerStorePort` is the port of the worker store it hosts (node
-  // rank 0; at workerStoreAddress(), store_access.hpp: 127.0.0.1 for one node, else this node's
-  // advertised address, which the narrowed store is bound to), else 0. Non-blocking.
-  void beginGeneration(const RendezvousResult& round, uint16_t workerStorePort);
+  // This node is in `round`; `workerStoreAddr`:`workerStorePort` is the worker store it hosts
+  // (node rank 0; workerStoreAddress(), store_access.hpp: 127.0.0.1 for one node, else this node's
+  // advertised address, which the narrowed store is bound to), else port 0. Non-blocking.
+  void beginGeneration(const RendezvousResult& round, const std::string& workerStoreAddr,
+                       uint16_t workerStorePort);
   // The generation's workers (WorkerGroup::states()). Non-blocking.
   void workers(const std::vector<WorkerState>& states);
   // The generation ended: `how` is node_status.hpp's end name. Non-blocking.

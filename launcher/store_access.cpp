@@ -74,7 +74,8 @@ std::string workerStoreAddress(const RendezvousResult& round, const std::string&
 }
 
 StoreServerOptions workerStoreOptions(const LaunchConfig& config, const RendezvousResult& round,
-                                      const std::string& advertisedAddr) {
+                                      const std::string& advertisedAddr,
+                                      const std::vector<std::string>& memberAddrs) {
   StoreServerOptions options;
   options.name = "worker store gen " + std::to_string(round.generation);
   const std::string addr = workerStoreAddress(round, advertisedAddr);
@@ -82,10 +83,7 @@ StoreServerOptions workerStoreOptions(const LaunchConfig& config, const Rendezvo
   options.sameUserLocalPeers = true;
   // One node: its workers connect to 127.0.0.1 from 127.0.0.1.
   std::vector<std::string> nodes = {"127.0.0.1"};
-  if (round.nodeCount > 1) {
-    nodes.clear();
-    for (const auto& member : round.members) nodes.push_back(member.node.addr);
-  }
+  if (round.nodeCount > 1) nodes = memberAddrs;
   options.allow = AddressAllowlist();
   addHosts(options.allow, nodes, options.name);
   options.allow.add(config.rdzvConf.storeAllow);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "launcher/launch_config.hpp"
 #include "launcher/rdzv_endpoint.hpp"
@@ -28,10 +29,13 @@ namespace ddp {
 // `advertisedAddr`.
 std::string workerStoreAddress(const RendezvousResult& round, const std::string& advertisedAddr);
 
-// The worker store's options for `round` (name, address, who it serves). Never throws; a member
-// address that does not resolve is left out with a warning (its workers would be refused).
+// The worker store's options for `round` (name, address, who it serves). `memberAddrs`: the
+// round's nodes' advertised addresses (Rendezvous::memberAddresses(); unused for one node). Never
+// throws; a member address that does not resolve is left out with a warning (its workers would be
+// refused).
 StoreServerOptions workerStoreOptions(const LaunchConfig& config, const RendezvousResult& round,
-                                      const std::string& advertisedAddr);
+                                      const std::string& advertisedAddr,
+                                      const std::vector<std::string>& memberAddrs);
 
 // The options of the rendezvous store this agent hosts at `endpoint`, requiring `token` when
 // non-empty.

@@ -53,7 +53,7 @@ pack() {
   DIR="$(realpath -m "${1:-$ROOT/bundle}")"
   [[ "$DIR" != / && "$DIR" != "$ROOT" && "$DIR" != "$HOME" ]] || die "refusing to pack into $DIR"
   local build="${BUILD_DIR:-$ROOT/build-gpu}" jobs="${JOBS:-2}" t
-  cmake -S "$ROOT" -B "$build" -DDDP_WITH_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+  cmake -S "$ROOT" -B "$build" -DDDP_WITH_CUDA=ON -DDDP_WITH_DNNL=OFF -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=90 > "$build.configure.log" 2>&1 \
     || die "configure failed (DDP_WITH_CUDA=ON needs nvcc + NCCL in /usr/local/cuda); see $build.configure.log"
   cmake --build "$build" -j"$jobs" --target ddprun ddprund train \

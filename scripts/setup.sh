@@ -5,13 +5,14 @@ set -euo pipefail
 
 PACKAGES=(
   # build
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config ccache
   libboost1.81-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
-  libgloo-dev libopenblas-dev
+  libgloo-dev libopenblas-dev zlib1g-dev
   libssl-dev  # TLS of the rendezvous transport (Boost.Asio SSL over OpenSSL)
   # fuzzing: libFuzzer needs clang (tests/fuzz/, scripts/fuzz.sh)
   clang-14 libfuzzer-14-dev
   libhwloc-dev  # --numa-binding: topology, cores, caches, GPU locality
+  libdnnl-dev   # the CPU trainer's GEMMs (oneDNN's sgemm; OpenBLAS without it)
   # tests: real peers and services
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
   nftables  # preflight tests: a port blocked inside a network namespace

@@ -3,13 +3,19 @@
 # store and server tests again with AddressSanitizer + UndefinedBehaviorSanitizer in a second, small
 # tree (${DDP_SANITIZE_BUILD_DIR:-build-sanitize}: only those targets) and runs them.
 # Extra arguments go to the first ctest (e.g. -L unit, -R store). DDP_SANITIZE_TESTS=0 skips the
-# sanitizer tree.
+# sanitizer tree. DDP_TEST_JOBS: tests run at once (default 2). Prints the build's time (every
+# target, the tests included), the suite's, and the total.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+all=$SECONDS
 ./scripts/setup.sh
 ./scripts/build.sh
 BUILD_DIR=${DDP_BUILD_DIR:-build}
-ctest --test-dir "$BUILD_DIR" -j "${DDP_TEST_JOBS:-2}" --output-on-failure "$@"
+suite=$SECONDS
+rc=0
+ctest --test-dir "$BUILD_DIR" -j "${DDP_TEST_JOBS:-2}" --output-on-failure "$@" || rc=$?
+echo "== test suite: $((SECONDS - suite)) s; test.sh so far: $((SECONDS - all)) s (exit $rc)"
+[ "$rc" = "0" ] || exit $rc
 
 [ "${DDP_SANITIZE_TESTS:-1}" = "0" ] && exit 0
 SANITIZE_DIR=${DDP_SANITIZE_BUILD_DIR:-build-sanitize}
@@ -18,6 +24,7 @@ SANITIZE_TESTS=(
   rendezvous_store_server_test rendezvous_store_server_on_close_test
   rendezvous_store_server_bounds_test rendezvous_store_server_state_test
   rendezvous_tcp_store_client_test rendezvous_tcp_store_client_extension_test
+  rendezvous_journal_test rendezvous_tcp_store_client_resume_test
 )
 start=$(date +%s)
 cmake -S . -B "$SANITIZE_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_WITH_CUDA=OFF \
@@ -28,3 +35,4 @@ ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
   ctest --test-dir "$SANITIZE_DIR" -j "${DDP_TEST_JOBS:-2}" --output-on-failure -R "$regex"
 echo "test.sh: sanitizer tree built and run in $(($(date +%s) - start)) s"
+echo "== test.sh: $((SECONDS - all)) s in all"

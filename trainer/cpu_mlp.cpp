@@ -1,6 +1,9 @@
 #include "trainer/cpu_mlp.hpp"
 
 #include <cblas.h>
+#ifdef DDP_TRAINER_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -9,13 +12,34 @@
 #include "rendezvous/base/error.hpp"
 
 namespace ddp {
+namespace {
+
+// Row-major C = A(op) · B(op) + beta · C, alpha 1: oneDNN's sgemm when built with it (its JIT
+// kernels use the CPU's widest vectors), else OpenBLAS. Deterministic for a given shape, so
+// every rank computes the same bits.
+void gemm(bool transA, bool transB, int m, int n, int k, const float* a, int lda, const float* b,
+          int ldb, float beta, float* c, int ldc) {
+#ifdef DDP_TRAINER_DNNL
+  if (dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c,
+                 ldc) == dnnl_success) {
+    return;
+  }
+  throw Error("oneDNN sgemm failed for a " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+              std::to_string(k) + " product");
+#else
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+#endif
+}
+
+}  // namespace
 
 CpuMlp::CpuMlp(MlpShape shape)
     : shape_(std::move(shape)), tensors_(mlpTensors(shape_)) {
   std::size_t n = tensors_.back().offset + tensors_.back().count;
   params_.assign(n, 0.0f);
   grads_.assign(n, 0.0f);
-  acts_.resize(static_cast<std::size_t>(layers()) + 1);
+  acts_.resize(static_cast<std::size_t>(layers()) + 1);  // acts_[0] unused: input_ is layer 0's
 }
 
 int CpuMlp::width(int i) const {
@@ -34,20 +58,23 @@ void CpuMlp::checkLabels(const int32_t* y, int batch) const {
 }
 
 float* CpuMlp::forward(const float* x, int batch) {
-  acts_[0].assign(x, x + std::size_t(batch) * shape_.inputs);
+  input_ = x;  // layer 0's input is the caller's batch: no copy
   for (int l = 0; l < layers(); ++l) {
     const int in = width(l), out = width(l + 1);
     const float* w = params_.data() + tensors_[2 * l].offset;
-    const float* b = params_.data() + tensors_[2 * l + 1].offset;
+    const float* __restrict b = params_.data() + tensors_[2 * l + 1].offset;
     auto& y = acts_[l + 1];
-    y.resize(std::size_t(batch) * out);
-    for (int r = 0; r < batch; ++r) std::memcpy(&y[std::size_t(r) * out], b, sizeof(float) * out);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, acts_[l].data(), in,
-                w, in, 1.0f, y.data(), out);
-    if (l + 1 < layers()) {
-      float* v = y.data();
-      const std::size_t count = y.size();
-      for (std::size_t i = 0; i < count; ++i) v[i] = v[i] > 0.0f ? v[i] : 0.0f;
+    y.resize(std::size_t(batch) * out);  // allocates in the first step only
+    gemm(false, true, batch, out, in, layerInput(l), in, w, in, 0.0f, y.data(), out);
+    // Bias (+ ReLU) in one pass over the GEMM's output, while it is still in cache.
+    const bool relu = l + 1 < layers();
+    for (int r = 0; r < batch; ++r) {
+      float* __restrict v = y.data() + std::size_t(r) * out;
+      if (relu) {
+        for (int c = 0; c < out; ++c) v[c] = std::max(v[c] + b[c], 0.0f);
+      } else {
+        for (int c = 0; c < out; ++c) v[c] += b[c];
+      }
     }
   }
   return acts_.back().data();
@@ -84,8 +111,7 @@ float CpuMlp::trainBatch(const float* x, const int32_t* y, int batch, float grad
     float* gw = grads_.data() + tensors_[2 * l].offset;
     float* gb = grads_.data() + tensors_[2 * l + 1].offset;
     // dW += delta^T · input ; db += column sums of delta
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, delta_.data(), out,
-                acts_[l].data(), in, 1.0f, gw, in);
+    gemm(true, false, out, in, batch, delta_.data(), out, layerInput(l), in, 1.0f, gw, in);
     for (int r = 0; r < batch; ++r) {
       const float* d = &delta_[std::size_t(r) * out];
       for (int c = 0; c < out; ++c) gb[c] += d[c];
@@ -98,8 +124,7 @@ float CpuMlp::trainBatch(const float* x, const int32_t* y, int batch, float grad
     // delta_prev = (delta · W) * relu'(input)
     const float* w = params_.data() + tensors_[2 * l].offset;
     deltaPrev_.resize(std::size_t(batch) * in);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, delta_.data(), out,
-                w, in, 0.0f, deltaPrev_.data(), in);
+    gemm(false, false, batch, in, out, delta_.data(), out, w, in, 0.0f, deltaPrev_.data(), in);
     const float* a = acts_[l].data();
     float* d = deltaPrev_.data();
     const std::size_t count = deltaPrev_.size();

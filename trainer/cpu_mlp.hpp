@@ -1,7 +1,9 @@
-// CpuMlp: the Model on the host, GEMMs through OpenBLAS (cblas_sgemm), everything in fp32.
+// CpuMlp: the Model on the host, GEMMs through oneDNN's sgemm (builds with libdnnl-dev) or
+// OpenBLAS (cblas_sgemm), everything in fp32.
 //
-// Thread safety: see Model. OpenBLAS may use its own threads inside a GEMM (OPENBLAS_NUM_THREADS
-// / OMP_NUM_THREADS); the launcher sets OMP_NUM_THREADS=1 when several workers share a node.
+// Thread safety: see Model. The GEMM library may use its own threads inside a GEMM (oneDNN:
+// OMP_NUM_THREADS; OpenBLAS: OPENBLAS_NUM_THREADS / OMP_NUM_THREADS); the launcher sets
+// OMP_NUM_THREADS=1 when several workers share a node.
 #pragma once
 
 #include <vector>
@@ -37,14 +39,16 @@ class CpuMlp final : public Model {
  private:
   int layers() const { return static_cast<int>(shape_.hidden.size()) + 1; }
   int width(int i) const;  // width(0) = inputs, width(layers()) = classes
-  // Runs the forward pass; acts_[l] is layer l's input, returns the logits buffer.
+  // Runs the forward pass; layerInput(l) is layer l's input, returns the logits buffer.
   float* forward(const float* x, int batch);
+  const float* layerInput(int l) const { return l == 0 ? input_ : acts_[std::size_t(l)].data(); }
   void checkLabels(const int32_t* y, int batch) const;
 
   MlpShape shape_;
   std::vector<TensorRange> tensors_;
   std::vector<float> params_, grads_;
-  std::vector<std::vector<float>> acts_;  // acts_[0] = x copy, acts_[l] = ReLU output, last = logits
+  std::vector<std::vector<float>> acts_;  // acts_[l] (l >= 1) = ReLU output, last = logits
+  const float* input_ = nullptr;          // the batch of the current trainBatch/evaluate call
   std::vector<float> delta_, deltaPrev_;
 };
 

@@ -45,6 +45,7 @@ const std::map<std::string, Setter>& setters() {
       {"warmup_steps", set<int64_t>([](TrainConfig& c) -> auto& { return c.optimizer.warmupSteps; })},
       {"clip_grad_norm", set<float>([](TrainConfig& c) -> auto& { return c.optimizer.clipGradNorm; })},
       {"bucket_mb", set<double>([](TrainConfig& c) -> auto& { return c.bucketMb; })},
+      {"shm_allreduce", set<bool>([](TrainConfig& c) -> auto& { return c.shmAllreduce; })},
       {"check_params_every", set<int64_t>([](TrainConfig& c) -> auto& { return c.checkParamsEvery; })},
       {"backend", set<std::string>([](TrainConfig& c) -> auto& { return c.backend; })},
       {"comm_timeout_s", set<double>([](TrainConfig& c) -> auto& { return c.commTimeoutS; })},

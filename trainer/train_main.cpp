@@ -83,6 +83,7 @@ int runTrain(const TrainOptions& o) {
                  o.failRank,   o.hangAtStep,  o.hangRank,
                  [](int64_t step) { reportProgress(step); }};  // for ddprun --hang-timeout
   if (distributed && env.rank == 0 && env.masterPort != 0) ctx.publishPoint = workerStorePublisher(env);
+  ctx.localWorldSize = distributed ? env.localWorldSize : 0;
 
   std::unique_ptr<Store> store;
   std::unique_ptr<Communicator> comm;

@@ -17,6 +17,7 @@
 #include "trainer/optimizer.hpp"
 #include "trainer/reducer.hpp"
 #include "trainer/sharded_dataset.hpp"
+#include "trainer/shm_allreduce.hpp"
 
 namespace ddp {
 namespace {
@@ -55,8 +56,18 @@ class TrainLoop {
     shape_ = {int(data_->features()), cfg_.hidden, int(data_->classes())};
     model_ = makeModel(resolveDevice(cfg_), shape_, ctx_.localRank, cfg_.bf16);
     optimizer_ = std::make_unique<Optimizer>(*model_, cfg_.optimizer, ctx_.worldSize);
-    reducer_ = std::make_unique<Reducer>(
-        *model_, comm_, ReducerOptions{std::size_t(cfg_.bucketMb * 1024 * 1024)});
+    const bool oneNode = ctx_.localWorldSize == 0 || ctx_.localWorldSize == ctx_.worldSize;
+    if (comm_ && cfg_.shmAllreduce && oneNode && !model_->onDevice()) {
+      ShmAllreduceOptions shm;
+      shm.timeout = std::chrono::milliseconds(int64_t(cfg_.commTimeoutS * 1000));
+      gradComm_ = ShmAllreduce::tryCreate(*comm_, shm);
+    }
+    if (comm_ && ctx_.rank == 0) {
+      logger("trainer")->info("gradient allreduce: {}", gradComm_ ? "shared memory (all ranks on this host)"
+                                                                 : "the communicator");
+    }
+    reducer_ = std::make_unique<Reducer>(*model_, gradComm_ ? gradComm_.get() : comm_,
+                                         ReducerOptions{std::size_t(cfg_.bucketMb * 1024 * 1024)});
     sampler_ = std::make_unique<DistributedSampler>(SamplerOptions{
         int64_t(data_->size()), ctx_.worldSize, ctx_.rank, cfg_.shuffle, cfg_.seed, cfg_.dropLast});
     restoreOrInit();
@@ -90,6 +101,7 @@ class TrainLoop {
   MlpShape shape_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<ShmAllreduce> gradComm_;  // the reducer's, when all ranks share this host
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<DistributedSampler> sampler_;
   std::unique_ptr<MetricsSink> metrics_;
@@ -97,12 +109,15 @@ class TrainLoop {
   TrainResult result_;
   std::vector<float> x_;
   std::vector<int32_t> y_;
+  std::vector<int64_t> ids_;
   int64_t totalSteps_ = 0, samplesSinceLog_ = 0, samplesThisRun_ = 0;
   Clock::time_point lastLog_ = Clock::now();
   float lastGradNorm_ = 0;
   std::shared_ptr<float> scratch_;
   double lossSinceLog_ = 0;  // sum of step losses since the last metrics line
   int64_t stepsSinceLog_ = 0;
+  const GradReadyFn gradHook_ = [this](int t) { reducer_->markReady(t); };  // built once
+  const GradReadyFn noHook_;
 };
 
 void TrainLoop::restoreOrInit() {
@@ -180,16 +195,14 @@ float TrainLoop::runStep(const std::vector<int64_t>& list, std::size_t& pos) {
   int64_t samples = 0;
   for (int m = 0; m < micro; ++m) {
     const std::size_t n = std::min(b, list.size() - pos);
-    std::vector<int64_t> ids(list.begin() + std::ptrdiff_t(pos), list.begin() + std::ptrdiff_t(pos + n));
-    x_.resize(n * data_->features());
+    ids_.assign(list.begin() + std::ptrdiff_t(pos), list.begin() + std::ptrdiff_t(pos + n));
+    x_.resize(n * data_->features());  // these three allocate in the first step only
     y_.resize(n);
-    data_->gather(ids, x_.data(), y_.data());
+    data_->gather(ids_, x_.data(), y_.data());
     const bool sync = m == micro - 1;
     const float scale = 1.0f / float(n * std::size_t(ctx_.worldSize) * std::size_t(micro));
     if (sync) reducer_->prepare();
-    GradReadyFn hook;
-    if (sync) hook = [this](int t) { reducer_->markReady(t); };
-    lossSum += model_->trainBatch(x_.data(), y_.data(), int(n), scale, hook);
+    lossSum += model_->trainBatch(x_.data(), y_.data(), int(n), scale, sync ? gradHook_ : noHook_);
     if (sync) reducer_->finish();
     pos += n;
     samples += int64_t(n);

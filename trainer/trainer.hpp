@@ -36,6 +36,9 @@ struct RunContext {
   std::function<void(int64_t step)> onStep{};
   // Rank 0: where its metric points go for the status page (MetricsSink::publishTo); may be empty.
   std::function<void(const std::string& point)> publishPoint{};
+  // LOCAL_WORLD_SIZE, or 0 when unknown (ranks as threads in tests). The shared-memory gradient
+  // allreduce is only tried when it is 0 or the whole world (one node).
+  int localWorldSize = 0;
 };
 
 struct TrainResult {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_join.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_lifecycle.hpp"
@@ -75,6 +76,7 @@ class StoreRendezvous final : public Rendezvous {
     rounds_.publishWorkerStore(addr, port);
   }
   WorkerStoreResult workerStore() override { return rounds_.workerStore(); }
+  std::vector<std::string> memberAddresses() override;
   void watch(std::function<void(const RendezvousEvent&)> onEvent) override {
     monitor_.setCallback(std::move(onEvent));
   }
@@ -83,6 +85,7 @@ class StoreRendezvous final : public Rendezvous {
     return rounds_.awaitRoundEnd(timeout);
   }
   RendezvousEvent reportFailure(const std::string& failureRecordJson) override {
+    knownFailures_.push_back(failureRecordJson);
     if (rounds_.current()) monitor_.suppress(rounds_.current()->generation);
     return rounds_.reportFailure(failureRecordJson);
   }
@@ -98,6 +101,7 @@ class StoreRendezvous final : public Rendezvous {
     return rounds_.awaitOthersLeft(timeout);
   }
   void publishRoundRecord(const std::string& name, const std::string& value) override;
+  JobSnapshot snapshot() const override;
   RoundRecordsResult roundRecords(const std::string& name, const std::vector<int>& nodeRanks,
                                   std::chrono::milliseconds timeout) override;
 
@@ -105,6 +109,7 @@ class StoreRendezvous final : public Rendezvous {
   const detail::RoundState::Current& currentRound(const char* what) const;
   NextResult entered(detail::JoinedRound joined, Clock::time_point started);
   JobEnded jobEnded(const detail::RendezvousKeys& keys);
+  void rememberRound(const RendezvousResult& r);
   void startFresh(const detail::IncarnationState& ended);
 
   const RendezvousSettings settings_;
@@ -116,6 +121,10 @@ class StoreRendezvous final : public Rendezvous {
   std::shared_ptr<spdlog::logger> log_;
   // The agent's thread only.
   bool ownerChecked_ = false;
+  // What snapshot() returns: this agent's newest round, and the failure records it knows of.
+  std::optional<RendezvousResult> lastRound_;
+  std::vector<std::string> knownFailures_;
+  int failuresReadAt_ = 0;  // the restart count as of which knownFailures_ was read
 };
 
 NextResult StoreRendezvous::next() {
@@ -148,14 +157,43 @@ NextResult StoreRendezvous::next() {
 NextResult StoreRendezvous::entered(detail::JoinedRound joined, Clock::time_point started) {
   const RendezvousResult& r = joined.result;
   rounds_.enter(r);
-  detail::MonitoredRound round{r.generation, r.nodeRank, {}, *rounds_.keys()};
-  for (const auto& member : r.members) round.hosts.push_back(member.node.host);
-  monitor_.enter(std::move(round));
+  rememberRound(r);
+  monitor_.enter(detail::MonitoredRound{r.generation, r.nodeRank, self_.host,
+                                        std::move(joined.watched), *rounds_.keys()});
   log_->info("rendezvous '{}' generation {}: node rank {} of {}, ranks {}..{} of world {} ({} ms)",
              settings_.runId, r.generation, r.nodeRank, r.nodeCount, r.baseRank,
              r.baseRank + self_.localWorldSize - 1, r.worldSize,
              std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
   return std::move(joined.result);
+}
+
+// Keeps what snapshot() returns. The failure records are read only when a restart was spent
+// since they were last read (one store call per restart, none on the common path).
+void StoreRendezvous::rememberRound(const RendezvousResult& r) {
+  if (lastRound_ && r.restartsUsed < lastRound_->restartsUsed) {  // a new incarnation
+    knownFailures_.clear();
+    failuresReadAt_ = 0;
+  }
+  lastRound_ = r;
+  if (r.restartsUsed <= failuresReadAt_) return;
+  try {
+    knownFailures_ = rounds_.failureRecords();
+    failuresReadAt_ = r.restartsUsed;
+  } catch (const Error& e) {
+    log_->debug("rendezvous '{}': failure records not read ({})", settings_.runId, e.what());
+  }
+}
+
+JobSnapshot StoreRendezvous::snapshot() const {
+  JobSnapshot s;
+  s.runId = settings_.runId;
+  if (rounds_.keys()) s.incarnation = rounds_.keys()->incarnation();
+  if (lastRound_) {
+    s.generation = lastRound_->generation;
+    s.restartsUsed = lastRound_->restartsUsed;
+  }
+  s.failureRecords = knownFailures_;
+  return s;
 }
 
 void StoreRendezvous::startFresh(const detail::IncarnationState& ended) {
@@ -203,6 +241,17 @@ void StoreRendezvous::publishRoundRecord(const std::string& name, const std::str
   const auto& round = currentRound("publishRoundRecord()");
   detail::publishRecord(store_, *rounds_.keys(), round.generation, name, round.result.nodeRank,
                         value);
+}
+
+std::vector<std::string> StoreRendezvous::memberAddresses() {
+  const int64_t g = currentRound("memberAddresses()").generation;
+  std::vector<std::string> addrs;
+  const auto roster = detail::peek(store_, rounds_.keys()->roster(g));
+  if (!roster) return addrs;  // the round's keys are gone
+  for (const auto& member : detail::decodeMembership(*roster).members) {
+    addrs.push_back(member.node.addr);
+  }
+  return addrs;
 }
 
 RoundRecordsResult StoreRendezvous::roundRecords(const std::string& name,

@@ -15,7 +15,8 @@
 // deleted (rendezvous_keys.hpp has the layout).
 //
 // Requirements met by every implementation (DESIGN.md "Rendezvous algorithm"): O(1) store
-// round-trips per agent per join on the common path; no clock synchronisation; one agent leaving
+// round-trips of O(1) size per agent per join on the common path, O(N) total store work per round
+// (one agent, the closer, does the O(N) part once); no clock synchronisation; one agent leaving
 // never closes the rendezvous for the others; deterministic node ranks (requested ranks honoured).
 //
 // Outcomes are values: how a wait ended (the round ended, the job ended) is returned; exceptions
@@ -79,12 +80,6 @@ struct NodeDescriptor {
   int order = -1;
 };
 
-struct RendezvousMember {
-  int nodeRank = 0;
-  int baseRank = 0;  // global rank of this node's local rank 0
-  NodeDescriptor node;
-};
-
 struct RendezvousResult {
   int64_t generation = 0;  // job-wide; TORCHELASTIC_RESTART_COUNT
   int restartsUsed = 0;    // failure restarts spent from the job budget so far
@@ -94,7 +89,9 @@ struct RendezvousResult {
   int worldSize = 1;       // WORLD_SIZE: sum of localWorldSize over the round's nodes
   int baseRoleRank = 0;    // ROLE_RANK of this node's LOCAL_RANK 0
   int roleWorldSize = 1;   // ROLE_WORLD_SIZE
-  std::vector<RendezvousMember> members;  // ordered by node rank
+  // No roster of the other nodes: each node reads only its own assignment (O(1) per node; the
+  // closing agent computes them all once). MASTER_ADDR comes from the worker store node rank 0
+  // publishes (publishWorkerStore / workerStore).
 };
 
 enum class RendezvousEventKind {
@@ -150,6 +147,16 @@ struct WorkerStoreEndpoint {
   uint16_t port = 0;
 };
 
+// What one agent knows of its job, enough to carry it on in a fresh store when the store it used
+// is lost (launcher/store_failover.hpp; job_snapshot.hpp merges and seeds it).
+struct JobSnapshot {
+  std::string runId;
+  int64_t incarnation = -1;  // the incarnation this agent joined (-1: none)
+  int64_t generation = -1;   // the newest round this agent was a member of (-1: none)
+  int restartsUsed = 0;      // the job-wide restarts spent as of that round
+  std::vector<std::string> failureRecords;  // failure records this agent has seen, oldest first
+};
+
 using NextResult = std::variant<RendezvousResult, JobEnded>;
 using WorkerStoreResult = std::variant<WorkerStoreEndpoint, RoundEnded>;
 using ExitBarrierResult = std::variant<AllSucceeded, RoundEnded>;
@@ -179,6 +186,11 @@ class Rendezvous {
   // Blocks (up to joinTimeout) until node rank 0 published the current generation's worker store,
   // or the round ended. Throws TimeoutError, ProtocolError (malformed address).
   virtual WorkerStoreResult workerStore() = 0;
+  // The advertised addresses (NodeDescriptor::addr) of the current round's nodes, in node rank
+  // order: one O(N) read of the round's roster, made by node rank 0 only (its worker store serves
+  // these addresses, README "Security"). Empty when the round's keys are gone. Throws
+  // NetworkError, ProtocolError (malformed roster), Error before next() returned a round.
+  virtual std::vector<std::string> memberAddresses() = 0;
 
   // Round records: small values the nodes of the current round exchange before their workers
   // start (the launcher's preflight reports), one per (name, node rank), kept under the round and
@@ -231,6 +243,11 @@ class Rendezvous {
   // last round has left too (their final store call), or `timeout` passes, so that stopping the
   // store cuts nobody off mid-call. Returns true when all left. Never throws.
   virtual bool awaitOthersLeft(std::chrono::milliseconds timeout) = 0;
+
+  // What this agent knows of its job from its own calls (no store call): the run id, the
+  // incarnation, its newest round and that round's restart count, the failure records it has
+  // read (as each round that followed a restart formed) or published. Never throws.
+  virtual JobSnapshot snapshot() const { return JobSnapshot{}; }
 };
 
 // Opens a new connection to the rendezvous store, blocking at most `budget` (connecting included),

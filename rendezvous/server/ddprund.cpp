@@ -13,6 +13,7 @@
 
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
+#include "rendezvous/security/tls_context.hpp"
 #include "rendezvous/security/token.hpp"
 #include "rendezvous/server/http_ddprund.hpp"
 #include "rendezvous/server/store_server.hpp"
@@ -93,15 +94,19 @@ int runDdprund(const DdprundOptions& options) {
   serverOptions.allow = options.allow;
   serverOptions.allowUnauthenticated = options.allowUnauthenticated;
   serverOptions.tls = options.tls;
+  serverOptions.durability = options.durability;
 
-  std::unique_ptr<StoreServer> server;
-  try {
+  try {  // an unreadable token file or unusable TLS files are bad flags (exit 2)
     if (!options.tokenFile.empty()) serverOptions.token = readTokenFile(options.tokenFile);
-    server = std::make_unique<StoreServer>(io, serverOptions);
+    if (serverOptions.tls.enabled()) makeServerTlsContext(serverOptions.tls);
   } catch (const ConfigError& e) {
     std::cerr << "ddprund: " << e.what() << std::endl;
     return kDdprundBadFlags;
-  } catch (const Error& e) {
+  }
+  std::unique_ptr<StoreServer> server;
+  try {
+    server = std::make_unique<StoreServer>(io, serverOptions);
+  } catch (const Error& e) {  // NetworkError, or ConfigError from the data directory
     std::cerr << "ddprund: " << e.what() << std::endl;
     return kDdprundCannotListen;
   }

@@ -4,8 +4,10 @@
 // pages (http_ddprund.hpp) and prints `status on http://ADDRESS:PORT/`, serves until SIGTERM or
 // SIGINT, then stops cleanly. Exit codes (also in the README):
 //   0  stopped by SIGTERM / SIGINT
-//   1  cannot listen (address in use, unknown host, ...) or cannot write --port-file; also when
-//      an explicit --http-port cannot be bound (with the default, ddprund warns and serves on)
+//   1  cannot listen (address in use, unknown host, ...), cannot write --port-file, or cannot
+//      use --data-dir (locked by another daemon, corrupt, another data format, too big); also
+//      when an explicit --http-port cannot be bound (with the default, ddprund warns and serves on)
+//   3  the data directory could not be written or synced while serving
 //   2  bad flags (handled by ddprund_main.cpp before run()), an unreadable --token-file, TLS files
 //      that cannot be used
 //
@@ -18,6 +20,7 @@
 
 #include "rendezvous/security/address_allowlist.hpp"
 #include "rendezvous/security/tls_options.hpp"
+#include "rendezvous/server/durability.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 
 namespace ddp {
@@ -41,6 +44,8 @@ struct DdprundOptions {
   std::size_t maxMemoryBytes = 0;
   // How torch <= 2.1 connections are read (--legacy-dialect=auto|1.13|2.1).
   wire::LegacyDialect legacyDialect = wire::LegacyDialect::kAuto;
+  // --data-dir, --fsync, --compact-after: keep the data across a restart (durability.hpp).
+  DurabilityOptions durability;
 
   // ---- Security (README "Security"; StoreServerOptions has the rules) -------------------------
   // --allow: addresses served at all (default: loopback and this host's own subnets).

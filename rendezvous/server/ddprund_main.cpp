@@ -101,6 +101,23 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   SecurityFlags security;
   addSecurityFlags(app, options, security);
+  std::string fsync = "batch";
+  app.add_option("--data-dir", options.durability.dataDir,
+                 "keep the store in this directory (a journal of every change plus snapshots), "
+                 "replayed at start, so a restarted daemon has every acknowledged write; "
+                 "default: memory only");
+  app.add_option("--fsync", fsync,
+                 "with --data-dir, when a change counts as durable (its reply is sent only then): "
+                 "always (fdatasync per change), batch (one fdatasync per group of changes), off "
+                 "(written to the page cache: survives killing the daemon, not a machine crash)")
+      ->check(CLI::IsMember({"always", "batch", "off"}))
+      ->capture_default_str();
+  app.add_option("--compact-after", options.durability.compactAfterBytes,
+                 "with --data-dir, write a snapshot once the journal grew by this much (and by "
+                 "more than the last snapshot)")
+      ->transform(sizes)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   // Status pages (README "Status page and metrics").
   std::string httpPort = "auto";
   app.add_option("--http-port", httpPort,
@@ -129,6 +146,9 @@ int main(int argc, char** argv) {
   if (!resolveSecurityFlags(security, options)) return ddp::kDdprundBadFlags;
   options.limits.maxRequestBytes =
       std::max(options.limits.maxRequestBytes, 2 * options.limits.maxValueBytes + (1u << 20));
+  options.durability.fsync = fsync == "always"  ? ddp::FsyncMode::kAlways
+                             : fsync == "off"   ? ddp::FsyncMode::kOff
+                                                : ddp::FsyncMode::kBatch;
   options.httpPort = httpPort == "auto" ? ddp::DdprundOptions::kHttpPortAuto : std::stoi(httpPort);
   options.legacyDialect = dialect == "1.13"  ? ddp::wire::LegacyDialect::kTorch113
                           : dialect == "2.1" ? ddp::wire::LegacyDialect::kTorch21

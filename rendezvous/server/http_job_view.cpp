@@ -31,13 +31,15 @@ const char* endName(RendezvousEventKind kind) {
 }
 
 void readNodes(KeySource& source, const detail::RendezvousKeys& keys, int64_t g, JobView& job) {
-  const auto result = source.get(keys.result(g));
-  if (!result) return;  // deleted meanwhile
+  // The roster (every member, written once by the round's closer); r/<g>/result is only the
+  // round's header.
+  const auto roster = source.get(keys.roster(g));
+  if (!roster) return;  // deleted meanwhile
   detail::RoundMembership membership;
   try {
-    membership = detail::decodeMembership(*result);
+    membership = detail::decodeMembership(*roster);
   } catch (const std::exception& e) {
-    job.problems.push_back(std::string("round result: ") + e.what());
+    job.problems.push_back(std::string("round roster: ") + e.what());
     return;
   }
   if (!membership.error.empty()) job.problems.push_back("round " + std::to_string(g) + ": " +

@@ -70,12 +70,14 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
         retryTimer_(io),
         core_(std::make_shared<detail::ServerCore>(std::move(options))) {
     if (core_->options.tls.enabled()) core_->tls = makeServerTlsContext(core_->options.tls);
+    core_->openJournal(io_.get_executor());
     for (const auto& [key, value] : core_->options.initialKeys) {
       if (!core_->state.preset(key, value)) {
         throw ConfigError(core_->options.name + ": the initial key '" + key +
                           "' does not fit in the memory budget");
       }
     }
+    core_->commitChanges();
     listen();
   }
 

@@ -27,6 +27,7 @@
 
 #include "rendezvous/security/address_allowlist.hpp"
 #include "rendezvous/security/tls_options.hpp"
+#include "rendezvous/server/durability.hpp"
 #include "rendezvous/server/store_stats.hpp"
 #include "rendezvous/wire/wire_codec.hpp"  // WireLimits, wire::LegacyDialect
 
@@ -75,6 +76,9 @@ struct StoreServerOptions {
   // TLS (tls_options.hpp): on when tls.certFile is set; with tls.caFile clients need a
   // certificate signed by it.
   TlsServerOptions tls;
+  // Where the data survives a restart of the server (ddprund --data-dir); default: nowhere.
+  // With a data directory a reply is released only once the changes before it are durable.
+  DurabilityOptions durability;
 };
 
 // Counters of a running server (for /metrics and logs). Monotonic unless noted.

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <iterator>
 #include <map>
+#include <random>
 #include <set>
 #include <stdexcept>
 
@@ -46,6 +48,19 @@ json putOp(const std::string& key, const std::string& value) {
   return json{{"request_put", {{"key", base64Encode(key)}, {"value", base64Encode(value)}}}};
 }
 
+json putOp(const std::string& key, const std::string& value, int64_t lease) {
+  return json{{"request_put",
+               {{"key", base64Encode(key)}, {"value", base64Encode(value)},
+                {"lease", std::to_string(lease)}}}};
+}
+
+std::string randomMarker() {
+  std::random_device device;
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%08x%08x", device(), device());
+  return std::string("/ddp-request-ids/") + hex;
+}
+
 // The first kv of a range answer, or nullptr.
 const json* firstKv(const json& range) {
   auto kvs = range.find("kvs");
@@ -81,8 +96,19 @@ int64_t parseCounter(const std::string& key, const std::string& text) {
 
 }  // namespace
 
+// The result an earlier attempt of the request tagged `tag` recorded in the marker (read by a
+// txn's failure branch), or nullopt.
+std::optional<std::string> appliedBefore(const json& reply, std::size_t index,
+                                         const std::string& marker, const std::string& tag) {
+  const json* kv = firstKv(reply.at("responses").at(index).at("response_range"));
+  if (kv == nullptr) return std::nullopt;
+  std::string recorded = valueOf(*kv, marker);
+  if (recorded.rfind(tag, 0) != 0) return std::nullopt;
+  return recorded.substr(tag.size());
+}
+
 EtcdStore::EtcdStore(EtcdStoreOptions options)
-    : options_(std::move(options)), timeoutMs_(options_.timeout.count()) {
+    : options_(std::move(options)), timeoutMs_(options_.timeout.count()), marker_(randomMarker()) {
   std::vector<detail::EtcdEndpoint> endpoints;
   for (const std::string& text : options_.endpoints) {
     endpoints.push_back(detail::parseEtcdEndpoint(text, options_.tls.enabled()));
@@ -202,6 +228,8 @@ std::string EtcdStore::modify(const std::string& key, const char* opName, Update
   const std::string what = std::string(opName) + " " + full;
   const std::string encoded = base64Encode(full);
   json range = client_->post("/v3/kv/range", json{{"key", encoded}}, deadline, what);
+  const std::string tag = nextRequestTag();
+  const int64_t lease = markerLease();
   while (true) {
     const json* kv = firstKv(range);
     std::optional<std::string> current;
@@ -214,10 +242,12 @@ std::string EtcdStore::modify(const std::string& key, const char* opName, Update
     }
     std::string next = update(current);
     json txn{{"compare", json::array({compare})},
-             {"success", json::array({putOp(full, next)})},
-             {"failure", json::array({rangeOp(full, false)})}};
+             {"success", json::array({putOp(full, next), putOp(marker_, tag + next, lease)})},
+             {"failure", json::array({rangeOp(full, false), rangeOp(marker_, false)})}};
     json reply = client_->post("/v3/kv/txn", txn, deadline, what);
     if (reply.value("succeeded", false)) return next;
+    // An attempt whose reply was lost had applied it: its result, not a second application.
+    if (auto done = appliedBefore(reply, 1, marker_, tag)) return *done;
     // Another client changed the key first: go again from the value the failure branch read.
     range = reply.at("responses").at(0).at("response_range");
     if (Clock::now() >= deadline) {
@@ -246,19 +276,26 @@ std::string EtcdStore::compareSet(const std::string& key, const std::string& exp
   const std::string full = fullKey(key);
   const std::string encoded = base64Encode(full);
   const std::string what = "compareSet " + full;
+  const std::string tag = nextRequestTag();
+  const int64_t lease = markerLease();
+  const json marked = putOp(marker_, tag + desired, lease);
   while (true) {
     // A VALUE comparison is false on a missing key, so the failure range tells the cases apart.
     json txn{{"compare", json::array({{{"key", encoded}, {"target", "VALUE"}, {"value", base64Encode(expected)}}})},
-             {"success", json::array({putOp(full, desired)})},
-             {"failure", json::array({rangeOp(full, false)})}};
+             {"success", json::array({putOp(full, desired), marked})},
+             {"failure", json::array({rangeOp(full, false), rangeOp(marker_, false)})}};
     json reply = client_->post("/v3/kv/txn", txn, deadline, what);
     if (reply.value("succeeded", false)) return desired;
+    if (auto done = appliedBefore(reply, 1, marker_, tag)) return *done;
     const json* kv = firstKv(reply.at("responses").at(0).at("response_range"));
     if (kv != nullptr) return valueOf(*kv, full);
     if (!expected.empty()) return expected;
     json create{{"compare", json::array({{{"key", encoded}, {"target", "CREATE"}, {"create_revision", "0"}}})},
-                {"success", json::array({putOp(full, desired)})}};
-    if (client_->post("/v3/kv/txn", create, deadline, what).value("succeeded", false)) return desired;
+                {"success", json::array({putOp(full, desired), marked})},
+                {"failure", json::array({rangeOp(marker_, false)})}};
+    json created = client_->post("/v3/kv/txn", create, deadline, what);
+    if (created.value("succeeded", false)) return desired;
+    if (auto done = appliedBefore(created, 0, marker_, tag)) return *done;
     // Created by someone else in between: compare against what they wrote.
   }
 }
@@ -302,6 +339,16 @@ std::chrono::milliseconds EtcdStore::timeout() const { return std::chrono::milli
 void EtcdStore::setTimeout(std::chrono::milliseconds timeout) { timeoutMs_.store(timeout.count()); }
 
 std::string EtcdStore::endpoint() const { return client_->endpoint(); }
+
+int64_t EtcdStore::markerLease() {
+  std::lock_guard<std::mutex> lock(leaseMutex_);
+  const auto now = Clock::now();
+  if (markerLease_ == 0 || now - markerLeaseAt_ > kMarkerTtl / 2) {
+    markerLease_ = grantLease(kMarkerTtl);
+    markerLeaseAt_ = now;
+  }
+  return markerLease_;
+}
 
 int64_t EtcdStore::grantLease(std::chrono::seconds ttl) {
   json reply = client_->post("/v3/lease/grant", json{{"TTL", ttl.count()}}, retryDeadline(),

@@ -18,8 +18,11 @@
 // HTTP 5xx makes the next request go to the next endpoint, after a Backoff delay, until the op's
 // deadline (`retryTimeout` for ops that do not wait, the wait's own deadline otherwise). So a
 // SIGKILLed etcd that comes back on the same data dir within the budget is invisible to callers.
-// Caveat: etcd has no request ids, so an add/append/compareSet whose reply was lost in such a
-// crash is retried and may have been applied already (add counts twice).
+// An add/append/compareSet whose reply was lost in such a crash is retried; so that it applies
+// once, its txn also writes a request-id marker (`/ddp-request-ids/<client id>` = "<sequence>:
+// <result>", on a lease of kMarkerTtl, outside any prefix a job uses) and its failure branch reads
+// it back: a retry that finds its own sequence there returns the recorded result instead of
+// applying again.
 //
 // TLS: https:// endpoints (and endpoints without a scheme when tls.caFile is set) speak TLS, the
 // server's certificate checked against tls.caFile and the endpoint's host name; tls.certFile /
@@ -38,6 +41,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -112,6 +116,9 @@ class EtcdStore final : public Store {
   // Revokes the lease and deletes its keys; an unknown lease is ignored. Throws NetworkError.
   void revokeLease(int64_t leaseId);
 
+  // How long a request-id marker outlives its last write (far beyond any retry).
+  static constexpr std::chrono::seconds kMarkerTtl{600};
+
   // "host:port" of the endpoint in use, for messages.
   std::string endpoint() const;
   const std::string& prefix() const { return options_.prefix; }
@@ -136,9 +143,20 @@ class EtcdStore final : public Store {
   template <typename Update>
   std::string modify(const std::string& key, const char* opName, Update update);
 
+  // Request ids: the next "<sequence>:" tag, and the marker's lease (granted again after half
+  // of kMarkerTtl). Blocks up to retryTimeout for a grant. Throws NetworkError, ProtocolError.
+  std::string nextRequestTag() { return std::to_string(++requests_) + ":"; }
+  int64_t markerLease();
+
   EtcdStoreOptions options_;
   std::unique_ptr<detail::EtcdClient> client_;
   std::atomic<int64_t> timeoutMs_;
+  const std::string marker_;  // this store's request-id marker key
+  std::atomic<uint64_t> requests_{0};
+  std::mutex leaseMutex_;
+  // Guarded by leaseMutex_: the marker's lease and when it was granted.
+  int64_t markerLease_ = 0;
+  std::chrono::steady_clock::time_point markerLeaseAt_;
 };
 
 }  // namespace ddp

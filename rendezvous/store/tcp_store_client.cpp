@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "rendezvous/store/detail/store_connection.hpp"
+#include "rendezvous/store/detail/resumable_connection.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 
@@ -81,7 +81,14 @@ class TcpStoreClient::Impl {
     throw error;
   }
 
-  void waitKeys(const std::vector<std::string>& keys, std::chrono::milliseconds budget);
+  // Waits for `keys` until `until` (`budget` from the caller's start, for messages); a lost
+  // connection is resumed and the WAIT sent again with what is left.
+  void waitKeys(const std::vector<std::string>& keys, std::chrono::milliseconds budget) {
+    const auto until = detail::deadlineAfter(budget);
+    conn_.retry([&] { waitKeysUntil(keys, budget, until); });
+  }
+  void waitKeysUntil(const std::vector<std::string>& keys, std::chrono::milliseconds budget,
+                     Clock::time_point until);
   void cancelWait(const std::string& timeoutMessage);
   std::string getExisting(const std::string& key) {
     return std::move(call(Op::kGet, {key}).values.at(0));
@@ -105,14 +112,14 @@ class TcpStoreClient::Impl {
   const int wakeFd_;  // eventfd: interruptWait() makes it readable
   std::atomic<bool> onClose_{false};
   // Guarded by mutex_
-  detail::StoreConnection conn_;
+  detail::ResumableConnection conn_;
 };
 
-void TcpStoreClient::Impl::waitKeys(const std::vector<std::string>& keys,
-                                    std::chrono::milliseconds budget) {
+void TcpStoreClient::Impl::waitKeysUntil(const std::vector<std::string>& keys,
+                                         std::chrono::milliseconds budget,
+                                         Clock::time_point until) {
   conn_.throwIfFailed();
   if (keys.empty()) return;  // a zero-key WAIT is answered at once: skip the round trip
-  const auto until = detail::deadlineAfter(budget);
   const std::string what = describeOp(Op::kWait, keys);
   std::vector<std::string_view> views(keys.begin(), keys.end());
   wire::Request request;
@@ -185,24 +192,25 @@ std::string TcpStoreClient::endpoint() const { return impl_->conn_.endpoint(); }
 
 void TcpStoreClient::set(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(impl_->mutex_);
-  impl_->send(Op::kSet, {key}, value);
+  impl_->conn_.retry([&] { impl_->send(Op::kSet, {key}, value); });
 }
 
 std::string TcpStoreClient::get(const std::string& key) {
   std::lock_guard<std::mutex> lock(impl_->mutex_);
   impl_->waitKeys({key}, impl_->timeout());
-  return impl_->getExisting(key);
+  return impl_->conn_.retry([&] { return impl_->getExisting(key); });
 }
 
 int64_t TcpStoreClient::add(const std::string& key, int64_t delta) {
   std::lock_guard<std::mutex> lock(impl_->mutex_);
-  return impl_->call(Op::kAdd, {key}, {}, {}, delta).integer;
+  return impl_->conn_.retry([&] { return impl_->call(Op::kAdd, {key}, {}, {}, delta).integer; });
 }
 
 std::string TcpStoreClient::compareSet(const std::string& key, const std::string& expected,
                                        const std::string& desired) {
   std::lock_guard<std::mutex> lock(impl_->mutex_);
-  return std::move(impl_->call(Op::kCompareSet, {key}, expected, desired).values.at(0));
+  return impl_->conn_.retry(
+      [&] { return std::move(impl_->call(Op::kCompareSet, {key}, expected, desired).values.at(0)); });
 }
 
 void TcpStoreClient::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
@@ -212,24 +220,26 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, std::chrono::mil
 
 bool TcpStoreClient::check(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> lock(impl_->mutex_);
-  return impl_->check(keys);
+  return impl_->conn_.retry([&] { return impl_->check(keys); });
 }
 
 bool TcpStoreClient::deleteKey(const std::string& key) {
   std::lock_guard<std::mutex> lock(impl_->mutex_);
-  return impl_->call(Op::kDeleteKey, {key}).integer == 1;
+  return impl_->conn_.retry([&] { return impl_->call(Op::kDeleteKey, {key}).integer == 1; });
 }
 
 int64_t TcpStoreClient::numKeys() {
   std::lock_guard<std::mutex> lock(impl_->mutex_);
-  return impl_->call(Op::kGetNumKeys, {}).integer;
+  return impl_->conn_.retry([&] { return impl_->call(Op::kGetNumKeys, {}).integer; });
 }
 
 std::vector<std::string> TcpStoreClient::multiGet(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> lock(impl_->mutex_);
   impl_->waitKeys(keys, impl_->timeout());
   if (keys.empty()) return {};
-  if (!impl_->isV1a()) return std::move(impl_->call(Op::kMultiGet, keys).values);
+  if (!impl_->isV1a()) {
+    return impl_->conn_.retry([&] { return std::move(impl_->call(Op::kMultiGet, keys).values); });
+  }
   std::vector<std::string> values;
   values.reserve(keys.size());
   for (const auto& key : keys) values.push_back(impl_->getExisting(key));
@@ -258,13 +268,14 @@ void TcpStoreClient::multiSet(const std::vector<std::string>& keys,
   wire::Request request;
   request.op = Op::kMultiSet;
   request.keys = pairs;
-  impl_->conn_.send(request, impl_->deadline(), describeOp(Op::kMultiSet, keys));
+  impl_->conn_.retry(
+      [&] { impl_->conn_.send(request, impl_->deadline(), describeOp(Op::kMultiSet, keys)); });
 }
 
 void TcpStoreClient::append(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(impl_->mutex_);
   if (impl_->isV1a()) return impl_->appendV1a(key, value);
-  impl_->send(Op::kAppend, {key}, value);
+  impl_->conn_.retry([&] { impl_->send(Op::kAppend, {key}, value); });
 }
 
 std::optional<ServerHello> TcpStoreClient::Impl::hello(uint64_t capabilities,
@@ -296,6 +307,14 @@ std::optional<ServerHello> TcpStoreClient::Impl::hello(uint64_t capabilities,
                      {}};
   for (std::size_t i = 0; i + 1 < reply->values.size(); i += 2) {
     answer.fields.emplace_back(reply->values[i], reply->values[i + 1]);
+  }
+  if (answer.accepted) {
+    conn_.helloDone(capabilities & answer.capabilities, views);
+    std::string instance;
+    for (const auto& [name, value] : answer.fields) {
+      if (name == "instance") instance = value;
+    }
+    conn_.serverIdentity((answer.capabilities & wire::kCapDurable) != 0, std::move(instance));
   }
   if (answer.accepted && (answer.capabilities & wire::kCapOnClose) != 0) {
     // From now on a connection this client gives up on clears its registrations first.
@@ -344,10 +363,18 @@ void TcpStoreClient::interruptWait() {
 
 bool TcpStoreClient::onCloseSupported() const { return impl_->onClose_.load(); }
 
+uint64_t TcpStoreClient::reconnects() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex_);
+  return impl_->conn_.reconnects();
+}
+
 void TcpStoreClient::armOnClose(const std::string& key, const std::string& expected,
                                 const std::string& desired) {
   std::lock_guard<std::mutex> lock(impl_->mutex_);
-  if (impl_->onCloseCall(Op::kOnClose, {key}, expected, desired) == wire::kOnCloseRefused) {
+  const int64_t held = impl_->conn_.retry(
+      [&] { return impl_->onCloseCall(Op::kOnClose, {key}, expected, desired); });
+  if (held != wire::kOnCloseRefused) impl_->conn_.noteOnClose(key, expected, desired);
+  if (held == wire::kOnCloseRefused) {
     throw ProtocolError("the store at " + impl_->conn_.endpoint() +
                         " refused an ON_CLOSE registration for '" + key +
                         "' (too many on this connection)");
@@ -356,7 +383,8 @@ void TcpStoreClient::armOnClose(const std::string& key, const std::string& expec
 
 void TcpStoreClient::clearOnClose(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> lock(impl_->mutex_);
-  impl_->onCloseCall(Op::kOnCloseClear, keys, {}, {});
+  impl_->conn_.noteOnCloseClear(keys);  // a reconnect registers only what is left
+  impl_->conn_.retry([&] { impl_->onCloseCall(Op::kOnCloseClear, keys, {}, {}); });
 }
 
 std::unique_ptr<TcpStoreClient> connectTcpStore(const TcpStoreClientOptions& options,

@@ -33,6 +33,11 @@
 // Security (README "Security"): with options.token set, every HELLO carries it (a server with a
 // token serves a connection nothing but HELLO until then); with options.tls enabled the
 // connection is TLS, the server's certificate checked against the CA and the host name.
+// Riding out a server restart: with reconnectBudget set and kCapRequestId granted in HELLO, a
+// lost connection is replaced within that budget (backoff between attempts), HELLO and the
+// ON_CLOSE registrations are sent again, changes the server may not have read are sent again
+// (each tagged by REQUEST_ID, so none applies twice), a pending WAIT is sent again and the call
+// resumes; only when the budget runs out does the loss become the sticky NetworkError.
 //
 // Thread safety: one request at a time per connection; the object serialises concurrent callers
 // with an internal mutex. A NetworkError or ProtocolError is sticky: later calls rethrow it;
@@ -91,6 +96,11 @@ struct TcpStoreClientOptions {
   std::string token;
   // TLS to the server (tls_options.hpp); off unless tls.caFile is set.
   TlsClientOptions tls;
+  // When the connection is lost (the server restarted), how long to keep reconnecting, counted
+  // from the loss; 0 = never (the loss is a sticky NetworkError). Needs a HELLO that asked for
+  // and was granted wire::kCapRequestId (ddprund, StoreServer): changes are then tagged so that
+  // those sent again apply once (detail/resumable_connection.hpp).
+  std::chrono::milliseconds reconnectBudget{0};
 };
 
 // A HELLO field: name, value (free-form, for logs).
@@ -151,6 +161,8 @@ class TcpStoreClient final : public Store, public ConnectionHooks {
   // while another thread waits in this client.
   void interruptWait() override;
   bool onCloseSupported() const override;
+  // Connections replaced after a loss so far (see reconnectBudget).
+  uint64_t reconnects() const;
   void armOnClose(const std::string& key, const std::string& expected,
                   const std::string& desired) override;
   void clearOnClose(const std::vector<std::string>& keys) override;

@@ -121,6 +121,7 @@ bool parseBody(Cursor& c, const WireLimits& limits, Request& r, detail::KeyList&
     case Op::kHello:
     case Op::kOnClose:
     case Op::kOnCloseClear:
+    case Op::kRequestId:
       return detail::parseExtensionBody(c, limits, r, keys);
   }
   return c.fail("unhandled op");
@@ -158,6 +159,7 @@ std::string_view opName(Op op) {
     case Op::kHello: return "HELLO";
     case Op::kOnClose: return "ON_CLOSE";
     case Op::kOnCloseClear: return "ON_CLOSE_CLEAR";
+    case Op::kRequestId: return "REQUEST_ID";
   }
   return "?";
 }
@@ -327,7 +329,8 @@ void encodeRequest(std::string& out, Dialect dialect, const Request& r) {
     case Op::kListKeys: break;
     case Op::kHello:
     case Op::kOnClose:
-    case Op::kOnCloseClear: detail::encodeExtensionBody(out, r); break;
+    case Op::kOnCloseClear:
+    case Op::kRequestId: detail::encodeExtensionBody(out, r); break;
   }
 }
 
@@ -343,6 +346,7 @@ ReplyResult decodeReply(std::string_view bytes, Op op, std::size_t keyCount,
     case Op::kAppend:
     case Op::kMultiSet:
     case Op::kQueuePush:
+    case Op::kRequestId:
       return Malformed{std::string(opName(op)) + " has no reply"};
     case Op::kGet:
     case Op::kCompareSet:

@@ -42,6 +42,7 @@
 //                        reply: i64 registrations this connection holds now, or -1 refused
 //     ON_CLOSE_CLEAR F2  u64 n, n x str key (n = 0: every registration of the connection)
 //                        reply: i64 registrations removed
+//     REQUEST_ID     F3  u64 client id, u64 sequence                  reply: none (see below)
 //   HELLO: version is kExtensionVersion (1). The client's capabilities are those it wants, the
 //   server's those it has (bit 0 = kCapOnClose: ON_CLOSE and ON_CLOSE_CLEAR). Fields are free-form
 //   name/value pairs for logs ("client" = "ddprun", "host", "pid", "purpose"; the server answers
@@ -58,6 +59,17 @@
 //   Example, ON_CLOSE "k" "" "v":  f1 | 01 00 .. 00 6b | 00 00 .. 00 | 01 00 .. 00 76
 //                                  reply 01 00 .. 00 (one registration held)
 //   Example, ON_CLOSE_CLEAR all:   f2 | 00 00 .. 00      reply 01 00 .. 00 (one removed)
+//   REQUEST_ID (capability bit 1 = kCapRequestId) tags the request that follows it on the
+//   connection, so that a client which lost its connection can send it again to a restarted
+//   server without it applying twice. The client id is random per client object, the sequence
+//   grows by one per tagged request. The server keeps, per client id, the highest sequence it
+//   applied and that request's reply bytes (a bounded table, journaled with the mutation under
+//   --data-dir): a tagged request whose sequence is at most the kept one is not applied again;
+//   if it equals it the kept reply is sent (else no reply: only a request without a reply can be
+//   followed by a later one before its client reads anything). Untagged requests, and requests
+//   that change nothing (GET, CHECK, WAIT, ...), are applied as usual.
+//   Example, REQUEST_ID client 0x0102 sequence 7, then v2 ADD "k" 1:
+//     f3 | 02 01 00 00 00 00 00 00 | 07 00 .. 00 | 04 | 01 00 .. 00 6b | 01 00 .. 00
 //
 // Dialect detection (RequestDecoder, server side, per connection, §4):
 //   * First byte 00 followed by CE F7 85 3C -> v2 (those 5 bytes are VALIDATE). A v1 SET would
@@ -113,6 +125,10 @@ inline constexpr uint32_t kValidateMagic = 0x3C85F7CE;
 // ddprun's v2 extension (see the layout above).
 inline constexpr uint32_t kExtensionVersion = 1;
 inline constexpr uint64_t kCapOnClose = 1;        // HELLO capability bit: ON_CLOSE, ON_CLOSE_CLEAR
+inline constexpr uint64_t kCapRequestId = 2;      // HELLO capability bit: REQUEST_ID
+// HELLO capability bit a server sets, never a client asks for: it keeps its data across its own
+// restart (ddprund --data-dir). Without it a client does not wait for a restart (its keys are gone).
+inline constexpr uint64_t kCapDurable = 4;
 inline constexpr uint8_t kHelloAccepted = 0;      // HELLO reply status
 inline constexpr uint8_t kHelloRefused = 1;
 inline constexpr int64_t kOnCloseRefused = -1;    // ON_CLOSE reply: registration not taken
@@ -149,6 +165,7 @@ enum class Op : uint8_t {
   kHello,
   kOnClose,
   kOnCloseClear,
+  kRequestId,
 };
 
 // Reply bytes of CHECK / WAIT / CANCEL_WAIT / BARRIER / WATCH_KEY.
@@ -176,6 +193,8 @@ struct Request {
   uint32_t nonce = 0;         // PING nonce, VALIDATE magic
   uint32_t version = 0;       // HELLO version
   uint64_t capabilities = 0;  // HELLO capabilities
+  uint64_t client = 0;        // REQUEST_ID client id
+  uint64_t sequence = 0;      // REQUEST_ID sequence number
   // CHECK/WAIT/MULTI_GET/ON_CLOSE_CLEAR keys; MULTI_SET alternates key, value, key, value, ...;
   // HELLO alternates field name, value, ...
   std::span<const std::string_view> keys;

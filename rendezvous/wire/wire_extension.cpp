@@ -1,4 +1,4 @@
-// ddprun's extension of the v2 dialect: HELLO, ON_CLOSE, ON_CLOSE_CLEAR. The byte layout is
+// ddprun's extension of the v2 dialect: HELLO, ON_CLOSE, ON_CLOSE_CLEAR, REQUEST_ID. The byte layout is
 // documented in wire_codec.hpp; this file holds its parsing and encoding.
 #include <array>
 
@@ -17,10 +17,11 @@ struct ExtensionOpcode {
 };
 
 // Far above torch's v2 opcodes (0..18 today), so torch can grow without meeting them.
-constexpr std::array<ExtensionOpcode, 3> kExtensionOps = {{
+constexpr std::array<ExtensionOpcode, 4> kExtensionOps = {{
     {0xF0, Op::kHello},
     {0xF1, Op::kOnClose},
     {0xF2, Op::kOnCloseClear},
+    {0xF3, Op::kRequestId},
 }};
 
 // HELLO's fields: u64 n, then n x (str name, str value).
@@ -74,6 +75,8 @@ bool parseExtensionBody(Cursor& c, const WireLimits& limits, Request& r, KeyList
              c.str(r.desired, limits.maxValueBytes, "desired value");
     case Op::kOnCloseClear:
       return parseKeyList(c, limits, false, list);
+    case Op::kRequestId:
+      return c.scalar(r.client) && c.scalar(r.sequence);
     default:
       return c.fail("not an extension op");
   }
@@ -94,6 +97,10 @@ void encodeExtensionBody(std::string& out, const Request& r) {
     case Op::kOnCloseClear:
       putU64(out, r.keys.size());
       for (auto k : r.keys) putStr(out, k);
+      break;
+    case Op::kRequestId:
+      putU64(out, r.client);
+      putU64(out, r.sequence);
       break;
     default: break;
   }

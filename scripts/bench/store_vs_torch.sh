@@ -11,6 +11,8 @@
 #   DURATION    measured seconds per run (default 4; the whole script stays under 3 minutes)
 #   CONNECTIONS connection counts (default "1 16 64 256")
 #   THREADS     load generator threads (default 1)
+#   DDPRUND_FLAGS extra ddprund flags, e.g. "--data-dir /var/tmp/d --fsync batch" (the cost of
+#               durability; give it an empty directory)
 #   SCRAPE_MS   when set, a scraper fetches ddprund's /metrics every SCRAPE_MS ms during the runs
 #               (what a status page or a Prometheus server polling hard costs the store)
 #
@@ -57,8 +59,9 @@ wait_for_file() {
 
 HTTP_ARGS=()
 [ -n "$SCRAPE_MS" ] && HTTP_ARGS=(--http-port-file "$WORK/http.port")
+# shellcheck disable=SC2086 # DDPRUND_FLAGS is a list of flags
 "$BUILD_DIR/bin/ddprund" --host 127.0.0.1 --port 0 --port-file "$WORK/ddprund.port" \
-  "${HTTP_ARGS[@]}" --log-level warn >"$WORK/ddprund.log" 2>&1 &
+  "${HTTP_ARGS[@]}" --log-level warn ${DDPRUND_FLAGS:-} >"$WORK/ddprund.log" 2>&1 &
 DDPRUND_PID=$!
 wait_for_file "$WORK/ddprund.port" ddprund
 DDPRUND_PORT=$(cat "$WORK/ddprund.port")

@@ -8,12 +8,13 @@
 #
 # usage: scripts/bench/trainer_vs_pytorch.sh [build-dir]      (default: build)
 # env:   STEPS=300 BATCH=128 HIDDEN=512,512 FEATURES=128 CLASSES=10 SAMPLES=65536 WORKERS="1 2"
+#        SHM_ALLREDUCE=true (false: our gradients over Gloo/TCP like PyTorch's, not shared memory)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${1:-$ROOT/build}"
 STEPS="${STEPS:-300}" BATCH="${BATCH:-128}" HIDDEN="${HIDDEN:-512,512}" WARMUP=20
 FEATURES="${FEATURES:-128}" CLASSES="${CLASSES:-10}" SAMPLES="${SAMPLES:-65536}"
-WORKERS="${WORKERS:-1 2}"
+WORKERS="${WORKERS:-1 2}" SHM_ALLREDUCE="${SHM_ALLREDUCE:-true}"
 PY=/usr/bin/python3
 for b in ddprun train; do
   [[ -x "$BUILD/bin/$b" ]] || { echo "missing $BUILD/bin/$b (build it first)" >&2; exit 2; }
@@ -27,7 +28,8 @@ export PATH="$BUILD/bin:$PATH" DDP_LOG_LEVEL=warn LOGLEVEL=WARNING OMP_NUM_THREA
 cat > "$WORK/bench.json" <<JSON
 {"data": "$WORK/data", "hidden": [${HIDDEN}], "device": "cpu", "epochs": 1000,
  "max_steps": $STEPS, "batch_size": $BATCH, "optimizer": "sgd", "lr": 0.05, "momentum": 0.9,
- "log_every": $WARMUP, "progress_seconds": 1e9, "checkpoint_every": 0}
+ "log_every": $WARMUP, "progress_seconds": 1e9, "checkpoint_every": 0,
+ "shm_allreduce": $SHM_ALLREDUCE}
 JSON
 
 ours() {  # workers -> samples/s
@@ -52,12 +54,13 @@ theirs() {  # workers -> samples/s
   grep samples_per_s "$WORK/torch-$n.log" | sed 's/^[^{]*//' | $PY -c 'import json,sys; print(json.loads(sys.stdin.readline())["samples_per_s"])'
 }
 
+LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A OURS THEIRS
 for n in $WORKERS; do
   OURS[$n]=$(ours "$n")
   THEIRS[$n]=$(theirs "$n")
 done
-echo "MLP ${FEATURES}-${HIDDEN//,/-}-${CLASSES}, batch ${BATCH}/rank, ${STEPS} steps (timed after ${WARMUP}), $(nproc --all) CPUs"
+echo "MLP ${FEATURES}-${HIDDEN//,/-}-${CLASSES}, batch ${BATCH}/rank, ${STEPS} steps (timed after ${WARMUP}), $(nproc --all) CPUs, shm_allreduce ${SHM_ALLREDUCE}, load before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| workers | ddprun train samples/s | torchrun + PyTorch DDP samples/s | ratio (goal >= 1.5) |"
 echo "|---|---|---|---|"

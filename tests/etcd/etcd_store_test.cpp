@@ -9,6 +9,7 @@
 
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/store/etcd_store.hpp"
+#include "tests/rendezvous/dropping_proxy.hpp"
 #include "tests/rendezvous/store_contract.hpp"
 
 using namespace std::chrono_literals;
@@ -212,4 +213,36 @@ TEST_CASE("bad endpoints: clear errors naming the endpoint; failover to a live o
   store.set("k", "v");
   CHECK(store.get("k") == "v");
   CHECK(store.endpoint() == endpointFromEnv());
+}
+
+// A proxy in front of etcd drops the reply to one txn after etcd applied it: the client retries
+// the txn on a new connection, and the request-id marker makes the retry return the first
+// attempt's result instead of applying again.
+TEST_CASE("an add, append or compareSet whose reply was lost applies once", "[etcd]") {
+  const std::string endpoint = endpointFromEnv();
+  const auto port = static_cast<uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
+  ddp::test::DroppingProxy proxy(port);
+  auto o = options("request-ids");
+  o.endpoints = {"127.0.0.1:" + std::to_string(proxy.port())};
+  o.requestTimeout = 5s;
+  ddp::EtcdStore store(o);
+  CHECK(store.add("n", 1) == 1);
+
+  proxy.armDropNextReply("/v3/kv/txn");
+  CHECK(store.add("n", 1) == 2);  // without the marker the retry counts twice: 3
+  proxy.armDropNextReply("/v3/kv/txn");
+  store.append("log", "a");
+  proxy.armDropNextReply("/v3/kv/txn");
+  CHECK(store.compareSet("c", "", "x") == "x");
+  proxy.armDropNextReply("/v3/kv/txn");
+  CHECK(store.add("n", 5) == 7);
+  CHECK(proxy.connections() >= 5);  // every drop cost a connection
+
+  ddp::EtcdStoreOptions same = o;
+  same.endpoints = {endpoint};
+  ddp::EtcdStore reader(same);
+  CHECK(reader.get("n") == "7");
+  CHECK(reader.get("log") == "a");
+  CHECK(reader.get("c") == "x");
+  CHECK(reader.numKeys() == 3);  // the marker lives outside the job's prefix
 }

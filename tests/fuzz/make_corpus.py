@@ -62,6 +62,9 @@ V2 = {
     "hello": h("f0 01000000 0100000000000000 0100000000000000") + s(b"client") + s(b"ddprun"),
     "on_close": h("f1 0100000000000000 6b 0000000000000000 0100000000000000 76"),
     "on_close_clear": h("f2 0000000000000000"),
+    # REQUEST_ID client 0x0102 sequence 7, tagging the ADD that follows.
+    "request_id": h("f3 0201000000000000 0700000000000000 04 0400000000000000 2f636e74 "
+                    "0100000000000000"),
 }
 
 
@@ -103,6 +106,9 @@ def main():
     write("on-close-fires", 0, records(0, VALIDATE + V2["hello"] + V2["on_close"]) +
           records(1, V1A["wait"][:1] + h("0100000000000000") + s(b"k")) + event(0))
     write("v2-session", 0, records(0, VALIDATE + b"".join(V2.values())))
+    # A tagged ADD sent twice (a client retrying after a lost reply): applied once.
+    write("request-id-retry", 0, records(0, VALIDATE + V2["request_id"]) +
+          records(1, VALIDATE + V2["request_id"] + V2["request_id"]))
     write("tight-limits", 4, records(0, V1A["set"] + V1A["check"] + V1A["add"] + V1A["add"]))
     write("backlog", 8, records(3, V1A["set"] + V1A["get"] * 40))
     write("replies", 0x80, h("0200000000000000 7631 0100000000000000 01"))

@@ -125,7 +125,7 @@ struct Harness {
 
 void decodeAsReplies(const uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  for (int op = 0; op <= static_cast<int>(ddp::wire::Op::kOnCloseClear); ++op) {
+  for (int op = 0; op <= static_cast<int>(ddp::wire::Op::kRequestId); ++op) {
     (void)ddp::wire::decodeReply(bytes, static_cast<ddp::wire::Op>(op), size % 7, 1 << 20);
   }
 }

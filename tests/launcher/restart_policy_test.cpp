@@ -30,7 +30,8 @@ struct Expected {
 };
 
 // The table, written out independently of the implementation.
-Expected expected(Situation s, std::optional<Kind> end, bool allComm, bool dropped) {
+Expected expected(Situation s, std::optional<Kind> end, bool allComm, bool dropped,
+                  bool failover) {
   auto afterEnd = [&](bool collateral) -> Expected {
     switch (*end) {
       case Kind::kScaleUp:
@@ -40,7 +41,8 @@ Expected expected(Situation s, std::optional<Kind> end, bool allComm, bool dropp
         return {Action::kRejoin};
       case Kind::kJobFailed:  // every member prints the job's summary; a dropped node asks next()
         return {dropped ? Action::kRejoin : Action::kJobFailed};
-      case Kind::kStoreLost:
+      case Kind::kStoreLost:  // with its agent host: move it, nothing spent
+        if (failover) return {Action::kFailOver, 0, true};
         return {Action::kExit, kRendezvousFailedExitCode};
     }
     return {Action::kExit, kRendezvousFailedExitCode};
@@ -71,9 +73,10 @@ TEST_CASE("the restart policy, every row of the table", "[restart_policy]") {
   int rows = 0;
   for (Situation s : kSituations) {
     for (const auto& end : kEnds) {
-      for (int bits = 0; bits < 4; ++bits) {
+      for (int bits = 0; bits < 8; ++bits) {
         const bool allComm = (bits & 1) != 0;
         const bool dropped = (bits & 2) != 0;
+        const bool failover = (bits & 4) != 0;
         PolicyInput in;
         in.situation = s;
         in.roundEnd = end;
@@ -82,11 +85,12 @@ TEST_CASE("the restart policy, every row of the table", "[restart_policy]") {
         in.signal = SIGTERM;
         in.restartsUsed = 1;
         in.maxRestarts = 3;
+        in.storeFailover = failover;
         const Decision d = decide(in);
-        const Expected want = expected(s, end, allComm, dropped);
+        const Expected want = expected(s, end, allComm, dropped, failover);
         INFO("situation " << static_cast<int>(s) << ", end "
                           << (end ? static_cast<int>(*end) : -1) << ", allComm " << allComm
-                          << ", dropped " << dropped);
+                          << ", dropped " << dropped << ", failover " << failover);
         CHECK(d.action == want.action);
         if (want.action == Action::kExit) CHECK(d.exitCode == want.exitCode);
         CHECK(d.collateral == want.collateral);
@@ -95,7 +99,7 @@ TEST_CASE("the restart policy, every row of the table", "[restart_policy]") {
       }
     }
   }
-  CHECK(rows == 7 * 6 * 4);
+  CHECK(rows == 7 * 6 * 8);
 }
 
 TEST_CASE("restart policy: the decisions that matter most, spelled out", "[restart_policy]") {
@@ -125,6 +129,12 @@ TEST_CASE("restart policy: the decisions that matter most, spelled out", "[resta
   in.situation = Situation::kRoundEnded;
   in.roundEnd = Kind::kStoreLost;
   CHECK_FALSE(decide(in).leave);
+  // A store hosted by another agent moves to a survivor: the job goes on, nothing spent.
+  in.storeFailover = true;
+  CHECK(decide(in).action == Action::kFailOver);
+  in.situation = Situation::kPeerCauseAwaited;
+  CHECK(decide(in).action == Action::kFailOver);
+  CHECK(decide(in).collateral);
 }
 
 TEST_CASE("restart policy inputs: collateral failures and the peer-cause bound", "[restart_policy]") {

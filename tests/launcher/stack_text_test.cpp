@@ -47,6 +47,15 @@ TEST_CASE("after the main thread come the threads waiting for peers", "[stacks]"
   CHECK(clean.find("Thread 3") < clean.find("Thread 2"));
 }
 
+TEST_CASE("the trainer's shared-memory allreduce counts as waiting for peers", "[stacks]") {
+  const std::string gdb =
+      "Thread 3 (LWP 12):\n#0 syscall ()\n#1 ddp::ShmAllreduce::waitForPeer ()\n"
+      "Thread 2 (LWP 11):\n#0 epoll_wait ()\n#1 gloo::transport::tcp::Loop::run() ()\n"
+      "Thread 1 (LWP 10):\n#0 futex_wait ()\n#1 ddp::Reducer::finish ()\n";
+  const std::string clean = cleanGdbStacks(gdb);
+  CHECK(clean.find("Thread 3") < clean.find("Thread 2"));
+}
+
 TEST_CASE("gdb's output without frames is kept as it is (it says why)", "[stacks]") {
   const std::string error = "ptrace: Operation not permitted.\n";
   CHECK(cleanGdbStacks(error) == error);

@@ -14,16 +14,11 @@ namespace {
 
 boost::asio::ip::address ip(const std::string& text) { return boost::asio::ip::make_address(text); }
 
+// A round of addrs.size() nodes (their addresses are what Rendezvous::memberAddresses() reads).
 RendezvousResult roundOf(const std::vector<std::string>& addrs) {
   RendezvousResult round;
   round.generation = 3;
   round.nodeCount = static_cast<int>(addrs.size());
-  for (std::size_t i = 0; i < addrs.size(); ++i) {
-    RendezvousMember member;
-    member.nodeRank = static_cast<int>(i);
-    member.node.addr = addrs[i];
-    round.members.push_back(member);
-  }
   return round;
 }
 
@@ -33,7 +28,7 @@ TEST_CASE("a one-node round's worker store is loopback only, this user only") {
   const LaunchConfig config;
   const auto round = roundOf({"10.9.0.1"});
   CHECK(workerStoreAddress(round, "10.9.0.1") == "127.0.0.1");
-  const StoreServerOptions options = workerStoreOptions(config, round, "10.9.0.1");
+  const StoreServerOptions options = workerStoreOptions(config, round, "10.9.0.1", {"10.9.0.1"});
   CHECK(options.host == "127.0.0.1");
   CHECK(options.name == "worker store gen 3");
   CHECK(options.sameUserLocalPeers);
@@ -48,7 +43,8 @@ TEST_CASE("a multi-node round's worker store binds the advertised address, serve
   config.rdzvConf.storeAllow = AddressAllowlist::parse("10.1.0.0/16");
   const auto round = roundOf({"10.9.0.1", "10.9.0.2"});
   CHECK(workerStoreAddress(round, "10.9.0.1") == "10.9.0.1");
-  const StoreServerOptions options = workerStoreOptions(config, round, "10.9.0.1");
+  const StoreServerOptions options =
+      workerStoreOptions(config, round, "10.9.0.1", {"10.9.0.1", "10.9.0.2"});
   CHECK(options.host == "10.9.0.1");
   CHECK(options.allow.contains(ip("10.9.0.1")));
   CHECK(options.allow.contains(ip("10.9.0.2")));
@@ -61,7 +57,8 @@ TEST_CASE("a multi-node round's worker store binds the advertised address, serve
 TEST_CASE("a worker store advertised by host name listens everywhere, serves the resolved nodes") {
   const LaunchConfig config;
   const auto round = roundOf({"localhost", "10.9.0.2"});
-  const StoreServerOptions options = workerStoreOptions(config, round, "localhost");
+  const StoreServerOptions options =
+      workerStoreOptions(config, round, "localhost", {"localhost", "10.9.0.2"});
   CHECK(options.host == "::");
   CHECK(options.allow.contains(ip("127.0.0.1")));  // localhost resolved
   CHECK(options.allow.contains(ip("10.9.0.2")));

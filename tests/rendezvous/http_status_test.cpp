@@ -87,7 +87,7 @@ void writeJob(ddp::Store& store) {
   m.generation = 3;
   m.restartsUsed = 1;
   m.members = {member(1, "n1", 101), member(2, "n2", 202)};
-  store.set(keys.result(3), ddp::detail::encodeMembership(m));
+  store.set(keys.roster(3), ddp::detail::encodeMembership(m));
   store.add(keys.heartbeat(3, 0), 1);
   store.add(keys.heartbeat(3, 1), 1);
   store.set(keys.status(3, 1), R"({"v":1,"max_restarts":4,"workers":[{"rank":2,"state":"running"},)"

@@ -1,5 +1,5 @@
-// The pure parts of the rendezvous: node-rank rule, membership codec, round-end and
-// failure-record encodings.
+// The pure parts of the rendezvous: node-rank rule, roster codec, round-end and failure-record
+// encodings.
 #include <catch2/catch.hpp>
 
 #include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
@@ -69,25 +69,6 @@ TEST_CASE("membership codec round-trips odd strings and rejects garbage", "[rend
   CHECK_THROWS_AS(decodeMembership("garbage"), ProtocolError);
   CHECK_THROWS_AS(decodeMembership("1\t0\t\nnot a record\n"), ProtocolError);
   CHECK_THROWS_AS(decodeJoinRecord("1\tx\t3\t4\t5\th\ta\tr"), ProtocolError);
-}
-
-TEST_CASE("resultFor: contiguous global ranks and per-role ranks", "[rendezvous]") {
-  RoundMembership m;
-  m.generation = 3;
-  m.members = {record(5, "a", -1, -1, 2, "trainer"), record(2, "b", -1, -1, 3, "eval"),
-               record(9, "c", -1, -1, 4, "trainer")};
-  const RendezvousResult r = resultFor(m, 9);
-  CHECK(r.generation == 3);
-  CHECK(r.nodeRank == 2);
-  CHECK(r.nodeCount == 3);
-  CHECK(r.baseRank == 5);
-  CHECK(r.worldSize == 9);
-  CHECK(r.baseRoleRank == 2);
-  CHECK(r.roleWorldSize == 6);
-  CHECK(resultFor(m, 2).roleWorldSize == 3);
-  CHECK_THROWS_AS(resultFor(m, 4), Error);
-  m.error = "bad ranks";
-  CHECK_THROWS_AS(resultFor(m, 9), ConfigError);
 }
 
 TEST_CASE("round ends and failure records", "[rendezvous]") {

@@ -95,12 +95,13 @@ StoreServerOptions loopback() {
 
 }  // namespace
 
-TEST_CASE("HELLO is answered with version 1 and the ON_CLOSE capability", "[server][extension]") {
+TEST_CASE("HELLO is answered with version 1 and the ON_CLOSE and REQUEST_ID capabilities",
+          "[server][extension]") {
   StoreServerThread server(loopback());
   Conn c(server.port());
   c.sock.send(hex("f0 01000000 0100000000000000 0100000000000000 "
                   "0600000000000000 636c69656e74 0600000000000000 64647072756e"));
-  const auto reply = hex("00 01000000 0100000000000000 0100000000000000 "
+  const auto reply = hex("00 01000000 0300000000000000 0100000000000000 "
                          "0600000000000000 736572766572 0c00000000000000") +
                      "ddprun store";
   CHECK(c.sock.recv(reply.size()) == reply);

@@ -286,7 +286,7 @@ TEST_CASE("request encoders produce the captured bytes and round-trip", "[wire]"
 
   // Every op of every dialect survives encode -> decode.
   for (auto dialect : {Dialect::kV1a, Dialect::kV1b, Dialect::kV2}) {
-    for (int i = 0; i <= static_cast<int>(Op::kOnCloseClear); ++i) {
+    for (int i = 0; i <= static_cast<int>(Op::kRequestId); ++i) {
       Request r;
       r.op = static_cast<Op>(i);
       if (!opcodeFor(dialect, r.op)) continue;
@@ -389,7 +389,7 @@ TEST_CASE("random bytes never crash the decoder", "[wire][fuzz]") {
       }
       break;
     }
-    for (int i = 0; i <= static_cast<int>(Op::kOnCloseClear); ++i) {
+    for (int i = 0; i <= static_cast<int>(Op::kRequestId); ++i) {
       (void)decodeReply(bytes, static_cast<Op>(i), rng() % 4, 256);
     }
   }
@@ -445,7 +445,18 @@ TEST_CASE("extension requests: exact bytes, decoded after VALIDATE", "[wire][ext
   CHECK(c.op == Op::kOnCloseClear);
   CHECK(keysOf(c) == std::vector<std::string>{"a", "b"});
   CHECK(keysOf(decodeOne(d, hex("f2 0000000000000000"))).empty());
-  CHECK(std::holds_alternative<Malformed>(d.decode(hex("f3"))));  // not (yet) an extension op
+  const auto tagBytes = hex("f3 0201000000000000 0700000000000000");
+  auto tagResult = d.decode(tagBytes);
+  REQUIRE(std::holds_alternative<Request>(tagResult));
+  const auto& t = std::get<Request>(tagResult);
+  CHECK(t.op == Op::kRequestId);
+  CHECK(t.client == 0x0102);
+  CHECK(t.sequence == 7);
+  CHECK(t.size == tagBytes.size());
+  std::string tagged;
+  encodeRequest(tagged, Dialect::kV2, t);
+  CHECK(tagged == tagBytes);
+  CHECK(std::holds_alternative<Malformed>(d.decode(hex("f4"))));  // not (yet) an extension op
 }
 
 TEST_CASE("extension opcodes exist only in v2: torch clients never send them",

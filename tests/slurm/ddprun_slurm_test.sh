@@ -21,7 +21,9 @@
 #                                  round ends at once (the agent's closed connection) or the
 #                                  others' workers fail with connection errors (collateral): no
 #                                  restart is spent, the survivors renumber 0..2 in SLURM_NODEID
-#                                  order and finish; the lost node is named in their logs
+#                                  order and finish; the lost node is named in their logs.
+#                                  K = 0 kills the agent hosting the rendezvous store: the
+#                                  survivors move it to node 1 (store failover) and do the same
 # A second argument picks who serves the rendezvous store:
 #   hosted   (default) nothing but SLURM_*: the agent on the first node hosts it
 #   ddprund  a ddprund in the controller's (root) namespace, given as --rdzv-endpoint (the
@@ -335,11 +337,16 @@ PYEOF
     [[ $k == "$VICTIM" ]] && continue
     out=$W/agent-$k.out
     grep -q "budget" "$out" && { tail -20 "$out"; fail "node $k: a restart was charged"; }
-    grep -qE "sent no heartbeat|lost its connection to the rendezvous store" "$out" ||
-      { tail -20 "$out"; fail "node $k does not name the lost node"; }
+    lost="sent no heartbeat|lost its connection to the rendezvous store"
+    [[ $VICTIM == 0 ]] && lost="lost the rendezvous store hosted by the agent"
+    grep -qE "$lost" "$out" || { tail -20 "$out"; fail "node $k does not name the lost node"; }
     grep -q "ddprun: error" "$out" && { tail -20 "$out"; fail "node $k failed"; }
   done
   grep -E "task [0-9]+: Exited" "$W/srun.out" && fail "a surviving agent exited non-zero"
+  if [[ $VICTIM == 0 ]]; then
+    grep -q "this node hosts the rendezvous store now" "$W/agent-1.out" ||
+      { tail -20 "$W/agent-1.out"; fail "node 1 did not take over the rendezvous store"; }
+  fi
   echo "node $VICTIM lost: a world of 3 after $((t2 - t1)) ms, no restart spent"
   ;;
 *) fail "unknown mode" ;;

@@ -170,7 +170,9 @@ TEST_CASE("a checkpoint from 2 ranks resumes on 3 with the rest of the epoch re-
 }
 
 TEST_CASE("a failed collective surfaces as CommError on every rank", "[ddp]") {
-  auto runs = runRanksRaw(2, baseConfig(8, 1), 0, -1, /*failAtCall=*/7);
+  auto config = baseConfig(8, 1);
+  config.shmAllreduce = false;  // so the gradient buckets go through the failing communicator
+  auto runs = runRanksRaw(2, config, 0, -1, /*failAtCall=*/7);
   for (auto& e : runs.errors) REQUIRE_THROWS_AS(std::rethrow_exception(e), CommError);
 }
 

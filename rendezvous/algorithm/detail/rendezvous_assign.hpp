@@ -1,5 +1,7 @@
 // Round membership: the join record each agent writes, node-rank assignment (pure), and the
-// round result the closing agent publishes for everybody.
+// round's roster (every member in node-rank order) that the closing agent publishes once, for the
+// closer of the next round only (its closing rule waits for the previous members). What each
+// agent reads of a round is its own assignment (rendezvous_plan.hpp), never the roster.
 //
 // Node rank rule (deterministic for a given membership):
 //   1. a node that requested a rank (--node-rank) gets exactly that rank; a requested rank outside
@@ -36,7 +38,7 @@ std::string encodeJoinRecord(const JoinRecord& record);
 // Throws ProtocolError on malformed input.
 JoinRecord decodeJoinRecord(const std::string& value);
 
-// A closed round as published at r/<g>/result.
+// A closed round's roster as published at r/<g>/roster (an error too, while the closer holds it).
 struct RoundMembership {
   int64_t generation = 0;
   int restartsUsed = 0;
@@ -50,9 +52,5 @@ RoundMembership decodeMembership(const std::string& value);
 
 // Orders `joined` by the node rank rule above. Throws ConfigError on conflicting requests.
 std::vector<JoinRecord> assignNodeRanks(std::vector<JoinRecord> joined, int64_t generation);
-
-// This node's view of a membership. Throws ConfigError when membership.error is set and Error
-// when `slot` is not a member.
-RendezvousResult resultFor(RoundMembership membership, int64_t slot);
 
 }  // namespace ddp::detail

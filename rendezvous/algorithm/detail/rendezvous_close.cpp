@@ -1,8 +1,10 @@
 #include "rendezvous/algorithm/detail/rendezvous_close.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "rendezvous/algorithm/detail/rendezvous_lifecycle.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_plan.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp::detail {
@@ -31,9 +33,10 @@ void RoundCloser::resetFor(const RendezvousKeys& keys, int64_t g) {
     previous_.reset();
     return;
   }
-  const auto result = peek(store_, keys.result(*previous_));
-  if (!result) return;  // deleted meanwhile: nobody to wait for
-  const RoundMembership m = decodeMembership(*result);
+  // The one O(N) read of the previous round, once per round and evaluating agent (the leader).
+  const auto roster = peek(store_, keys.roster(*previous_));
+  if (!roster) return;  // deleted meanwhile: nobody to wait for
+  const RoundMembership m = decodeMembership(*roster);
   for (size_t rank = 0; rank < m.members.size(); ++rank) {
     pending_.push_back(Pending{static_cast<int>(rank), m.members[rank].node.host, "", {}, false});
   }
@@ -58,8 +61,8 @@ void RoundCloser::readNewRecords(const RendezvousKeys& keys, int64_t g, int64_t 
   if (upTo <= seenSlots_) return;
   std::vector<std::string> names;
   for (int64_t slot = seenSlots_ + 1; slot <= upTo; ++slot) names.push_back(keys.node(g, slot));
-  if (store_.check(names)) {
-    for (const auto& value : store_.multiGet(names)) noteRecord(value);
+  if (checkAll(store_, names)) {
+    for (const auto& value : multiGetAll(store_, names)) noteRecord(value);
     seenSlots_ = upTo;
     return;
   }
@@ -75,11 +78,11 @@ void RoundCloser::readNewRecords(const RendezvousKeys& keys, int64_t g, int64_t 
 void RoundCloser::dropSilent(const RendezvousKeys& keys) {
   std::vector<std::string> names;
   for (const auto& p : pending_) names.push_back(keys.heartbeat(*previous_, p.rank));
-  if (!store_.check(names)) {  // the previous round's keys are gone: so are its members
+  if (!checkAll(store_, names)) {  // the previous round's keys are gone: so are its members
     pending_.clear();
     return;
   }
-  const auto values = store_.multiGet(names);
+  const auto values = multiGetAll(store_, names);
   const auto now = Clock::now();
   for (size_t i = 0; i < pending_.size(); ++i) {
     Pending& p = pending_[i];
@@ -130,19 +133,7 @@ void RoundCloser::tryClose(const RendezvousKeys& keys, int64_t g) {
   } catch (const ConfigError& e) {
     m.error = "rendezvous '" + settings_.runId + "': " + e.what();
   }
-  std::vector<std::string> names;
-  std::vector<std::string> values;
-  for (size_t rank = 0; rank < m.members.size(); ++rank) {
-    names.push_back(keys.heartbeat(g, static_cast<int>(rank)));
-    values.push_back("0");
-  }
-  names.push_back(keys.result(g));
-  values.push_back(encodeMembership(m));
-  if (!m.members.empty()) {
-    names.push_back(keys.formed());
-    values.push_back(std::to_string(g));
-  }
-  store_.multiSet(names, values);
+  publish(keys, m, n);
   if (!m.error.empty()) {
     store_.compareSet(keys.ended(), "", encodeJobEnd(jobEndNow(false, g, m.error)));
     log_->error("{}", m.error);
@@ -150,7 +141,42 @@ void RoundCloser::tryClose(const RendezvousKeys& keys, int64_t g) {
   }
   log_->debug("rendezvous '{}' round {} closed with {} node(s) ({} joined)", settings_.runId, g,
               m.members.size(), joined);
-  if (!m.members.empty() && previous) deleteRoundsBefore(store_, keys, *previous, settings_.maxNodes);
+  if (!m.members.empty() && previous) {
+    deleteRoundsBefore(store_, keys, *previous, settings_.maxNodes);
+  }
+}
+
+void RoundCloser::publish(const RendezvousKeys& keys, const RoundMembership& m, int64_t slots) {
+  const int64_t g = m.generation;
+  const RoundPlan plan = planRound(m);
+  std::vector<std::string> names;
+  std::vector<std::string> values;
+  const size_t total = m.members.size() + 2 + static_cast<size_t>(slots) + 1;
+  names.reserve(total);
+  values.reserve(total);
+  auto put = [&](std::string name, std::string value) {
+    names.push_back(std::move(name));
+    values.push_back(std::move(value));
+  };
+  // In the order agents may need them (a multiSet longer than kKeysPerRequest is not atomic):
+  // first what members read once they run, then the assignments they wait on, the result last.
+  for (size_t rank = 0; rank < m.members.size(); ++rank) {
+    put(keys.heartbeat(g, static_cast<int>(rank)), "0");
+  }
+  if (!m.members.empty()) {
+    put(keys.roster(g), encodeMembership(m));
+    put(keys.formed(), std::to_string(g));
+  }
+  // Every slot 1..slots gets an assignment: the members theirs, the others (withdrawn, no record)
+  // the header alone, so that every agent holding a slot waits on its own key only.
+  const std::string header = encodeAssignment(Assignment{plan.header, std::nullopt});
+  const size_t first = names.size();
+  for (int64_t slot = 1; slot <= slots; ++slot) put(keys.assignment(g, slot), header);
+  for (const auto& [slot, assignment] : plan.bySlot) {
+    values.at(first + static_cast<size_t>(slot - 1)) = encodeAssignment(assignment);
+  }
+  put(keys.result(g), header);  // last: whoever sees it finds everything above
+  multiSetAll(store_, names, values);
 }
 
 std::vector<JoinRecord> RoundCloser::readJoinRecords(const RendezvousKeys& keys, int64_t g,
@@ -160,29 +186,38 @@ std::vector<JoinRecord> RoundCloser::readJoinRecords(const RendezvousKeys& keys,
   // Records follow their slot at once; only an agent that died between the two never writes
   // one. Wait while records keep arriving; leave out those still missing after a whole
   // heartbeatTimeout without progress.
-  std::vector<std::string> missing = names;
-  while (!missing.empty()) {
-    try {
-      store_.wait(missing, heartbeatTimeout_);
-      missing.clear();
-    } catch (const TimeoutError&) {
-      const size_t before = missing.size();
-      std::erase_if(missing, [&](const std::string& name) { return store_.check({name}); });
-      if (missing.size() < before) continue;
-      log_->warn("rendezvous '{}' round {}: {} of {} joined agents never wrote their record",
-                 settings_.runId, g, missing.size(), n);
-      std::erase_if(names, [&](const std::string& name) {
-        return std::find(missing.begin(), missing.end(), name) != missing.end();
-      });
-      break;
+  std::unordered_set<std::string> missing;
+  for (size_t from = 0; from < names.size(); from += kKeysPerRequest) {
+    const auto to = std::min(names.size(), from + kKeysPerRequest);
+    for (auto& name : awaitRecords({names.begin() + from, names.begin() + to})) {
+      missing.insert(std::move(name));
     }
+  }
+  if (!missing.empty()) {
+    log_->warn("rendezvous '{}' round {}: {} of {} joined agents never wrote their record",
+               settings_.runId, g, missing.size(), n);
+    std::erase_if(names, [&](const std::string& name) { return missing.count(name) > 0; });
   }
   std::vector<JoinRecord> records;
   if (names.empty()) return records;
-  for (const auto& value : store_.multiGet(names)) {
+  for (const auto& value : multiGetAll(store_, names)) {
     if (value != kWithdrawn) records.push_back(decodeJoinRecord(value));
   }
   return records;
+}
+
+std::vector<std::string> RoundCloser::awaitRecords(std::vector<std::string> missing) {
+  while (!missing.empty()) {
+    try {
+      store_.wait(missing, heartbeatTimeout_);
+      return {};
+    } catch (const TimeoutError&) {
+      const size_t before = missing.size();
+      std::erase_if(missing, [&](const std::string& name) { return store_.check({name}); });
+      if (missing.size() == before) return missing;
+    }
+  }
+  return missing;
 }
 
 }  // namespace ddp::detail

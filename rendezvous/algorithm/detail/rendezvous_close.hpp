@@ -10,8 +10,11 @@
 //
 // Closing: one compareSet election on r/<g>/closer, one add(kFrozen) that freezes the join counter
 // (every earlier join drew a slot below kFrozen, every later one knows it is late), reading the
-// join records (withdrawn ones skipped), one multiSet of the result, every heartbeat key and
-// `formed`; then the rounds below f are deleted (O(nodes) round trips, once, by the closer).
+// join records (withdrawn ones skipped; one WAIT and one multiGet per kKeysPerRequest records),
+// then one multiSet (per kKeysPerRequest keys) of every heartbeat key, the roster, `formed`, every
+// slot's assignment and, last, the result (rendezvous_plan.hpp); then the rounds below f are
+// deleted (O(nodes) round trips, once, by the closer). The closing rule reads the previous round's
+// roster once per round (incrementally after that): O(N) for the agent evaluating it, nobody else.
 //
 // Thread safety: one agent thread; not shared.
 #pragma once
@@ -67,6 +70,12 @@ class RoundCloser {
   void dropSilent(const RendezvousKeys& keys);
   std::optional<int64_t> previousFormed(const RendezvousKeys& keys);
   std::vector<JoinRecord> readJoinRecords(const RendezvousKeys& keys, int64_t g, int64_t n);
+  // Waits for the join records `missing`; returns those still missing after a whole
+  // heartbeatTimeout in which none arrived.
+  std::vector<std::string> awaitRecords(std::vector<std::string> missing);
+  // Writes round g's assignments for join slots 1..slots, heartbeat keys, roster, `formed` and
+  // result (last).
+  void publish(const RendezvousKeys& keys, const RoundMembership& m, int64_t slots);
 
   Store& store_;
   const RendezvousSettings& settings_;

@@ -19,13 +19,17 @@ std::chrono::milliseconds progressEvery(const RendezvousSettings& s) {
                                                std::chrono::seconds(5));
 }
 
-std::string seconds(Clock::duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
+// How often a waiting agent that is not the last-call leader looks at its round (the header says
+// why): about twice per heartbeatTimeout, at least every progress interval, and never so often
+// that the waiters of a max_nodes round make more than ~1000 looks per second in all.
+std::chrono::milliseconds pollPeriod(const RendezvousSettings& s, std::chrono::milliseconds slice,
+                                     std::chrono::milliseconds heartbeatTimeout) {
+  const auto base = std::min(progressEvery(s), std::max(slice * 4, heartbeatTimeout / 2));
+  return std::max(base, std::chrono::milliseconds(s.maxNodes));
 }
 
-bool listed(const RoundMembership& m, int64_t slot) {
-  return slot > 0 && std::any_of(m.members.begin(), m.members.end(),
-                                 [&](const JoinRecord& r) { return r.slot == slot; });
+std::string seconds(Clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
 }
 
 std::string closerToken(const NodeDescriptor& node, const void* self) {
@@ -42,6 +46,7 @@ RoundJoiner::RoundJoiner(Store& store, const RendezvousSettings& settings,
       node_(self),
       slice_(slice),
       heartbeatTimeout_(effectiveHeartbeatTimeout(settings)),
+      pollEvery_(pollPeriod(settings, slice, heartbeatTimeout_)),
       closer_(store, settings, closerToken(self, this)),
       log_(logger("rdzv")) {}
 
@@ -80,32 +85,49 @@ RoundJoiner::Step RoundJoiner::tryJoin(const RendezvousKeys& keys, Attempt a) {
   Wait waited = awaitMembership(keys, a);
   if (std::holds_alternative<IncarnationOver>(waited)) return IncarnationOver{};
   if (std::holds_alternative<Abandoned>(waited)) return NextRound{};
-  RoundMembership& m = std::get<RoundMembership>(waited);
-  if (!m.error.empty()) throw ConfigError(m.error);
-  if (listed(m, a.slot)) return JoinedRound{a.slot, resultFor(std::move(m), a.slot)};
-  return handleLate(keys, a.g, m, a.deadline);
+  Assignment& m = std::get<Assignment>(waited);
+  if (!m.header.error.empty()) throw ConfigError(m.header.error);
+  if (m.member) return JoinedRound{a.slot, resultOf(m), std::move(m.member->watched)};
+  return handleLate(keys, a.g, m.header.nodeCount, a.deadline);
+}
+
+std::optional<std::string> RoundJoiner::awaitKey(const std::string& key, Clock::time_point until) {
+  const auto left = remaining(until);
+  if (left.count() > 0) {
+    try {
+      store_.wait({key}, left);
+    } catch (const TimeoutError&) {
+      return std::nullopt;
+    }
+  }
+  return peek(store_, key);
 }
 
 RoundJoiner::Wait RoundJoiner::awaitMembership(const RendezvousKeys& keys, const Attempt& a) {
   // Fallback, judged on this agent's clock: if the round is being closed but no result appears
   // (the closing agent died), abandon it so that everybody moves on to the next one.
   const auto abandonAfter = 2 * heartbeatTimeout_;
-  Clock::time_point minSeenAt = a.slot == settings_.minNodes ? Clock::now() : kNever;
+  const bool leader = a.slot == settings_.minNodes;
+  // One key per agent, written once by the closer: its own assignment (every slot gets one), or,
+  // late, the round's result. Between looks at the round nothing else is read: the leader looks
+  // every 4 slices (its last call), the others every pollEvery_ (a job that ended, a round
+  // abandoned, a closer that died, progress logs), so that N waiters cost O(N) requests per
+  // pollEvery_, not per slice.
+  const std::string mine = a.slot > 0 ? keys.assignment(a.g, a.slot) : keys.result(a.g);
+  const auto period = leader ? slice_ * 4 : pollEvery_;
+  Clock::time_point minSeenAt = leader ? Clock::now() : kNever;
   Clock::time_point closingSeenAt = kNever;
-  // The leader looks again when its last call ends at the latest.
-  Clock::time_point lookAgain = std::min(Clock::now() + slice_ * 4,
-                                         minSeenAt == kNever ? kNever
-                                                             : minSeenAt + settings_.lastCallTimeout);
+  Clock::time_point lookAgain = std::min(
+      Clock::now() + period, leader ? minSeenAt + settings_.lastCallTimeout : kNever);
   while (true) {
-    const auto until = std::min(a.deadline, lookAgain);
-    const auto found =
-        waitForAny(store_, {keys.result(a.g), keys.ended(), keys.end(a.g)}, until, slice_);
-    if (found == 0u) return decodeMembership(store_.get(keys.result(a.g)));
-    if (found == 1u) return IncarnationOver{};
-    if (found == 2u) return Abandoned{};
+    if (auto value = awaitKey(mine, std::min(a.deadline, lookAgain))) {
+      return decodeAssignment(*value);
+    }
+    if (store_.check({keys.ended()})) return IncarnationOver{};
+    if (store_.check({keys.end(a.g)})) return Abandoned{};
     if (Clock::now() >= a.deadline) return withdraw(keys, a);
     const int64_t count = store_.add(keys.count(a.g), 0);
-    lookAgain = Clock::now() + slice_ * 4;
+    lookAgain = Clock::now() + period;
     if (count >= kFrozen || store_.check({keys.closer(a.g)})) {
       if (closingSeenAt == kNever) closingSeenAt = Clock::now();
       if (Clock::now() - closingSeenAt >= abandonAfter) {
@@ -126,15 +148,16 @@ Clock::time_point RoundJoiner::considerClosing(const RendezvousKeys& keys, const
   const auto now = Clock::now();
   if (count < settings_.minNodes) {
     minSeenAt = kNever;
-    return now + slice_ * 4;
+    return kNever;
   }
   if (minSeenAt == kNever) minSeenAt = now;
-  // The leader closes after the last call; the others only if it seems gone (one more
-  // heartbeatTimeout). Both apply the closing rule; the leader tracks it from the start, so
-  // that the silence of a previous member is timed from the first look.
+  // The leader closes after the last call; the others only if it seems gone, one after the
+  // other (backupRank). All apply the closing rule; the leader tracks it from the start, so that
+  // the silence of a previous member is timed from the first look.
   const bool leader = a.slot == settings_.minNodes;
+  const int64_t joined = std::min<int64_t>(count, settings_.maxNodes);
   const auto closeAt =
-      minSeenAt + settings_.lastCallTimeout + (leader ? Clock::duration::zero() : heartbeatTimeout_);
+      minSeenAt + settings_.lastCallTimeout + heartbeatTimeout_ * backupRank(a.slot, joined);
   if (!leader && now < closeAt) return closeAt;
   lastReadiness_ = closer_.readiness(keys, a.g, count);
   if (now < closeAt) return closeAt;
@@ -142,18 +165,29 @@ Clock::time_point RoundJoiner::considerClosing(const RendezvousKeys& keys, const
   return now + slice_;
 }
 
+int64_t RoundJoiner::backupRank(int64_t slot, int64_t joined) const {
+  // Slots after the leader's, cyclically over the joined slots (1, 2, ...); a late agent last.
+  // Only the first kBackups take over one heartbeatTimeout apart; everybody else waits for one
+  // more, so that a dead leader makes O(1) agents, not all N, read the join records and the
+  // previous roster.
+  const int64_t leaderSlot = settings_.minNodes;
+  int64_t b = slot == 0 ? joined : (slot - leaderSlot + joined) % std::max<int64_t>(joined, 1);
+  if (slot == leaderSlot) b = 0;
+  return std::min<int64_t>(b, kBackups + 1);
+}
+
 RoundJoiner::Wait RoundJoiner::withdraw(const RendezvousKeys& keys, const Attempt& a) {
   if (a.slot == 0) throwJoinTimeout(keys, a.g, false);
   store_.compareSet(keys.node(a.g, a.slot), a.record, std::string(kWithdrawn));
   if (store_.add(keys.count(a.g), 0) >= kFrozen) {
     // The round froze before the record was withdrawn: the closer may have counted it, and its
-    // result decides.
+    // assignment decides.
+    const std::string mine = keys.assignment(a.g, a.slot);
     const auto until = Clock::now() + settings_.closeTimeout;
-    const auto found =
-        waitForAny(store_, {keys.result(a.g), keys.end(a.g), keys.ended()}, until, slice_);
+    const auto found = waitForAny(store_, {mine, keys.end(a.g), keys.ended()}, until, slice_);
     if (found == 0u) {
-      RoundMembership m = decodeMembership(store_.get(keys.result(a.g)));
-      if (listed(m, a.slot) || !m.error.empty()) {
+      Assignment m = decodeAssignment(store_.get(mine));
+      if (m.member || !m.header.error.empty()) {
         log_->info("rendezvous '{}' round {} closed with this node as its join timed out; "
                    "staying", settings_.runId, a.g);
         return m;
@@ -172,9 +206,8 @@ void RoundJoiner::markGone(const RendezvousKeys& keys, const MemberHistory& hist
   store_.append(keys.gone(history.generation), std::to_string(history.rank) + "\n");
 }
 
-RoundJoiner::Step RoundJoiner::handleLate(const RendezvousKeys& keys, int64_t g,
-                                          const RoundMembership& m, Clock::time_point deadline) {
-  const int n = static_cast<int>(m.members.size());
+RoundJoiner::Step RoundJoiner::handleLate(const RendezvousKeys& keys, int64_t g, int n,
+                                          Clock::time_point deadline) {
   // A round whose nodes are already passing the exit barrier is finishing: do not restart it.
   const bool finishing = store_.check({keys.exitCount(g)});
   if (n < settings_.maxNodes && !finishing) {

@@ -2,12 +2,15 @@
 // incarnation of the run.
 //
 // Common path, O(1) store round-trips per agent: read the round hint, add() to the round's join
-// counter to draw a slot, write the join record, then wait for the one result key. The agent that
+// counter to draw a slot, write the join record, then wait for its own assignment key
+// (rendezvous_plan.hpp; a late joiner waits for the round's result key instead). The agent that
 // draws slot maxNodes closes the round at once; the agent that draws slot minNodes (the last-call
 // leader) closes it once lastCallTimeout passed and the closing rule of rendezvous_close.hpp holds
 // (every member of the previous formed round is back or gone), unless the maxNodes-th agent did
-// first. If the leader dies or withdraws, any member that has seen minNodes joins for
-// lastCallTimeout + heartbeatTimeout applies the same rule; if the closing agent dies before
+// first. If the leader dies or withdraws, the agents of the next slots (cyclically) take over one
+// after the other: the k-th applies the same rule once it has seen minNodes joins for
+// lastCallTimeout + k x heartbeatTimeout (k = 1..3; every other agent at k = 4, so that a dead
+// leader costs O(1) agents' reading of the join records, not N); if the closing agent dies before
 // publishing, the waiting agents abandon the round after 2 x heartbeatTimeout (r/<g>/end) and
 // join the next one.
 //
@@ -20,6 +23,12 @@
 // Frozen: the closer may have read the record first, so it waits for the result and, when listed,
 // is a member after all. Either way it is a member of no round it did not see formed.
 //
+// Between looks at the round a waiting agent reads nothing but its one key: the last-call leader
+// looks every 4 slices, every other agent every pollEvery = max(min(progress interval, max(4
+// slices, heartbeatTimeout / 2)), max_nodes x 1 ms) — for a job that ended meanwhile, an abandoned
+// round, a closer that died, the leader's take-over, progress logs. So N waiting agents cost O(N)
+// store requests per pollEvery (5 each), at most ~1000 looks per second in all however large the
+// job; a round that closes in less than pollEvery costs no look at all.
 // While waiting it logs at info every few seconds what it waits for and how long is left.
 //
 // Thread safety: one join at a time (the agent's thread).
@@ -35,6 +44,7 @@
 #include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_close.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_plan.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_wait.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 #include "rendezvous/store/store.hpp"
@@ -50,6 +60,7 @@ struct MemberHistory {
 struct JoinedRound {
   int64_t slot = 0;
   RendezvousResult result;
+  std::vector<PeerHost> watched;  // the peers this node's heartbeat thread watches
 };
 // The incarnation ended while this agent joined: the caller reads its tombstone.
 struct IncarnationOver {};
@@ -77,19 +88,25 @@ class RoundJoiner {
   struct NextRound {};
   struct Abandoned {};
   using Step = std::variant<JoinedRound, NextRound, IncarnationOver>;
-  using Wait = std::variant<RoundMembership, Abandoned, IncarnationOver>;
+  using Wait = std::variant<Assignment, Abandoned, IncarnationOver>;
 
   int64_t currentRound(const RendezvousKeys& keys);
   Step tryJoin(const RendezvousKeys& keys, Attempt a);
   Wait awaitMembership(const RendezvousKeys& keys, const Attempt& a);
+  // Waits until `key` exists or `until` passes; its value, or nullopt.
+  std::optional<std::string> awaitKey(const std::string& key, Clock::time_point until);
   // One look at a round nobody closed yet: closes it when this agent may. Returns the next time
   // the agent should look again (the leader's close time, at the latest).
   Clock::time_point considerClosing(const RendezvousKeys& keys, const Attempt& a, int64_t count,
                                     Clock::time_point& minSeenAt);
+  // How many heartbeatTimeouts after the last call the agent holding `slot` takes over closing
+  // (0: the leader), with `joined` slots drawn.
+  int64_t backupRank(int64_t slot, int64_t joined) const;
+  static constexpr int64_t kBackups = 3;
   Wait withdraw(const RendezvousKeys& keys, const Attempt& a);
   void markGone(const RendezvousKeys& keys, const MemberHistory& history);
-  Step handleLate(const RendezvousKeys& keys, int64_t g, const RoundMembership& m,
-                  Clock::time_point deadline);
+  // A round closed without this agent (`n` members): scale it up, or wait as a spare.
+  Step handleLate(const RendezvousKeys& keys, int64_t g, int n, Clock::time_point deadline);
   void logProgress(const Attempt& a, int64_t count, Clock::time_point minSeenAt);
   [[noreturn]] void throwJoinTimeout(const RendezvousKeys& keys, int64_t g, bool withdrew);
   std::string self() const;
@@ -99,6 +116,7 @@ class RoundJoiner {
   NodeDescriptor node_;
   std::chrono::milliseconds slice_;
   std::chrono::milliseconds heartbeatTimeout_;
+  std::chrono::milliseconds pollEvery_;
   RoundCloser closer_;
   CloseReadiness lastReadiness_;
   Clock::time_point nextProgress_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <stdexcept>
 
 namespace ddp::detail {
 
@@ -40,8 +41,8 @@ RendezvousKeys::RendezvousKeys(const std::string& runId, int64_t incarnation)
       root_("rdzv/" + runId + "/" + std::to_string(incarnation) + "/") {}
 
 std::vector<std::string> RendezvousKeys::roundKeys(int64_t g) const {
-  return {count(g), closer(g), result(g), end(g), gone(g), failCount(g), exitCount(g),
-          exitDone(g), workerStore(g), left(g), recordNames(g)};
+  return {count(g), closer(g), result(g), roster(g), end(g), gone(g), failCount(g),
+          exitCount(g), exitDone(g), workerStore(g), left(g), recordNames(g)};
 }
 
 std::optional<std::string> peek(Store& store, const std::string& key) {
@@ -49,6 +50,43 @@ std::optional<std::string> peek(Store& store, const std::string& key) {
   std::string value = store.compareSet(key, absent, absent);
   if (value == absent) return std::nullopt;
   return value;
+}
+
+namespace {
+
+std::vector<std::string> slice(const std::vector<std::string>& v, size_t from) {
+  const size_t to = std::min(v.size(), from + kKeysPerRequest);
+  return std::vector<std::string>(v.begin() + static_cast<std::ptrdiff_t>(from),
+                                  v.begin() + static_cast<std::ptrdiff_t>(to));
+}
+
+}  // namespace
+
+std::vector<std::string> multiGetAll(Store& store, const std::vector<std::string>& keys) {
+  if (keys.size() <= kKeysPerRequest) return store.multiGet(keys);
+  std::vector<std::string> values;
+  values.reserve(keys.size());
+  for (size_t from = 0; from < keys.size(); from += kKeysPerRequest) {
+    for (auto& value : store.multiGet(slice(keys, from))) values.push_back(std::move(value));
+  }
+  return values;
+}
+
+void multiSetAll(Store& store, const std::vector<std::string>& keys,
+                 const std::vector<std::string>& values) {
+  if (keys.size() != values.size()) throw std::invalid_argument("multiSetAll: sizes differ");
+  if (keys.size() <= kKeysPerRequest) return store.multiSet(keys, values);
+  for (size_t from = 0; from < keys.size(); from += kKeysPerRequest) {
+    store.multiSet(slice(keys, from), slice(values, from));
+  }
+}
+
+bool checkAll(Store& store, const std::vector<std::string>& keys) {
+  if (keys.size() <= kKeysPerRequest) return store.check(keys);
+  for (size_t from = 0; from < keys.size(); from += kKeysPerRequest) {
+    if (!store.check(slice(keys, from))) return false;
+  }
+  return true;
 }
 
 std::string encodeRoundEnd(const RoundEnd& end) {

@@ -24,7 +24,12 @@
 //   r/<g>/closer          slot of the agent that closed round g (compareSet election)
 //   r/<g>/node/<slot>     the join record of the agent that drew `slot` (1-based), or kWithdrawn
 //                         once that agent gave up (compareSet: atomic with respect to the closer)
-//   r/<g>/result          the round's membership in node-rank order, or an error
+//   r/<g>/as/<slot>       the assignment of the agent that drew `slot`: the round header and its
+//                         place (rendezvous_plan.hpp); the only round value a member reads
+//   r/<g>/result          the round header alone (closed: node count, world size, or an error);
+//                         written last, after every assignment; late joiners wait on it
+//   r/<g>/roster          every member's join record in node-rank order: read only by the agent
+//                         closing the next round (its closing rule), never by every agent
 //   r/<g>/hb/<rank>       heartbeat counter of node rank `rank` (add, one per keep-alive tick)
 //   r/<g>/end             why round g ended: "<kind>[/<lost rank>]|<detail>" (first reason wins)
 //   r/<g>/gone            node ranks of round g known gone (left, withdrew): "<rank>\n" appended
@@ -54,6 +59,10 @@
 // keys but `ended`, `history` (and `failures` when it failed), and the tombstone of the
 // incarnation before. A ddprund thus holds O(live jobs) keys plus at most 4 per ended run id (inc,
 // ended, history, failures).
+//
+// Cost: per round, each agent reads O(1) keys of O(1) size (its assignment; node rank 0's lists
+// the N - 1 hosts it watches). O(N) work happens once per round, by one agent: the closer reads
+// the join records and writes every assignment, and the next round's closer reads the roster.
 //
 // Thread safety: immutable after construction; the free functions are pure or say which store
 // calls they make.
@@ -95,7 +104,11 @@ class RendezvousKeys {
   std::string count(int64_t g) const { return r(g) + "count"; }
   std::string closer(int64_t g) const { return r(g) + "closer"; }
   std::string node(int64_t g, int64_t slot) const { return r(g) + "node/" + std::to_string(slot); }
+  std::string assignment(int64_t g, int64_t slot) const {
+    return r(g) + "as/" + std::to_string(slot);
+  }
   std::string result(int64_t g) const { return r(g) + "result"; }
+  std::string roster(int64_t g) const { return r(g) + "roster"; }
   std::string heartbeat(int64_t g, int rank) const { return r(g) + "hb/" + std::to_string(rank); }
   std::string end(int64_t g) const { return r(g) + "end"; }
   std::string gone(int64_t g) const { return r(g) + "gone"; }
@@ -128,6 +141,16 @@ class RendezvousKeys {
 
 // Reads `key` in one round trip without creating it: its value, or nullopt when it is missing.
 std::optional<std::string> peek(Store& store, const std::string& key);
+
+// The most keys one store request of the rendezvous carries (ddprund's default limit is 131072);
+// longer lists are split into several requests.
+inline constexpr size_t kKeysPerRequest = 8192;
+// multiGet / multiSet / check over any number of keys, kKeysPerRequest at a time, in order (so
+// the last key of a multiSet is written last). Throw what the store throws.
+std::vector<std::string> multiGetAll(Store& store, const std::vector<std::string>& keys);
+void multiSetAll(Store& store, const std::vector<std::string>& keys,
+                 const std::vector<std::string>& values);
+bool checkAll(Store& store, const std::vector<std::string>& keys);
 
 // Why a round ended; stored at r/<g>/end.
 struct RoundEnd {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
 #include "rendezvous/algorithm/detail/round_records.hpp"
 #include "rendezvous/base/logging.hpp"
 
@@ -16,16 +15,6 @@ int64_t joinedSlots(Store& store, const RendezvousKeys& keys, int64_t g, int max
   int64_t joined = parseCount(keys.count(g), *count);
   if (joined >= kFrozen) joined -= kFrozen;
   return std::clamp<int64_t>(joined, 0, maxNodes);
-}
-
-size_t memberCount(Store& store, const RendezvousKeys& keys, int64_t g) {
-  const auto result = peek(store, keys.result(g));
-  if (!result) return 0;
-  try {
-    return decodeMembership(*result).members.size();
-  } catch (const ProtocolError&) {
-    return 0;
-  }
 }
 
 }  // namespace
@@ -54,14 +43,15 @@ void checkStoreOwner(Store& store, const std::string& runId, const std::string& 
 }
 
 void deleteRound(Store& store, const RendezvousKeys& keys, int64_t g, int maxNodes) {
+  // A round has at most as many members (node ranks) as joined slots.
   const int64_t slots = joinedSlots(store, keys, g, maxNodes);
-  const size_t ranks = memberCount(store, keys, g);
-  for (int64_t slot = 1; slot <= slots; ++slot) store.deleteKey(keys.node(g, slot));
-  for (size_t rank = 0; rank < ranks; ++rank) {
-    store.deleteKey(keys.heartbeat(g, static_cast<int>(rank)));
-    store.deleteKey(keys.status(g, static_cast<int>(rank)));
+  for (int64_t slot = 1; slot <= slots; ++slot) {
+    store.deleteKey(keys.node(g, slot));
+    store.deleteKey(keys.assignment(g, slot));
+    store.deleteKey(keys.heartbeat(g, static_cast<int>(slot - 1)));
+    store.deleteKey(keys.status(g, static_cast<int>(slot - 1)));
   }
-  deleteRoundRecords(store, keys, g, ranks);
+  deleteRoundRecords(store, keys, g, static_cast<size_t>(slots));
   for (const auto& key : keys.roundKeys(g)) store.deleteKey(key);
 }
 

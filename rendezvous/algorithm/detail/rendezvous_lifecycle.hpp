@@ -34,7 +34,8 @@ int64_t startNextIncarnation(Store& store, const std::string& runId, int64_t end
 // run id): two jobs meet on one port. One round trip.
 void checkStoreOwner(Store& store, const std::string& runId, const std::string& self);
 
-// Deletes every key of round g: O(nodes) round trips. Missing keys are skipped.
+// Deletes every key of round g: 3 per joined slot (join record, assignment, heartbeat) and the
+// round's own (roundKeys): O(nodes) round trips. Missing keys are skipped.
 void deleteRound(Store& store, const RendezvousKeys& keys, int64_t g, int maxNodes);
 
 // After round `formed` formed with members: deletes the rounds below `previousFormed` (the

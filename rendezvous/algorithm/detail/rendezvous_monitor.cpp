@@ -16,16 +16,11 @@ constexpr std::chrono::milliseconds kMaxDisarmBudget{1000};
 
 std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
-// Who `rank` watches: node rank 0 watches everyone, the others their successor (mod n).
-std::vector<int> watchedBy(int rank, int n) {
-  std::vector<int> ranks;
-  if (n < 2) return ranks;
-  if (rank == 0) {
-    for (int r = 1; r < n; ++r) ranks.push_back(r);
-  } else {
-    ranks.push_back((rank + 1) % n);
-  }
-  return ranks;
+// A seed for the heartbeat jitter that differs between the agents of one process and between
+// processes, without opening a random device per agent.
+uint64_t jitterSeed(const void* self) {
+  const auto now = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  return now ^ (reinterpret_cast<uintptr_t>(self) * 0x9E3779B97F4A7C15ull);
 }
 
 }  // namespace
@@ -35,8 +30,8 @@ RoundMonitor::RoundMonitor(Store& store, StoreConnector connect,
     : interval_(settings.keepAliveInterval),
       heartbeatTimeout_(effectiveHeartbeatTimeout(settings)),
       log_(logger("rdzv")),
-      link_(store, std::move(connect)),
-      thread_([this] { run(); }) {}
+      random_(static_cast<std::minstd_rand::result_type>(jitterSeed(this))),
+      link_(store, std::move(connect)) {}
 
 RoundMonitor::~RoundMonitor() {
   {
@@ -45,7 +40,7 @@ RoundMonitor::~RoundMonitor() {
   }
   wake_.notify_all();
   interrupt();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void RoundMonitor::interrupt() { link_.interrupt(); }
@@ -60,6 +55,7 @@ void RoundMonitor::enter(MonitoredRound round) {
     round_ = std::move(round);
     ++epoch_;
     nextTick_ = Clock::now() + std::chrono::milliseconds(jitter(random_));
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
   wake_.notify_all();
   interrupt();
@@ -156,8 +152,8 @@ void RoundMonitor::prepare(const MonitoredRound& round, uint64_t epoch) {
   lastOk_ = Clock::now();
   failing_ = false;
   watched_.clear();
-  for (int rank : watchedBy(round.rank, static_cast<int>(round.hosts.size()))) {
-    watched_.push_back(Watched{rank, "", lastOk_});
+  for (const auto& peer : round.watched) {
+    watched_.push_back(Watched{peer.rank, peer.host, "", lastOk_});
   }
   // Connect and arm ON_CLOSE at once: an agent that dies before its first tick is noticed too.
   try {
@@ -238,7 +234,7 @@ void RoundMonitor::arm(const MonitoredRound& round, uint64_t epoch) {
   const int64_t g = round.generation;
   const std::string lost = encodeRoundEnd(
       {RendezvousEventKind::kPeerLost,
-       "node rank " + std::to_string(round.rank) + " (" + round.hosts.at(round.rank) +
+       "node rank " + std::to_string(round.rank) + " (" + round.host +
            ") lost its connection to the rendezvous store (agent died?)",
        round.rank});
   Armed armed{epoch, {round.keys.end(g), round.keys.round()}};
@@ -285,8 +281,8 @@ void RoundMonitor::watchPeers(Store& store, const MonitoredRound& round) {
   }
   if (lost == nullptr || store.check({round.keys.exitDone(round.generation)})) return;
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - lost->changedAt);
-  const std::string detail = "node rank " + std::to_string(lost->rank) + " (" +
-                             round.hosts[lost->rank] + ") sent no heartbeat for " + ms(silent) +
+  const std::string detail = "node rank " + std::to_string(lost->rank) + " (" + lost->host +
+                             ") sent no heartbeat for " + ms(silent) +
                              " (heartbeat_timeout " + ms(heartbeatTimeout_) + "), seen by node rank " +
                              std::to_string(round.rank);
   endRound(store, round.keys, round.generation,

@@ -18,7 +18,8 @@
 // Every keep-alive tick (keepAliveInterval, the first at a random point of the first interval) the
 // thread does O(1) store round-trips:
 //   * add(r/<g>/hb/<rank>, 1)                   its own heartbeat counter;
-//   * multiGet of the counters it watches      node rank 0 watches every other node (O(N) bytes
+//   * multiGet of the counters it watches      the closer chose them (MonitoredRound::watched):
+//                                              node rank 0 watches every other node (O(N) bytes
 //                                              per tick for one node only), every other node
 //                                              watches its successor (rank + 1) mod N, so a lost
 //                                              node is seen even when node rank 0 is the lost one;
@@ -61,6 +62,7 @@
 
 #include "rendezvous/algorithm/detail/heartbeat_link.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_plan.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_wait.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 #include "rendezvous/store/store.hpp"
@@ -71,16 +73,18 @@ namespace ddp::detail {
 struct MonitoredRound {
   int64_t generation = 0;
   int rank = 0;
-  std::vector<std::string> hosts;  // by node rank, for messages
-  RendezvousKeys keys;             // of the round's incarnation
+  std::string host;               // this node's, for messages
+  std::vector<PeerHost> watched;  // the peers it watches (rendezvous_plan.hpp's watchedBy)
+  RendezvousKeys keys;            // of the round's incarnation
 };
 
 class RoundMonitor {
  public:
   using Callback = std::function<void(const RendezvousEvent&)>;
 
-  // Starts the thread (idle until enter()). `connect` opens the monitor's own store connection;
-  // empty: it shares `store`. Opens nothing yet.
+  // `connect` opens the monitor's own store connection; empty: it shares `store`. Opens nothing
+  // and starts no thread yet: the thread starts at the first enter() (an agent that never joins
+  // a round costs no thread). Throws std::system_error from enter() when no thread can start.
   RoundMonitor(Store& store, StoreConnector connect, const RendezvousSettings& settings);
   // Stops and joins the thread (after clearing ON_CLOSE when exit() was called; without exit(),
   // the closing connection ends the round for the others, as a dead agent's would). Blocks at most
@@ -104,6 +108,7 @@ class RoundMonitor {
  private:
   struct Watched {
     int rank = 0;
+    std::string host;
     std::string value;
     Clock::time_point changedAt;
   };
@@ -139,7 +144,7 @@ class RoundMonitor {
   bool kick_ = false;
   bool ticking_ = false;  // the monitor thread is inside tick()
   Clock::time_point nextTick_;
-  std::minstd_rand random_{std::random_device{}()};
+  std::minstd_rand random_;
   uint64_t epoch_ = 0;  // bumped by enter() and exit()
   std::optional<MonitoredRound> round_;
   int64_t handledGeneration_ = -1;
@@ -157,7 +162,7 @@ class RoundMonitor {
   Clock::time_point lastOk_;
   bool failing_ = false;
 
-  std::thread thread_;  // last: starts after every field above is ready
+  std::thread thread_;  // started by the first enter(), under mutex_
 };
 
 }  // namespace ddp::detail

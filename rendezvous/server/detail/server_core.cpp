@@ -30,6 +30,18 @@ void ServerCore::flushWarnings() {
   }
 }
 
+void ServerCore::openJournal(boost::asio::any_io_executor io) {
+  if (options.durability.dataDir.empty()) return;
+  journal = std::make_unique<Journal>(options.durability, std::move(io), log);
+  const uint64_t records = journal->replay([&](const Mutation& m) { return state.replay(m); });
+  journal->start(state.snapshot());
+  state.attachJournal(journal.get());
+  counters.keys.store(state.numKeys(), std::memory_order_relaxed);
+  log->info("{}: data directory {}: {} records replayed, {} keys, {} client request ids",
+            options.name, options.durability.dataDir, records, state.numKeys(),
+            state.requestIds());
+}
+
 ServerStats ServerCore::stats() const {
   auto get = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
   ServerStats s;

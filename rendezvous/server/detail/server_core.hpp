@@ -16,6 +16,9 @@
 
 #include <spdlog/logger.h>
 
+#include <boost/asio/any_io_executor.hpp>
+
+#include "rendezvous/server/detail/journal.hpp"
 #include "rendezvous/server/detail/memory_budget.hpp"
 #include "rendezvous/server/detail/refusal_log.hpp"
 #include "rendezvous/server/detail/store_state.hpp"
@@ -61,10 +64,21 @@ struct ServerCore {
   // Logs what warn() still holds back (when the server stops).
   void flushWarnings();
   ServerStats stats() const;
+  // Durability (--data-dir): replays the data directory into `state` and journals from then on.
+  // Throws ConfigError (see Journal). A no-op without options.durability.dataDir.
+  void openJournal(boost::asio::any_io_executor io);
+  // After requests were applied: ends the journal record of their changes (and compacts when
+  // due). A no-op without a journal.
+  void commitChanges() {
+    if (!journal) return;
+    journal->commit();
+    if (journal->compactionDue()) journal->compact(state.snapshot());
+  }
 
   StoreServerOptions options;
   MemoryBudget budget;  // declared before everything charged to it, so destroyed after it
   StoreState state;
+  std::unique_ptr<Journal> journal;  // with --data-dir only
   WarningLimiter warnings;
   std::shared_ptr<spdlog::logger> log;
   std::unordered_set<StoreSession*> sessions;

@@ -46,6 +46,7 @@ void SessionProtocol::disconnect(bool applyOnClose) {
                                  : "left unchanged (value differed)",
                      a.action.key);
   }
+  core_->commitChanges();
 }
 
 std::optional<std::span<char>> SessionProtocol::readBuffer() {
@@ -116,6 +117,7 @@ SessionProtocol::Outcome SessionProtocol::process() {
     break;
   }
   processing_ = false;
+  core_->commitChanges();  // the changes of this batch of requests: one journal record
   if (applied > 0) {
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - readAt_;
     core_->storeStats.observeRequests(took.count(), applied);
@@ -142,7 +144,16 @@ bool SessionProtocol::handle(const wire::Request& request) {
     core_->log->debug("{}: connection {} from {} speaks {}", core_->options.name, id_, peer_,
                       wire::dialectName(loggedDialect_));
   }
-  if (core_->state.apply(request, *this, out_, reason_, &input_.blob())) return true;
+  if (request.op == wire::Op::kRequestId) {
+    tag_.emplace(request.client, request.sequence);
+    return true;
+  }
+  const auto tag = std::exchange(tag_, std::nullopt);
+  const bool applied =
+      tag ? core_->state.applyTagged(request, tag->first, tag->second, *this, out_, reason_,
+                                     &input_.blob())
+          : core_->state.apply(request, *this, out_, reason_, &input_.blob());
+  if (applied) return true;
   bump(core_->state.refusedForMemory() ? core_->counters.closedMemory
                                        : core_->counters.closedBadInput);
   return false;

@@ -102,6 +102,8 @@ class SessionProtocol : public StoreClient {
   bool processing_ = false;
   std::chrono::steady_clock::time_point readAt_{};  // when the last read completed (StoreStats)
   bool disconnected_ = false;
+  // REQUEST_ID (client id, sequence) for the next request, once received.
+  std::optional<std::pair<uint64_t, uint64_t>> tag_;
 };
 
 }  // namespace ddp::detail

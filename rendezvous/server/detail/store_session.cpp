@@ -63,7 +63,8 @@ void StoreSession::close(const std::string& reason) {
   // A server that stops applies no ON_CLOSE registration: its peers did not go away.
   disconnect(!core_->stopped);
   core_->sessions.erase(this);
-  if (!reason.empty() && !writeActive_ && !output().empty()) {
+  const bool durable = !core_->journal || core_->journal->durable() >= core_->journal->committed();
+  if (!reason.empty() && !writeActive_ && !output().empty() && durable) {
     // Replies to the requests that preceded the bad one, best effort (never blocks), as torch's
     // server would have sent them before failing.
     gather_.clear();
@@ -133,7 +134,15 @@ void StoreSession::armGraceTimer() {
 }
 
 void StoreSession::flush() {
-  if (writeActive_ || output().empty() || closed_) return;
+  if (writeActive_ || output().empty() || closed_ || awaitingDurable_) return;
+  // --data-dir: no reply may reveal a change that a crash could still lose.
+  if (core_->journal && !core_->journal->whenDurable([self = shared_from_this()] {
+        self->awaitingDurable_ = false;
+        if (!self->stopped()) self->flush();
+      })) {
+    awaitingDurable_ = true;
+    return;
+  }
   std::swap(writing_, output());
   gather_.clear();
   writing_.collect(gather_);

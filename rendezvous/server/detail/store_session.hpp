@@ -66,6 +66,7 @@ class StoreSession final : public SessionProtocol,
   bool ambiguous_ = false;
   bool closed_ = false;
   bool closeWhenWritten_ = false;  // a refusal reply is pending: close once it is written
+  bool awaitingDurable_ = false;  // replies held until the journal has synced what they follow
 };
 
 }  // namespace ddp::detail

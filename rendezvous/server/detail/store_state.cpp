@@ -71,6 +71,7 @@ bool StoreState::apply(const wire::Request& r, StoreClient& client, OutputQueue&
     case Op::kHello: hello(out); return true;
     case Op::kOnClose: return onClose(r, client, out, reason);
     case Op::kOnCloseClear: onCloseClear(r, client, out); return true;
+    case Op::kRequestId: return true;  // tags the next request (SessionProtocol)
   }
   reason = "unhandled op";
   return false;

@@ -34,7 +34,9 @@
 #include <vector>
 
 #include "rendezvous/server/detail/memory_budget.hpp"
+#include "rendezvous/server/detail/journal.hpp"
 #include "rendezvous/server/detail/output_queue.hpp"
+#include "rendezvous/server/detail/request_ids.hpp"
 #include "rendezvous/server/detail/store_table.hpp"
 #include "rendezvous/server/detail/wait_registry.hpp"
 #include "rendezvous/server/store_stats.hpp"
@@ -58,7 +60,9 @@ struct AppliedOnClose {
 
 class StoreState {
  public:
-  explicit StoreState(MemoryBudget& budget) : budget_(budget), table_(budget), waits_(budget) {}
+  explicit StoreState(MemoryBudget& budget)
+      : budget_(budget), table_(budget), waits_(budget), requestIds_(budget),
+        instance_(newInstanceId()) {}
   StoreState(const StoreState&) = delete;
   StoreState& operator=(const StoreState&) = delete;
 
@@ -83,7 +87,24 @@ class StoreState {
 
   // Drops every key and queue (the budget then holds only what clients still hold). Every client
   // must have been disconnected first.
-  void clear() { table_.clear(); }
+  void clear() {
+    table_.clear();
+    requestIds_.clear();
+  }
+
+  // ---- Durability and retries (store_state_durable.cpp) ----
+  // apply() of a request tagged by REQUEST_ID (client, sequence): one already applied is answered
+  // with its kept reply instead; a new one is applied and its reply kept (and journaled).
+  bool applyTagged(const wire::Request& request, uint64_t clientId, uint64_t sequence,
+                   StoreClient& client, OutputQueue& out, std::string& reason,
+                   const Blob* buffer = nullptr);
+  // From now on every change is staged in `journal` (the caller commits).
+  void attachJournal(Journal* journal);
+  // Applies one replayed mutation (no waiters exist yet); false when the budget cannot hold it.
+  bool replay(const Mutation& m);
+  // The whole state, values shared (not copied), for a snapshot.
+  SnapshotItems snapshot() const;
+  std::size_t requestIds() const { return requestIds_.size(); }
 
   // Stores `value` at `key` before any client is served (StoreServerOptions::initialKeys).
   // False when the budget cannot hold it.
@@ -124,6 +145,12 @@ class StoreState {
   MemoryBudget& budget_;
   StoreTable table_;
   WaitRegistry waits_;
+  RequestIds requestIds_;
+  Journal* journal_ = nullptr;
+  // Told to every client in HELLO ("instance"): a client that reconnects to a store keeping no
+  // data sees whether it is still the same one.
+  std::string instance_;
+  static std::string newInstanceId();
   std::vector<StoreClient*> woken_;  // scratch of wakeAll()
   bool refusedForMemory_ = false;
 };

@@ -1,6 +1,9 @@
 // StoreState: ddprun's extension (HELLO, ON_CLOSE, ON_CLOSE_CLEAR) and disconnect(), which applies
 // the ON_CLOSE registrations of a connection that went away.
 #include <algorithm>
+#include <random>
+
+#include <fmt/format.h>
 
 #include "rendezvous/server/detail/store_state.hpp"
 
@@ -34,12 +37,19 @@ std::vector<AppliedOnClose> StoreState::disconnect(StoreClient& client, bool app
   return applied;
 }
 
+std::string StoreState::newInstanceId() {
+  std::random_device device;
+  return fmt::format("{:08x}{:08x}", device(), device());
+}
+
 void StoreState::hello(OutputQueue& out) const {
   // Every client gets every capability; a server's token is checked before, by the session
   // (session_auth.hpp).
-  static constexpr std::string_view kFields[] = {"server", "ddprun store"};
-  out.encode([](std::string& bytes) {
-    wire::encodeHelloReply(bytes, wire::kHelloAccepted, wire::kCapOnClose, kFields);
+  const std::string_view fields[] = {"server", "ddprun store", "instance", instance_};
+  const uint64_t capabilities = wire::kCapOnClose | wire::kCapRequestId |
+                                (journal_ != nullptr ? wire::kCapDurable : 0);
+  out.encode([&](std::string& bytes) {
+    wire::encodeHelloReply(bytes, wire::kHelloAccepted, capabilities, fields);
   });
 }
 

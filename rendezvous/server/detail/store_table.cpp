@@ -22,10 +22,12 @@ bool StoreTable::put(std::string_view key, Blob value) {
   auto it = values_.find(key);
   if (it != values_.end()) {
     it->second.value = std::move(value);
+    journal(MutationKind::kPut, key, it->second.value.view());
     return true;
   }
   auto charge = Charge::tryTake(budget_, kTableEntryBytes + key.size());
   if (!charge) return false;
+  journal(MutationKind::kPut, key, value.view());
   values_.emplace(std::string(key), Entry{std::move(value), std::move(*charge)});
   keyBytes_ += key.size();
   if (key.starts_with(kRendezvousKeyRoot)) rendezvousKeys_.emplace(key);
@@ -38,7 +40,9 @@ bool StoreTable::append(std::string_view key, std::string_view data) {
     auto value = Blob::copy(budget_, data);
     return value && put(key, std::move(*value));
   }
-  return it->second.value.append(budget_, data);
+  if (!it->second.value.append(budget_, data)) return false;
+  journal(MutationKind::kAppend, key, data);
+  return true;
 }
 
 bool StoreTable::erase(std::string_view key) {
@@ -50,6 +54,7 @@ bool StoreTable::erase(std::string_view key) {
     if (auto k = rendezvousKeys_.find(key); k != rendezvousKeys_.end()) rendezvousKeys_.erase(k);
     if (auto t = heartbeatTimes_.find(key); t != heartbeatTimes_.end()) heartbeatTimes_.erase(t);
   }
+  journal(MutationKind::kErase, key);
   return true;
 }
 
@@ -62,6 +67,7 @@ bool StoreTable::queuePush(std::string_view key, Blob value) {
     if (!charge) return false;
     it = queues_.emplace(std::string(key), Queue{{}, std::move(*charge)}).first;
   }
+  journal(MutationKind::kQueuePush, key, value.view());
   it->second.items.push_back(QueueItem{std::move(value), std::move(*itemCharge)});
   return true;
 }
@@ -73,10 +79,12 @@ std::optional<std::pair<std::size_t, Blob>> StoreTable::queuePop(std::string_vie
   std::pair<std::size_t, Blob> popped{items.size(), std::move(items.front().value)};
   items.pop_front();
   if (items.empty()) queues_.erase(it);
+  journal(MutationKind::kQueuePop, key);
   return popped;
 }
 
 void StoreTable::clear() {
+  journal(MutationKind::kClear, {});
   values_.clear();
   queues_.clear();
   keyBytes_ = 0;

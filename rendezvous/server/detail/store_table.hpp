@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "rendezvous/server/detail/journal.hpp"
 #include "rendezvous/server/detail/memory_budget.hpp"
 
 namespace ddp::detail {
@@ -55,6 +56,20 @@ class StoreTable {
     for (const auto& [key, entry] : values_) f(std::string_view(key));
   }
   std::size_t queueLength(std::string_view key) const;
+  // Every value, and every queued item (front first), for a snapshot.
+  template <typename F>
+  void forEachValue(F&& f) const {
+    for (const auto& [key, entry] : values_) f(std::string_view(key), entry.value);
+  }
+  template <typename F>
+  void forEachQueued(F&& f) const {
+    for (const auto& [key, queue] : queues_) {
+      for (const auto& item : queue.items) f(std::string_view(key), item.value);
+    }
+  }
+
+  // From now on every mutation is staged in `journal` (nullptr: none), as its effect.
+  void setJournal(Journal* journal) { journal_ = journal; }
 
   // Stores `value` at `key` (replacing any value). False when a new entry does not fit.
   bool put(std::string_view key, Blob value);
@@ -97,7 +112,12 @@ class StoreTable {
     Charge charge;
   };
 
+  void journal(MutationKind kind, std::string_view key, std::string_view value = {}) {
+    if (journal_ != nullptr) journal_->stage(Mutation{kind, key, value, 0, 0});
+  }
+
   MemoryBudget& budget_;
+  Journal* journal_ = nullptr;
   Map<Entry> values_;
   Map<Queue> queues_;
   std::size_t keyBytes_ = 0;

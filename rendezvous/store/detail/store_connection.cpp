@@ -171,6 +171,7 @@ void StoreConnection::markFailed(std::exception_ptr error) {
 
 void StoreConnection::failNetwork(const std::string& what, const error_code& ec) {
   closedByServer_ = ec == asio::error::eof || ec == asio::error::connection_reset;
+  lost_ = !failure_;
   const NetworkError error("connection to the store at " + endpoint_ + " failed during " + what +
                            ": " + describe(ec));
   markFailed(std::make_exception_ptr(error));
@@ -183,6 +184,12 @@ void StoreConnection::send(const wire::Request& request, Clock::time_point deadl
   out_.clear();
   wire::encodeRequest(out_, dialect_, request);
   if (const error_code ec = socket_.writeAll(out_, deadline)) failNetwork(what, ec);
+}
+
+void StoreConnection::sendRaw(std::string_view bytes, Clock::time_point deadline,
+                              const std::string& what) {
+  throwIfFailed();
+  if (const error_code ec = socket_.writeAll(bytes, deadline)) failNetwork(what, ec);
 }
 
 std::optional<StoreReply> StoreConnection::receive(wire::Op op, std::size_t keyCount,

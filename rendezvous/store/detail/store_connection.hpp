@@ -86,6 +86,11 @@ class StoreConnection {
   void setFarewell(std::string bytes) { farewell_ = std::move(bytes); }
   // True once the failure was the server closing the connection (EOF or reset).
   bool closedByServer() const { return closedByServer_; }
+  // True once the connection failed at the socket (closed, reset, broken): the server may have
+  // gone; a fresh connection may work. False for protocol errors and timeouts.
+  bool lost() const { return lost_; }
+  // Writes bytes already encoded (several requests). Throws as send().
+  void sendRaw(std::string_view bytes, Clock::time_point deadline, const std::string& what);
 
  private:
   // One connect + handshake attempt to one address; returns an error text, empty on success.
@@ -104,6 +109,7 @@ class StoreConnection {
   std::string farewell_;
   std::exception_ptr failure_;
   bool closedByServer_ = false;
+  bool lost_ = false;
 };
 
 }  // namespace ddp::detail

@@ -1,0 +1,108 @@
+// TcpStoreClient riding out a lost connection (ResumableConnection): a change whose reply was
+// lost after the server applied it is sent again and applies once (REQUEST_ID), and a client
+// resumes across a restart of its server from the data directory, a pending WAIT and its ON_CLOSE
+// registration included.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/server/store_server.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
+#include "rendezvous/wire/wire_codec.hpp"
+#include "tests/rendezvous/dropping_proxy.hpp"
+#include "tests/rendezvous/temp_dir.hpp"
+
+namespace ddp {
+namespace {
+
+using namespace std::chrono_literals;
+
+StoreServerOptions loopbackServer() {
+  StoreServerOptions options;
+  options.host = "127.0.0.1";
+  options.name = "resume-test store";
+  return options;
+}
+
+TcpStoreClientOptions clientOptions(uint16_t port, std::chrono::milliseconds reconnect) {
+  TcpStoreClientOptions options;
+  options.host = "127.0.0.1";
+  options.port = port;
+  options.connectTimeout = 30s;
+  options.timeout = 60s;
+  options.reconnectBudget = reconnect;
+  return options;
+}
+
+const std::vector<HelloField> kFields = {{"client", "ddprun"}, {"purpose", "test"}};
+
+TEST_CASE("a change whose reply was lost after it applied is sent again and applies once") {
+  StoreServerThread server(loopbackServer());
+  test::DroppingProxy proxy(server.port());
+  auto client = connectTcpStore(clientOptions(proxy.port(), 30s), wire::kCapRequestId, kFields);
+  CHECK(client->add("n", 1) == 1);
+
+  client->set("a", "1");  // no reply: kept until one arrives
+  proxy.armDropNextReply();
+  CHECK(client->add("n", 1) == 2);  // the server answers the retry with the kept reply
+  CHECK(client->reconnects() == 1);
+  CHECK(proxy.connections() == 2);
+
+  proxy.armDropNextReply();
+  client->append("log", "x");
+  CHECK(client->add("n", 10) == 12);
+  CHECK(client->reconnects() == 2);
+
+  TcpStoreClient reader(clientOptions(server.port(), 0ms));
+  CHECK(reader.get("n") == "12");
+  CHECK(reader.get("a") == "1");
+  CHECK(reader.get("log") == "x");  // the APPEND sent again was not applied twice
+}
+
+TEST_CASE("without a reconnect budget a lost connection stays a sticky NetworkError") {
+  StoreServerThread server(loopbackServer());
+  test::DroppingProxy proxy(server.port());
+  auto client = connectTcpStore(clientOptions(proxy.port(), 0ms), wire::kCapRequestId, kFields);
+  proxy.armDropNextReply();
+  CHECK_THROWS_AS(client->add("n", 1), NetworkError);
+  CHECK_THROWS_AS(client->numKeys(), NetworkError);
+  CHECK(client->reconnects() == 0);
+}
+
+TEST_CASE("a client resumes across a restart of its server from the data directory") {
+  test::TempDir dir;
+  StoreServerOptions options = loopbackServer();
+  options.durability.dataDir = dir.path();
+  auto first = std::make_unique<StoreServerThread>(options);
+  options.port = first->port();
+  auto client = connectTcpStore(clientOptions(options.port, 30s),
+                                wire::kCapRequestId | wire::kCapOnClose, kFields);
+  CHECK(client->add("n", 5) == 5);
+  client->armOnClose("gone", "", "yes");
+
+  // A WAIT that is pending on the first server when it goes.
+  const uint64_t before = first->stats().requests;
+  auto waiter = std::async(std::launch::async, [&] { client->wait({"late"}, 60s); });
+  while (first->stats().requests == before) std::this_thread::yield();
+  first->stop();
+  first.reset();
+
+  StoreServerThread second(options);  // same port, same data directory
+  TcpStoreClient other(clientOptions(options.port, 0ms));
+  CHECK(other.get("n") == "5");  // replayed
+  other.set("late", "now");
+  REQUIRE_NOTHROW(waiter.get());  // the WAIT was sent again and woke
+  CHECK(client->reconnects() == 1);
+  CHECK(client->add("n", 1) == 6);
+
+  client.reset();  // the registration made on the first server was made again on the second
+  CHECK(other.get("gone") == "yes");
+}
+
+}  // namespace
+}  // namespace ddp
