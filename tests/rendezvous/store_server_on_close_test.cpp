@@ -101,10 +101,14 @@ TEST_CASE("HELLO is answered with version 1 and the ON_CLOSE and REQUEST_ID capa
   Conn c(server.port());
   c.sock.send(hex("f0 01000000 0100000000000000 0100000000000000 "
                   "0600000000000000 636c69656e74 0600000000000000 64647072756e"));
-  const auto reply = hex("00 01000000 0300000000000000 0100000000000000 "
+  // Capabilities 3 (no kCapDurable without a data directory); fields server and instance.
+  const auto reply = hex("00 01000000 0300000000000000 0200000000000000 "
                          "0600000000000000 736572766572 0c00000000000000") +
-                     "ddprun store";
+                     "ddprun store" + hex("0800000000000000") + "instance" +
+                     hex("1000000000000000");
   CHECK(c.sock.recv(reply.size()) == reply);
+  const std::string instance = c.sock.recv(16);  // a random id per server, in hex
+  CHECK(instance.find_first_not_of("0123456789abcdef") == std::string::npos);
   c.set("k", "v");  // the connection keeps working
   CHECK(c.get("k") == "v");
 }
