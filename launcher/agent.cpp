@@ -18,6 +18,7 @@
 #include "launcher/numa_setup.hpp"
 #include "launcher/preflight.hpp"
 #include "launcher/rendezvous_setup.hpp"
+#include "launcher/store_access.hpp"
 #include "launcher/restart_policy.hpp"
 #include "launcher/store_failover.hpp"
 #include "launcher/agent_status.hpp"
@@ -252,18 +253,20 @@ std::variant<WorkerStoreAddress, RoundEnded> Agent::prepareWorkerStore(
     const auto& endpoint = std::get<WorkerStoreEndpoint>(published);
     return WorkerStoreAddress{endpoint.addr, endpoint.port};
   }
-  StoreServerOptions options;
-  options.host = config_.standalone ? "127.0.0.1" : "::";
-  options.name = "worker store gen " + std::to_string(round.generation);
-  workerStore_ = std::make_unique<StoreServerThread>(options);
-  rdzv_->publishWorkerStore(advertisedAddr_, workerStore_->port());
-  return WorkerStoreAddress{advertisedAddr_, workerStore_->port()};
+  // Bound to the address workers use, serving the round's nodes only (store_access.hpp).
+  std::vector<std::string> members;
+  if (round.nodeCount > 1) members = blocking([this] { return rdzv_->memberAddresses(); });
+  workerStore_ = std::make_unique<StoreServerThread>(
+      workerStoreOptions(config_, round, advertisedAddr_, members));
+  const std::string addr = workerStoreAddress(round, advertisedAddr_);
+  rdzv_->publishWorkerStore(addr, workerStore_->port());
+  return WorkerStoreAddress{addr, workerStore_->port()};
 }
 
 Agent::Step Agent::endedBeforeStart(const RendezvousResult& round, const RendezvousEvent& event,
                                     const char* when) {
   log_->info("generation {} ended {} ({})", round.generation, when, event.detail);
-  status_.beginGeneration(round, 0);
+  status_.beginGeneration(round, "", 0);
   GenerationOutcome outcome;
   outcome.kind = OutcomeKind::kRendezvousEvent;
   outcome.event = event;
@@ -285,7 +288,7 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
     return endedBeforeStart(round, ended->event, "before its worker store was published");
   }
   const auto& store = std::get<WorkerStoreAddress>(prepared);
-  status_.beginGeneration(round, workerStore_ ? workerStore_->port() : 0);
+  status_.beginGeneration(round, store.addr, workerStore_ ? workerStore_->port() : 0);
   // An agent-hosted store: the lowest node ranks say where the store may move (store_failover).
   const bool agentHosted = rdzvStore_.server != nullptr || failover_.enabled();
   if (agentHosted) publishStandby(*rdzv_, round, self_);

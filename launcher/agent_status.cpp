@@ -24,8 +24,9 @@ void AgentStatus::start(const LaunchConfig& config, const std::string& runId,
                         pages_->address());
 }
 
-void AgentStatus::beginGeneration(const RendezvousResult& round, uint16_t workerStorePort) {
-  if (publisher_) publisher_->beginGeneration(round, workerStorePort);
+void AgentStatus::beginGeneration(const RendezvousResult& round,
+                                  const std::string& workerStoreAddr, uint16_t workerStorePort) {
+  if (publisher_) publisher_->beginGeneration(round, workerStoreAddr, workerStorePort);
 }
 
 void AgentStatus::generationEnded(const GenerationOutcome& outcome, const Decision& d,

@@ -23,8 +23,10 @@ class AgentStatus {
   // be bound. Without `connect` (no second store connection) it does nothing.
   void start(const LaunchConfig& config, const std::string& runId, const std::string& host,
              const StoreConnector& connect, Supervisor& supervisor);
-  // This node is in `round` (workerStorePort: the worker store it hosts, else 0).
-  void beginGeneration(const RendezvousResult& round, uint16_t workerStorePort);
+  // This node is in `round` (workerStoreAddr:workerStorePort: the worker store it hosts, else
+  // port 0).
+  void beginGeneration(const RendezvousResult& round, const std::string& workerStoreAddr,
+                       uint16_t workerStorePort);
   // The restart policy's decision `d` ends the generation when it rejoins or exits.
   void generationEnded(const GenerationOutcome& outcome, const Decision& d,
                        const RendezvousEvent& last);

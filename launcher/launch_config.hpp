@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "launcher/numa_binding.hpp"
+#include "rendezvous/security/address_allowlist.hpp"
+#include "rendezvous/security/tls_options.hpp"
 #include "rendezvous/store/etcd_store.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 
@@ -69,12 +71,23 @@ struct RdzvConf {
   std::chrono::milliseconds connectTimeout{std::chrono::seconds(60)};
   // exit_barrier_timeout: how long an agent whose workers all succeeded waits for the other nodes.
   std::chrono::milliseconds exitBarrierTimeout{std::chrono::seconds(300)};
-  // etcd: protocol (only "http"), etcd_prefix, request_timeout (one HTTP request), retry_timeout
-  // (how long an op retries while no endpoint answers).
+  // etcd: protocol ("https" when TLS is on: tls_ca given), etcd_prefix, request_timeout (one HTTP
+  // request), retry_timeout (how long an op retries while no endpoint answers).
   std::string protocol = "http";
   std::string etcdPrefix = EtcdStoreOptions{}.prefix;
   std::chrono::milliseconds etcdRequestTimeout = EtcdStoreOptions{}.requestTimeout;
   std::chrono::milliseconds etcdRetryTimeout = EtcdStoreOptions{}.retryTimeout;
+  // token_file, else $DDP_RDZV_TOKEN_FILE: the file whose token this agent presents to the
+  // rendezvous store (ddprund --token-file) and that a store it hosts requires ("" = none). Read
+  // when the store is opened; never logged.
+  std::string tokenFile;
+  // tls_ca, tls_cert, tls_key (torchrun's etcd names ca_cert/cacert, ssl_cert/cert,
+  // ssl_cert_key/key are aliases): TLS to the rendezvous store (ddprund --tls-*, etcd https),
+  // on when tls_ca is set.
+  TlsClientOptions tls;
+  // store_allow: addresses the stores this agent hosts (worker store, rendezvous store) serve
+  // besides the job's own nodes (CIDR blocks separated by ';' or spaces, or any/loopback/local).
+  AddressAllowlist storeAllow;
 };
 
 struct LaunchConfig {
@@ -145,6 +158,9 @@ struct LaunchConfig {
   std::string timerFile;
   // --local-addr: the address other nodes reach this one at ("" = detect).
   std::string localAddr;
+  // The hosts of the Slurm step (empty outside Slurm), in Slurm's order: a rendezvous store node
+  // 0 hosts serves their addresses (launcher/store_access.hpp).
+  std::vector<std::string> slurmHosts;
   // --master-addr / --master-port (static backend).
   std::string masterAddr = "127.0.0.1";
   std::optional<int> masterPort;

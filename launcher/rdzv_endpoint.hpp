@@ -30,8 +30,9 @@ int defaultPortFor(RdzvBackend backend);
 // Messages say what was expected, without the flag (the caller names it).
 Endpoint parseEndpoint(const std::string& text, std::optional<int> defaultPort);
 
-// A comma list of endpoints for etcd ("h1:2379,h2", each optionally "http://..."); "https://" is a
-// ConfigError (no TLS). At least one endpoint.
+// A comma list of endpoints for etcd ("h1:2379,h2", each optionally "http://" or "https://", which
+// are dropped: TLS is on for all of them exactly when --rdzv-conf tls_ca is given). At least one
+// endpoint.
 std::vector<Endpoint> parseEndpointList(const std::string& text, int defaultPort);
 
 // A host alone (--master-addr): a name, an IPv4 address, or an IPv6 address with or without

@@ -13,11 +13,13 @@
 #include <tuple>
 
 #include "launcher/rdzv_endpoint.hpp"
+#include "launcher/store_access.hpp"
 #include "rendezvous/algorithm/job_snapshot.hpp"
 #include "rendezvous/store/etcd_store.hpp"
 #include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous/base/local_address.hpp"
 #include "rendezvous/base/logging.hpp"
+#include "rendezvous/security/token.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 
@@ -50,24 +52,37 @@ std::string thisHostName() {
   return buf;
 }
 
-// Hosts the store on `port` when asked to, or when the endpoint is this host and the port is free.
-std::unique_ptr<StoreServerThread> maybeHost(const LaunchConfig& config, const Endpoint& endpoint) {
+// The rendezvous store this agent hosts (or none), and the address its own client connects to.
+struct HostedStore {
+  std::unique_ptr<StoreServerThread> server;
+  std::string localHost;
+};
+
+// Hosts the store on `port` when asked to, or when the endpoint is this host and the port is free
+// (never when TLS is asked for: an agent-hosted store speaks plain TCP only).
+HostedStore maybeHost(const LaunchConfig& config, const Endpoint& endpoint, const std::string& token) {
   const bool forced = config.rdzvConf.isHost.value_or(false);
   const bool refused = !config.rdzvConf.isHost.value_or(true);
-  if (refused || (!forced && !isLocalHost(endpoint.host))) return nullptr;
-  StoreServerOptions options;
-  options.port = static_cast<uint16_t>(endpoint.port);
-  options.name = "rendezvous store";
+  if (refused || (!forced && !isLocalHost(endpoint.host))) return {};
+  if (config.rdzvConf.tls.enabled()) {
+    if (forced) {
+      throw ConfigError("is_host=true with tls_ca: a store hosted by an agent speaks plain TCP; "
+                        "run ddprund with --tls-cert/--tls-key as the endpoint instead");
+    }
+    return {};
+  }
+  StoreServerOptions options = hostedRendezvousStoreOptions(config, endpoint, token);
   // An agent of another run that reaches this store (two jobs on one port) learns it at once.
   options.initialKeys = {{rendezvousOwnerKey(), config.rdzvId},
                          {rendezvousHostKey(), thisAgentId()}};
+  const std::string localHost = options.host == "::" ? "127.0.0.1" : options.host;
   try {
-    return std::make_unique<StoreServerThread>(options);
+    return {std::make_unique<StoreServerThread>(options), localHost};
   } catch (const NetworkError& e) {
     if (!forced) {
       logger("agent")->debug("not hosting the rendezvous store ({}); connecting as a client",
                              e.what());
-      return nullptr;
+      return {};
     }
     const bool slurm = config.rdzvEndpointSource.starts_with("Slurm");
     throw NetworkError("cannot host the rendezvous store on port " + std::to_string(endpoint.port) +
@@ -100,7 +115,13 @@ RendezvousStoreHandle openEtcdStore(const LaunchConfig& config) {
   RendezvousStoreHandle handle;
   EtcdStoreOptions options;
   options.endpoints.clear();
-  for (const auto& e : config.rdzvEndpoints) options.endpoints.push_back("http://" + formatEndpoint(e));
+  if (!config.rdzvConf.tokenFile.empty()) {
+    throw ConfigError("token_file: etcd does not take ddprun's token; authenticate with a TLS "
+                      "client certificate (tls_cert, tls_key) instead");
+  }
+  const std::string scheme = config.rdzvConf.tls.enabled() ? "https://" : "http://";
+  for (const auto& e : config.rdzvEndpoints) options.endpoints.push_back(scheme + formatEndpoint(e));
+  options.tls = config.rdzvConf.tls;
   options.prefix = config.rdzvConf.etcdPrefix;
   options.timeout = config.rdzvConf.readTimeout;
   options.requestTimeout = config.rdzvConf.etcdRequestTimeout;
@@ -120,11 +141,20 @@ RendezvousStoreHandle openEtcdStore(const LaunchConfig& config) {
   return handle;
 }
 
-// A TcpStoreClient handle to host:port (the agent's own server when `server` is set).
+// The token agents present to the rendezvous store ("" = none: no token_file).
+std::string rendezvousToken(const LaunchConfig& config) {
+  return config.rdzvConf.tokenFile.empty() ? "" : readTokenFile(config.rdzvConf.tokenFile);
+}
+
+// A TcpStoreClient handle to host:port (the agent's own server when `server` is set), its HELLO
+// carrying the token when there is one. TLS (tls_*) only to a store no agent hosts (`agentHosted`
+// false): a store an agent hosts speaks plain TCP. A reconnect after a restart of the server
+// redoes the TLS handshake and the HELLO with the token (TcpStoreClient).
 RendezvousStoreHandle tcpHandle(const LaunchConfig& config,
                                 std::unique_ptr<StoreServerThread> server, const std::string& host,
                                 uint16_t port, std::chrono::milliseconds connectTimeout,
-                                std::function<void(const ConnectProgress&)> progress) {
+                                std::function<void(const ConnectProgress&)> progress,
+                                bool agentHosted) {
   RendezvousStoreHandle handle;
   handle.server = std::move(server);
   TcpStoreClientOptions options;
@@ -133,6 +163,8 @@ RendezvousStoreHandle tcpHandle(const LaunchConfig& config,
   options.connectTimeout = connectTimeout;
   options.timeout = config.rdzvConf.readTimeout;
   options.onConnectProgress = std::move(progress);
+  options.token = rendezvousToken(config);
+  if (!agentHosted) options.tls = config.rdzvConf.tls;
   // A restarted ddprund (--data-dir) is reconnected to within read_timeout, resuming the call; a
   // store that keeps no data is not waited for (TcpStoreClientOptions::reconnectBudget).
   options.reconnectBudget = config.rdzvConf.readTimeout;
@@ -174,9 +206,9 @@ bool isLocalHost(const std::string& host) {
 }
 
 RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
-  RendezvousStoreHandle handle;
   const bool oneNode = config.maxNodes == 1;
   if (config.standalone || (config.rdzvBackend == RdzvBackend::kStatic && oneNode)) {
+    RendezvousStoreHandle handle;
     auto memory = std::make_unique<InMemoryStore>();
     handle.connectHeartbeat = [shared = memory.get()](std::chrono::milliseconds) {
       return std::unique_ptr<Store>(shared->newHandle());
@@ -188,16 +220,18 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
   if (config.rdzvBackend == RdzvBackend::kEtcd || config.rdzvBackend == RdzvBackend::kEtcdV2)
     return openEtcdStore(config);
   const Endpoint& endpoint = config.rdzvEndpoints.at(0);
-  auto server = maybeHost(config, endpoint);
-  const bool hosted = server != nullptr;
+  HostedStore hosted = maybeHost(config, endpoint, rendezvousToken(config));
+  const bool here = hosted.server != nullptr;
   try {
     RendezvousStoreHandle tcp =
-        tcpHandle(config, std::move(server), hosted ? "127.0.0.1" : endpoint.host,
+        tcpHandle(config, std::move(hosted.server), here ? hosted.localHost : endpoint.host,
                   static_cast<uint16_t>(endpoint.port), config.rdzvConf.connectTimeout,
-                  connectProgressLog(config));
-    tcp.description = formatEndpoint(endpoint) + (hosted ? " (hosted here)" : "");
+                  connectProgressLog(config), here);
+    tcp.description = formatEndpoint(endpoint) + (here ? " (hosted here)" : "");
     tcp.endpointHost = endpoint.host;
     return tcp;
+  } catch (const ConfigError&) {
+    throw;
   } catch (const Error& e) {
     throw NetworkError("cannot reach the rendezvous store at " + formatEndpoint(endpoint) +
                        " (from " + config.rdzvEndpointSource + "): " + e.what());
@@ -206,13 +240,13 @@ RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config) {
 
 RendezvousStoreHandle hostRendezvousStore(const LaunchConfig& config, uint16_t port,
                                           StoreKeyValues initialKeys) {
-  StoreServerOptions options;
-  options.port = port;
-  options.name = "rendezvous store";
+  // Narrowed as the store it replaces (store_access.hpp), on every address.
+  StoreServerOptions options =
+      hostedRendezvousStoreOptions(config, Endpoint{"::", port}, rendezvousToken(config));
   options.initialKeys = std::move(initialKeys);
   auto server = std::make_unique<StoreServerThread>(options);
-  RendezvousStoreHandle handle =
-      tcpHandle(config, std::move(server), "127.0.0.1", port, config.rdzvConf.connectTimeout, {});
+  RendezvousStoreHandle handle = tcpHandle(config, std::move(server), "127.0.0.1", port,
+                                           config.rdzvConf.connectTimeout, {}, true);
   handle.description = "port " + std::to_string(port) + " (hosted here)";
   handle.endpointHost = "127.0.0.1";
   return handle;
@@ -220,7 +254,7 @@ RendezvousStoreHandle hostRendezvousStore(const LaunchConfig& config, uint16_t p
 
 RendezvousStoreHandle connectRendezvousStore(const LaunchConfig& config, const std::string& host,
                                              uint16_t port, std::chrono::milliseconds budget) {
-  RendezvousStoreHandle handle = tcpHandle(config, nullptr, host, port, budget, {});
+  RendezvousStoreHandle handle = tcpHandle(config, nullptr, host, port, budget, {}, true);
   handle.description = host + ":" + std::to_string(port);
   return handle;
 }

@@ -45,7 +45,8 @@ struct RendezvousStoreHandle {
 
 // Opens (and maybe hosts) the rendezvous store. Throws NetworkError / TimeoutError naming the
 // endpoint when the store cannot be reached or hosted (an "address in use" under Slurm names
-// DDP_SLURM_PORT), ConfigError for options EtcdStore rejects.
+// DDP_SLURM_PORT), ConfigError for options EtcdStore rejects, an unreadable token file, TLS files
+// that cannot be used, or a store that refuses this agent's token.
 RendezvousStoreHandle openRendezvousStore(const LaunchConfig& config);
 
 // Hosts a rendezvous store on `port` (every address) holding `initialKeys`, and connects to it:

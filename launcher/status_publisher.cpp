@@ -12,6 +12,7 @@ namespace ddp {
 struct StatusPublisher::Pending {
   std::optional<NodeStatus> node;
   std::vector<GenerationEnd> history;
+  std::string relayAddr;
   uint16_t relayPort = 0;
   int64_t relayGeneration = -1;
 };
@@ -35,7 +36,9 @@ StatusPublisher::~StatusPublisher() {
   if (thread_.joinable()) thread_.join();
 }
 
-void StatusPublisher::beginGeneration(const RendezvousResult& round, uint16_t workerStorePort) {
+void StatusPublisher::beginGeneration(const RendezvousResult& round,
+                                      const std::string& workerStoreAddr,
+                                      uint16_t workerStorePort) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (round.nodeRank == 0 && lastEnd_) historyPending_.push_back(*lastEnd_);
@@ -48,6 +51,7 @@ void StatusPublisher::beginGeneration(const RendezvousResult& round, uint16_t wo
     node_.workers.clear();
     node_.ended.clear();
     nodeDirty_ = true;
+    relayAddr_ = workerStoreAddr;
     relayPort_ = workerStorePort;
     relayGeneration_ = round.generation;
   }
@@ -103,6 +107,7 @@ void StatusPublisher::run() {
     if (nodeDirty_) work.node = node_;
     nodeDirty_ = false;
     work.history.swap(historyPending_);
+    work.relayAddr = relayAddr_;
     work.relayPort = relayPort_;
     work.relayGeneration = relayGeneration_;
     relayNow_ = false;
@@ -180,13 +185,14 @@ void StatusPublisher::relay(Pending& work) {
     }
     ringIncarnation_ = inc;
   }
-  if (!workerStore_ || workerStorePort_ != work.relayPort) {
+  if (!workerStore_ || workerStorePort_ != work.relayPort || workerStoreAddr_ != work.relayAddr) {
     TcpStoreClientOptions options;
-    options.host = "127.0.0.1";
+    options.host = work.relayAddr;
     options.port = work.relayPort;
     options.connectTimeout = settings_.budget;
     options.timeout = settings_.budget;
     workerStore_ = std::make_unique<TcpStoreClient>(options);
+    workerStoreAddr_ = work.relayAddr;
     workerStorePort_ = work.relayPort;
     reader_ = MetricPointReader();
   }

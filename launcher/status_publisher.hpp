@@ -55,9 +55,11 @@ class StatusPublisher {
   StatusPublisher(const StatusPublisher&) = delete;
   StatusPublisher& operator=(const StatusPublisher&) = delete;
 
-  // This node is in `round`; `workerStorePort` is the port of the worker store it hosts on
-  // loopback (node rank 0), else 0. Non-blocking.
-  void beginGeneration(const RendezvousResult& round, uint16_t workerStorePort);
+  // This node is in `round`; `workerStoreAddr`:`workerStorePort` is the worker store it hosts
+  // (node rank 0; workerStoreAddress(), store_access.hpp: 127.0.0.1 for one node, else this node's
+  // advertised address, which the narrowed store is bound to), else port 0. Non-blocking.
+  void beginGeneration(const RendezvousResult& round, const std::string& workerStoreAddr,
+                       uint16_t workerStorePort);
   // The generation's workers (WorkerGroup::states()). Non-blocking.
   void workers(const std::vector<WorkerState>& states);
   // The generation ended: `how` is node_status.hpp's end name. Non-blocking.
@@ -82,6 +84,7 @@ class StatusPublisher {
   bool nodeDirty_ = false;
   std::optional<GenerationEnd> lastEnd_;       // this node's last generation, once it ended
   std::vector<GenerationEnd> historyPending_;  // entries to add (node rank 0 only)
+  std::string relayAddr_;
   uint16_t relayPort_ = 0;
   int64_t relayGeneration_ = -1;
   bool relayNow_ = false;  // a generation ended: read its worker store before it goes
@@ -89,6 +92,7 @@ class StatusPublisher {
   // The publisher's thread only.
   std::unique_ptr<Store> store_;
   std::unique_ptr<Store> workerStore_;
+  std::string workerStoreAddr_;
   uint16_t workerStorePort_ = 0;
   MetricPointReader reader_;
   std::deque<std::string> ring_;

@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config ccache
   libboost1.81-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libgloo-dev libopenblas-dev zlib1g-dev
+  libssl-dev  # TLS of the rendezvous transport (Boost.Asio SSL over OpenSSL)
   # fuzzing: libFuzzer needs clang (tests/fuzz/, scripts/fuzz.sh)
   clang-14 libfuzzer-14-dev
   libhwloc-dev  # --numa-binding: topology, cores, caches, GPU locality
@@ -16,6 +17,7 @@ PACKAGES=(
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
   nftables  # preflight tests: a port blocked inside a network namespace
   stress-ng
+  openssl curl  # throwaway certificates of the TLS tests; the https etcd health check
   # hang detection takes a native worker's stacks with gdb; the scaling report draws with matplotlib
   gdb python3-matplotlib
   # tests of the status pages: promtool (Prometheus' text-format checker), headless Chromium

@@ -47,7 +47,12 @@ json rdzvSettings(const RendezvousSettings& s, const RdzvConf& c) {
           {"protocol", c.protocol},
           {"etcd_prefix", c.etcdPrefix},
           {"request_timeout_ms", c.etcdRequestTimeout.count()},
-          {"retry_timeout_ms", c.etcdRetryTimeout.count()}};
+          {"retry_timeout_ms", c.etcdRetryTimeout.count()},
+          {"token_file", c.tokenFile},
+          {"tls_ca", c.tls.caFile},
+          {"tls_cert", c.tls.certFile},
+          {"tls_key", c.tls.keyFile},
+          {"store_allow", c.storeAllow.describe()}};
 }
 
 const char* preflightName(PreflightMode mode) {

@@ -46,6 +46,7 @@ void applySlurmDetection(LaunchConfig& c, const EnvLookup& getenv) {
     throw UsageError(std::string(e.what()) + " (or run with --no-slurm)");
   }
   if (!ctx.inSlurm || !ctx.inStep) return;
+  c.slurmHosts = ctx.hosts;
   if (ctx.localTask > 0)
     throw UsageError("SLURM_LOCALID=" + std::to_string(ctx.localTask) +
                      ": ddprun runs one agent per node and starts the workers itself; use srun "

@@ -132,6 +132,13 @@ void finalizeRendezvous(LaunchConfig& c, const std::map<std::string, std::string
   resolveRunId(c, getenv);
   RendezvousSettings settings = defaultRendezvousSettings(c.rdzvBackend);
   applyRdzvConf(rdzvConf, settings, c.rdzvConf);  // checked when read: only the defaults differ
+  const bool https = c.rdzvEndpoint.find("https://") != std::string::npos;
+  if (https && !c.rdzvConf.tls.enabled())
+    throw UsageError(c.rdzvEndpointSource + " '" + c.rdzvEndpoint +
+                     "': https needs --rdzv-conf tls_ca=<CA file> (the CA that signed etcd's certificate)");
+  if (c.rdzvConf.tokenFile.empty()) {
+    if (auto file = getenv("DDP_RDZV_TOKEN_FILE"); file && !file->empty()) c.rdzvConf.tokenFile = *file;
+  }
   settings.runId = c.rdzvId;
   settings.minNodes = c.minNodes;
   settings.maxNodes = c.maxNodes;

@@ -23,7 +23,19 @@ std::string seconds(milliseconds d) {
   return std::to_string(d.count()) + " ms";
 }
 
-const char* kNoTls = "TLS is not supported (ddprun is built without TLS)";
+std::string nonEmpty(const std::string& value) {
+  if (value.empty()) throw ConfigError("must name a file");
+  return value;
+}
+
+// torchrun's TLS key names (etcd-v2: ca_cert, ssl_cert, ssl_cert_key; legacy etcd: cacert, cert,
+// key) and the ddprun key each means; the ddprun key wins when both are given.
+const std::vector<std::pair<std::string, std::string>>& tlsAliases() {
+  static const std::vector<std::pair<std::string, std::string>> aliases = {
+      {"ca_cert", "tls_ca"}, {"cacert", "tls_ca"},         {"ssl_cert", "tls_cert"},
+      {"cert", "tls_cert"},  {"ssl_cert_key", "tls_key"}, {"key", "tls_key"}};
+  return aliases;
+}
 
 // Every key with what it does. "timeout" is handled before the table (it yields to join_timeout).
 const std::vector<std::pair<std::string, Apply>>& keyTable() {
@@ -37,11 +49,11 @@ const std::vector<std::pair<std::string, Apply>>& keyTable() {
       {"read_timeout", [](auto& v, auto&, auto& c) { c.readTimeout = positive(v); }},
       {"is_host", [](auto& v, auto&, auto& c) { c.isHost = parseConfBool(v); }},
       {"exit_barrier_timeout", [](auto& v, auto&, auto& c) { c.exitBarrierTimeout = positive(v); }},
-      {"protocol", [](auto& v, auto&, auto&) {
+      {"protocol", [](auto& v, auto&, auto& c) {
          std::string p = v;
          std::transform(p.begin(), p.end(), p.begin(), [](unsigned char ch) { return std::tolower(ch); });
-         if (p == "https") throw ConfigError(std::string("https: ") + kNoTls + "; use http");
-         if (p != "http") throw ConfigError("must be http");
+         if (p != "http" && p != "https") throw ConfigError("must be http or https");
+         c.protocol = p;
        }},
       {"etcd_prefix", [](auto& v, auto&, auto& c) { c.etcdPrefix = v.back() == '/' ? v : v + "/"; }},
       {"request_timeout", [](auto& v, auto&, auto& c) { c.etcdRequestTimeout = positive(v); }},
@@ -51,14 +63,33 @@ const std::vector<std::pair<std::string, Apply>>& keyTable() {
        }},
       {"use_libuv", [](auto& v, auto&, auto&) { parseConfBool(v); }},  // torch's server choice
       {"rank", [](auto& v, auto&, auto&) { parseInt(v, 0, 1 << 30); }},  // torchrun sets it from --node-rank
+      {"token_file", [](auto& v, auto&, auto& c) { c.tokenFile = nonEmpty(v); }},
+      {"tls_ca", [](auto& v, auto&, auto& c) { c.tls.caFile = nonEmpty(v); }},
+      {"tls_cert", [](auto& v, auto&, auto& c) { c.tls.certFile = nonEmpty(v); }},
+      {"tls_key", [](auto& v, auto&, auto& c) { c.tls.keyFile = nonEmpty(v); }},
+      {"store_allow", [](auto& v, auto&, auto& c) { c.storeAllow = AddressAllowlist::parse(v); }},
   };
   return table;
 }
 
-bool isTlsKey(const std::string& key) {
-  for (const char* k : {"ssl_cert", "ssl_cert_key", "ca_cert", "cacert", "cert", "key"})
-    if (key == k) return true;
-  return false;
+// The ddprun key `key` stands for (itself unless it is one of torchrun's TLS names).
+std::string canonical(const std::string& key) {
+  for (const auto& [alias, name] : tlsAliases())
+    if (key == alias) return name;
+  return key;
+}
+
+// TLS is on exactly when tls_ca is given; the other TLS keys and protocol must agree with it.
+void resolveTls(const std::map<std::string, std::string>& conf, RdzvConf& c) {
+  if (c.tls.certFile.empty() != c.tls.keyFile.empty())
+    throw ConfigError("tls_cert and tls_key go together (the client certificate and its key)");
+  if (!c.tls.certFile.empty() && !c.tls.enabled())
+    throw ConfigError("tls_cert needs tls_ca (the CA that signed the store's certificate)");
+  if (conf.contains("protocol") && c.protocol == "https" && !c.tls.enabled())
+    throw ConfigError("protocol=https needs tls_ca=<CA file> (the CA that signed etcd's certificate)");
+  if (conf.contains("protocol") && c.protocol == "http" && c.tls.enabled())
+    throw ConfigError("protocol=http contradicts tls_ca (TLS): drop one of them");
+  if (c.tls.enabled()) c.protocol = "https";
 }
 
 std::string knownList() {
@@ -102,13 +133,14 @@ RendezvousSettings defaultRendezvousSettings(RdzvBackend backend) {
 void applyRdzvConf(const std::map<std::string, std::string>& conf, RendezvousSettings& settings,
                    RdzvConf& out) {
   for (const auto& [key, value] : conf) {
-    if (isTlsKey(key)) throw ConfigError(key + "=" + value + ": " + kNoTls);
+    const std::string name = canonical(key);
     const auto& table = keyTable();
-    auto it = std::find_if(table.begin(), table.end(), [&](auto& entry) { return entry.first == key; });
+    auto it = std::find_if(table.begin(), table.end(), [&](auto& entry) { return entry.first == name; });
     if (it == table.end() && key != "timeout")
       throw ConfigError("unknown key '" + key + "' (known: " + knownList() + ")");
-    // join_timeout wins over its alias whatever the order of the keys.
+    // join_timeout (and each tls_* key) wins over its alias whatever the order of the keys.
     if (key == "timeout" && conf.contains("join_timeout")) continue;
+    if (name != key && conf.contains(name)) continue;
     try {
       (key == "timeout" ? table.front().second : it->second)(value, settings, out);
     } catch (const ConfigError& e) {
@@ -116,6 +148,7 @@ void applyRdzvConf(const std::map<std::string, std::string>& conf, RendezvousSet
     }
   }
   resolveHeartbeat(conf.contains("heartbeat_timeout"), settings);
+  resolveTls(conf, out);
   out.connectTimeout = std::min(out.readTimeout, settings.joinTimeout);
 }
 

@@ -8,10 +8,13 @@
 //   heartbeat_timeout              how long a node may stay silent before it is declared lost;
 //                                  must exceed keep_alive_interval; default interval x attempts
 //   read_timeout, is_host, exit_barrier_timeout, protocol, etcd_prefix, request_timeout,
-//   retry_timeout                  RdzvConf (launch_config.hpp)
+//   retry_timeout, token_file, tls_ca, tls_cert, tls_key, store_allow
+//                                  RdzvConf (launch_config.hpp); torchrun's TLS names ca_cert,
+//                                  cacert, ssl_cert, cert, ssl_cert_key, key are aliases of tls_*
+//                                  (the tls_* key wins when both are given). tls_ca turns TLS on
+//                                  (protocol=https); protocol=https without it is an error
 //   store_type=tcp, use_libuv, rank accepted for torchrun command lines; no effect (store_type=file
-//                                  and the TLS keys ssl_cert, ssl_cert_key, ca_cert, cacert, cert,
-//                                  key are errors: not supported)
+//                                  is an error: not supported)
 // Any other key is an error that lists the known ones.
 //
 // Thread safety: pure functions.
@@ -34,7 +37,9 @@ RendezvousSettings defaultRendezvousSettings(RdzvBackend backend);
 
 // Applies `conf` (parseRdzvConf's map) over the defaults already in `settings` and `out`, then
 // resolves heartbeatTimeout (given: must exceed keepAliveInterval; else keepAliveInterval x
-// keepAliveMaxAttempt, which must too) and out.connectTimeout = min(readTimeout, joinTimeout).
+// keepAliveMaxAttempt, which must too), the TLS keys (above) and out.connectTimeout =
+// min(readTimeout, joinTimeout). The token file is not read here (the agent reads it when it
+// opens the store).
 // Throws ConfigError naming the key, its value and what was expected.
 void applyRdzvConf(const std::map<std::string, std::string>& conf, RendezvousSettings& settings,
                    RdzvConf& out);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_join.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_lifecycle.hpp"
@@ -75,6 +76,7 @@ class StoreRendezvous final : public Rendezvous {
     rounds_.publishWorkerStore(addr, port);
   }
   WorkerStoreResult workerStore() override { return rounds_.workerStore(); }
+  std::vector<std::string> memberAddresses() override;
   void watch(std::function<void(const RendezvousEvent&)> onEvent) override {
     monitor_.setCallback(std::move(onEvent));
   }
@@ -239,6 +241,17 @@ void StoreRendezvous::publishRoundRecord(const std::string& name, const std::str
   const auto& round = currentRound("publishRoundRecord()");
   detail::publishRecord(store_, *rounds_.keys(), round.generation, name, round.result.nodeRank,
                         value);
+}
+
+std::vector<std::string> StoreRendezvous::memberAddresses() {
+  const int64_t g = currentRound("memberAddresses()").generation;
+  std::vector<std::string> addrs;
+  const auto roster = detail::peek(store_, rounds_.keys()->roster(g));
+  if (!roster) return addrs;  // the round's keys are gone
+  for (const auto& member : detail::decodeMembership(*roster).members) {
+    addrs.push_back(member.node.addr);
+  }
+  return addrs;
 }
 
 RoundRecordsResult StoreRendezvous::roundRecords(const std::string& name,

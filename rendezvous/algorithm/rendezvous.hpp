@@ -186,6 +186,11 @@ class Rendezvous {
   // Blocks (up to joinTimeout) until node rank 0 published the current generation's worker store,
   // or the round ended. Throws TimeoutError, ProtocolError (malformed address).
   virtual WorkerStoreResult workerStore() = 0;
+  // The advertised addresses (NodeDescriptor::addr) of the current round's nodes, in node rank
+  // order: one O(N) read of the round's roster, made by node rank 0 only (its worker store serves
+  // these addresses, README "Security"). Empty when the round's keys are gone. Throws
+  // NetworkError, ProtocolError (malformed roster), Error before next() returned a round.
+  virtual std::vector<std::string> memberAddresses() = 0;
 
   // Round records: small values the nodes of the current round exchange before their workers
   // start (the launcher's preflight reports), one per (name, node rank), kept under the round and

@@ -13,6 +13,8 @@
 
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
+#include "rendezvous/security/tls_context.hpp"
+#include "rendezvous/security/token.hpp"
 #include "rendezvous/server/http_ddprund.hpp"
 #include "rendezvous/server/store_server.hpp"
 
@@ -47,7 +49,12 @@ std::unique_ptr<DdprundStatus> startStatus(const DdprundOptions& options, StoreS
   if (options.httpPort == 0) return nullptr;
   const bool automatic = options.httpPort == DdprundOptions::kHttpPortAuto;
   HttpServerOptions http;
-  http.host = options.httpHost.empty() ? options.host : options.httpHost;
+  // The pages cannot ask for the token or a client certificate: a protected store keeps them on
+  // loopback unless --http-host says otherwise.
+  const bool protectedStore = !options.tokenFile.empty() || !options.tls.certFile.empty();
+  http.host = !options.httpHost.empty() ? options.httpHost
+              : protectedStore          ? "127.0.0.1"
+                                        : options.host;
   http.name = "ddprund status";
   http.port = static_cast<uint16_t>(!automatic ? options.httpPort
                                     : options.port == 0 ? 0
@@ -84,8 +91,18 @@ int runDdprund(const DdprundOptions& options) {
   serverOptions.maxMemoryBytes = options.maxMemoryBytes;
   serverOptions.legacyDialect = options.legacyDialect;
   serverOptions.name = "ddprund";
+  serverOptions.allow = options.allow;
+  serverOptions.allowUnauthenticated = options.allowUnauthenticated;
+  serverOptions.tls = options.tls;
   serverOptions.durability = options.durability;
 
+  try {  // an unreadable token file or unusable TLS files are bad flags (exit 2)
+    if (!options.tokenFile.empty()) serverOptions.token = readTokenFile(options.tokenFile);
+    if (serverOptions.tls.enabled()) makeServerTlsContext(serverOptions.tls);
+  } catch (const ConfigError& e) {
+    std::cerr << "ddprund: " << e.what() << std::endl;
+    return kDdprundBadFlags;
+  }
   std::unique_ptr<StoreServer> server;
   try {
     server = std::make_unique<StoreServer>(io, serverOptions);

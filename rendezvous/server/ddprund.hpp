@@ -8,7 +8,8 @@
 //      use --data-dir (locked by another daemon, corrupt, another data format, too big); also
 //      when an explicit --http-port cannot be bound (with the default, ddprund warns and serves on)
 //   3  the data directory could not be written or synced while serving
-//   2  bad flags (handled by ddprund_main.cpp before run())
+//   2  bad flags (handled by ddprund_main.cpp before run()), an unreadable --token-file, TLS files
+//      that cannot be used
 //
 // Thread safety: run() owns the calling thread until the daemon stops; call it once per process.
 #pragma once
@@ -17,6 +18,8 @@
 #include <cstdint>
 #include <string>
 
+#include "rendezvous/security/address_allowlist.hpp"
+#include "rendezvous/security/tls_options.hpp"
 #include "rendezvous/server/durability.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 
@@ -43,6 +46,16 @@ struct DdprundOptions {
   wire::LegacyDialect legacyDialect = wire::LegacyDialect::kAuto;
   // --data-dir, --fsync, --compact-after: keep the data across a restart (durability.hpp).
   DurabilityOptions durability;
+
+  // ---- Security (README "Security"; StoreServerOptions has the rules) -------------------------
+  // --allow: addresses served at all (default: loopback and this host's own subnets).
+  AddressAllowlist allow = AddressAllowlist::localSubnets();
+  // --token-file: ddprun agents must present the token it holds ("" = no token).
+  std::string tokenFile;
+  // --allow-unauthenticated: addresses served without a token and, under TLS, in plain TCP.
+  AddressAllowlist allowUnauthenticated;
+  // --tls-cert/--tls-key/--tls-ca.
+  TlsServerOptions tls;
 
   // Status pages (--http-*; README "Status page and metrics").
   // Port of /, /status and /metrics: kHttpPortAuto = the store's port + 1 (a free port when

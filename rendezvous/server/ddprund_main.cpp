@@ -10,6 +10,55 @@
 #include "rendezvous/server/ddprund.hpp"
 #include "rendezvous/base/error.hpp"
 
+namespace {
+
+// The allowlists as given, parsed once the flags are read.
+struct SecurityFlags {
+  std::string allow = "local";
+  std::string allowUnauthenticated;
+};
+
+// Who may connect, and over what (README "Security").
+void addSecurityFlags(CLI::App& app, ddp::DdprundOptions& options, SecurityFlags& flags) {
+  app.add_option("--allow", flags.allow,
+                 "addresses served at all: CIDR blocks or addresses, comma-separated, or the words "
+                 "any, loopback, local (loopback + this host's subnets); others are closed at once "
+                 "with a logged reason")
+      ->capture_default_str();
+  app.add_option("--token-file", options.tokenFile,
+                 "ddprun agents must present the token in this file (its first line; the agents' "
+                 "--rdzv-conf token_file=); other clients are refused unless "
+                 "--allow-unauthenticated lists their address");
+  app.add_option("--allow-unauthenticated", flags.allowUnauthenticated,
+                 "addresses served without a token (and, with TLS, in plain TCP): torch agents and "
+                 "workers on trusted hosts; same grammar as --allow");
+  app.add_option("--tls-cert", options.tls.certFile,
+                 "serve TLS with this PEM certificate (chain); needs --tls-key");
+  app.add_option("--tls-key", options.tls.keyFile, "the PEM private key of --tls-cert");
+  app.add_option("--tls-ca", options.tls.caFile,
+                 "require client certificates signed by this PEM CA (mutual TLS)");
+}
+
+// Parses the allowlists; false (after printing the reason) when one is malformed.
+bool resolveSecurityFlags(const SecurityFlags& flags, ddp::DdprundOptions& options) {
+  try {
+    options.allow = ddp::AddressAllowlist::parse(flags.allow);
+    options.allowUnauthenticated = ddp::AddressAllowlist::parse(flags.allowUnauthenticated);
+  } catch (const ddp::ConfigError& e) {
+    std::cerr << "ddprund: " << e.what() << " (see ddprund --help)" << std::endl;
+    return false;
+  }
+  if (options.tls.certFile.empty() != options.tls.keyFile.empty() ||
+      (!options.tls.caFile.empty() && options.tls.certFile.empty())) {
+    std::cerr << "ddprund: --tls-cert and --tls-key go together, and --tls-ca needs them"
+              << std::endl;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   ddp::DdprundOptions options;
   std::string dialect = "auto";
@@ -50,6 +99,8 @@ int main(int argc, char** argv) {
                  "used), 1.13, or 2.1")
       ->check(CLI::IsMember({"auto", "1.13", "2.1"}))
       ->capture_default_str();
+  SecurityFlags security;
+  addSecurityFlags(app, options, security);
   std::string fsync = "batch";
   app.add_option("--data-dir", options.durability.dataDir,
                  "keep the store in this directory (a journal of every change plus snapshots), "
@@ -78,7 +129,8 @@ int main(int argc, char** argv) {
       })
       ->capture_default_str();
   app.add_option("--http-host", options.httpHost,
-                 "address the status pages listen on (default: the store's --host)");
+                 "address the status pages listen on (default: the store's --host; 127.0.0.1 "
+                 "with --token-file or --tls-cert)");
   app.add_option("--http-port-file", options.httpPortFile,
                  "write the bound status port to this file (atomically) once listening");
   app.set_version_flag("--version", std::string("ddprund ") + DDP_VERSION_STRING);
@@ -91,6 +143,7 @@ int main(int argc, char** argv) {
     std::cerr << "ddprund: " << e.what() << " (see ddprund --help)" << std::endl;
     return ddp::kDdprundBadFlags;
   }
+  if (!resolveSecurityFlags(security, options)) return ddp::kDdprundBadFlags;
   options.limits.maxRequestBytes =
       std::max(options.limits.maxRequestBytes, 2 * options.limits.maxValueBytes + (1u << 20));
   options.durability.fsync = fsync == "always"  ? ddp::FsyncMode::kAlways

@@ -8,6 +8,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "rendezvous/security/tls_context.hpp"
+#include "rendezvous/server/detail/admission.hpp"
 #include "rendezvous/server/detail/server_core.hpp"
 #include "rendezvous/server/detail/store_session.hpp"
 #include "rendezvous/base/error.hpp"
@@ -46,6 +48,18 @@ tcp::endpoint resolveEndpoint(asio::io_context& io, const std::string& rawHost, 
   return results.begin()->endpoint();
 }
 
+// "TLS, mutual; token required (plain from 10.0.0.0/8); clients from 127.0.0.0/8, ::1/128".
+std::string securitySummary(const StoreServerOptions& o) {
+  std::string out = !o.tls.enabled() ? "plain TCP" : o.tls.caFile.empty() ? "TLS" : "TLS, mutual";
+  if (!o.token.empty()) {
+    out += "; token required";
+    if (!o.allowUnauthenticated.empty()) out += " (not from " + o.allowUnauthenticated.describe() + ")";
+  }
+  out += "; clients from " + o.allow.describe();
+  if (o.sameUserLocalPeers) out += ", local ones of this user only";
+  return out;
+}
+
 }  // namespace
 
 class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
@@ -55,6 +69,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
         acceptor_(io),
         retryTimer_(io),
         core_(std::make_shared<detail::ServerCore>(std::move(options))) {
+    if (core_->options.tls.enabled()) core_->tls = makeServerTlsContext(core_->options.tls);
     core_->openJournal(io_.get_executor());
     for (const auto& [key, value] : core_->options.initialKeys) {
       if (!core_->state.preset(key, value)) {
@@ -115,7 +130,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     const auto local = acceptor_.local_endpoint();
     port_ = local.port();
     address_ = formatEndpoint(local);
-    core_->log->info("{}: listening on {}", opts.name, address_);
+    core_->log->info("{}: listening on {} ({})", opts.name, address_, securitySummary(opts));
   }
 
   void bindTo(const tcp::endpoint& endpoint, boost::system::error_code& ec) {
@@ -169,7 +184,8 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
   void admit(tcp::socket socket) {
     const auto& opts = core_->options;
     boost::system::error_code ignored;
-    if (core_->sessions.size() >= opts.maxConnections) {
+    // Connections still in their TLS handshake count: they hold a socket and memory too.
+    if (core_->sessions.size() + core_->handshaking.size() >= opts.maxConnections) {
       detail::bump(core_->counters.refused);
       ++core_->storeStats.connectionsRefused;
       core_->warn("refusing a connection: " + std::to_string(opts.maxConnections) +
@@ -178,8 +194,8 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
       return;
     }
     socket.set_option(tcp::no_delay(true), ignored);
-    ++core_->storeStats.connectionsAccepted;
-    std::make_shared<detail::StoreSession>(std::move(socket), core_)->start();
+    ++core_->storeStats.connectionsAccepted;  // before admission: refused ones were accepted too
+    detail::admit(std::move(socket), core_);
   }
 
   void stop() {
@@ -188,6 +204,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     retryTimer_.cancel();
+    detail::cancelAdmissions(*core_);
     const std::vector<detail::StoreSession*> open(core_->sessions.begin(), core_->sessions.end());
     for (auto* session : open) session->close("");
     core_->flushWarnings();

@@ -3,6 +3,12 @@
 // It is what `ddprund` runs, what `ddprun --standalone` embeds as its rendezvous store, and what
 // the group-rank-0 agent starts fresh for each restart generation as the *worker store*.
 //
+// Who it serves is decided per connection before anything is read (detail/admission.hpp): an
+// address allowlist, optionally "local processes of this user only", optionally TLS, optionally a
+// token that ddprun clients present in HELLO (detail/session_auth.hpp). The defaults serve
+// everyone, in plain TCP, as torch's TCPStore does; ddprund and the agent narrow them (README
+// "Security").
+//
 // Thread safety: all state is owned by the io_context the server runs on; call stop() from any
 // thread (it posts to the io_context). StoreServerThread wraps a server in its own io_context and
 // thread for embedding.
@@ -19,6 +25,8 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "rendezvous/security/address_allowlist.hpp"
+#include "rendezvous/security/tls_options.hpp"
 #include "rendezvous/server/durability.hpp"
 #include "rendezvous/server/store_stats.hpp"
 #include "rendezvous/wire/wire_codec.hpp"  // WireLimits, wire::LegacyDialect
@@ -51,6 +59,23 @@ struct StoreServerOptions {
   // rendezvous store carries its owner's run id (rendezvousOwnerKey()) so that an agent of
   // another run reaching it by mistake knows at once.
   std::vector<std::pair<std::string, std::string>> initialKeys;
+
+  // ---- Who may connect (README "Security") -----------------------------------------------------
+  // Peers whose address is outside this list are closed at once (a rate-limited warning says who
+  // and why).
+  AddressAllowlist allow = AddressAllowlist::any();
+  // When true, a peer that is a process of this machine must run as this process's user or root
+  // (other local users connect from 127.0.0.1 too). Agent-hosted stores set it.
+  bool sameUserLocalPeers = false;
+  // When non-empty, a connection must present this token in ddprun's HELLO before any request
+  // but VALIDATE/PING/HELLO, unless its address is in allowUnauthenticated. Never logged.
+  std::string token;
+  // Addresses served without a token (and, on a TLS server, without TLS): torch clients, which
+  // never say HELLO. Empty: none.
+  AddressAllowlist allowUnauthenticated;
+  // TLS (tls_options.hpp): on when tls.certFile is set; with tls.caFile clients need a
+  // certificate signed by it.
+  TlsServerOptions tls;
   // Where the data survives a restart of the server (ddprund --data-dir); default: nowhere.
   // With a data directory a reply is released only once the changes before it are durable.
   DurabilityOptions durability;
@@ -74,8 +99,8 @@ struct ServerStats {
 class StoreServer {
  public:
   // Binds and listens at once (so port() is valid on return). Throws NetworkError naming the
-  // address when the bind fails (e.g. the port is in use), ConfigError when the initial keys do
-  // not fit in the memory budget. Does not accept until start().
+  // address when the bind fails (e.g. the port is in use), ConfigError when the TLS files cannot
+  // be used or the initial keys do not fit in the memory budget. Does not accept until start().
   StoreServer(boost::asio::io_context& io, StoreServerOptions options);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
@@ -107,7 +132,8 @@ class StoreServer {
 // A StoreServer on its own io_context thread. The destructor stops it and joins the thread.
 class StoreServerThread {
  public:
-  // Throws NetworkError when the bind fails.
+  // Throws NetworkError when the bind fails, ConfigError for unusable TLS files or initial keys
+  // over the memory budget.
   explicit StoreServerThread(StoreServerOptions options);
   ~StoreServerThread();
   StoreServerThread(const StoreServerThread&) = delete;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rendezvous/security/tls_context.hpp"
 #include "rendezvous/store/detail/etcd_client.hpp"
 #include "rendezvous/store/detail/etcd_watch.hpp"
 #include "rendezvous/base/error.hpp"
@@ -109,12 +110,16 @@ std::optional<std::string> appliedBefore(const json& reply, std::size_t index,
 EtcdStore::EtcdStore(EtcdStoreOptions options)
     : options_(std::move(options)), timeoutMs_(options_.timeout.count()), marker_(randomMarker()) {
   std::vector<detail::EtcdEndpoint> endpoints;
-  for (const std::string& text : options_.endpoints) endpoints.push_back(detail::parseEtcdEndpoint(text));
+  for (const std::string& text : options_.endpoints) {
+    endpoints.push_back(detail::parseEtcdEndpoint(text, options_.tls.enabled()));
+  }
+  const bool https = std::any_of(endpoints.begin(), endpoints.end(), [](auto& e) { return e.tls; });
+  auto tls = https && options_.tls.enabled() ? makeClientTlsContext(options_.tls) : nullptr;
   if (options_.pollMin.count() <= 0 || options_.pollMax < options_.pollMin) {
     throw ConfigError("etcd store: need 0 < pollMin <= pollMax");
   }
   client_ = std::make_unique<detail::EtcdClient>(std::move(endpoints), options_.requestTimeout,
-                                                  options_.backoff);
+                                                  options_.backoff, std::move(tls));
   json probe{{"key", base64Encode(options_.prefix.empty() ? std::string(1, '\0') : options_.prefix)},
              {"count_only", true}};
   client_->post("/v3/kv/range", probe, retryDeadline(), "connect");
@@ -176,7 +181,8 @@ std::vector<std::string> EtcdStore::poll(const std::vector<std::string>& keys,
       if (missing.empty()) return values;
       // Sleep until one of them is put; events after the snapshot's revision are replayed.
       std::string begin = options_.prefix.empty() ? std::string(1, '\0') : options_.prefix;
-      detail::EtcdWatch watch(client_->currentEndpoint(), begin, prefixEnd(options_.prefix),
+      detail::EtcdWatch watch(client_->currentEndpoint(), client_->tlsContext(), begin,
+                              prefixEnd(options_.prefix),
                               snapshot.revision + 1, deadline);
       if (watch.waitForAny(missing, deadline)) {
         delay.reset();

@@ -24,7 +24,11 @@
 // it back: a retry that finds its own sequence there returns the recorded result instead of
 // applying again.
 //
-// Errors: ConfigError (bad options, https), NetworkError (no endpoint answered within
+// TLS: https:// endpoints (and endpoints without a scheme when tls.caFile is set) speak TLS, the
+// server's certificate checked against tls.caFile and the endpoint's host name; tls.certFile /
+// keyFile is the client certificate for an etcd started with --client-cert-auth.
+//
+// Errors: ConfigError (bad options, unusable TLS files), NetworkError (no endpoint answered within
 // retryTimeout; lists every attempt with its endpoint), TimeoutError (get/wait: keys still
 // missing at the deadline), ProtocolError (etcd rejected a request, or add() found a non-integer
 // value). None is sticky: the store stays usable after any of them.
@@ -43,6 +47,7 @@
 #include <vector>
 
 #include "rendezvous/base/backoff.hpp"
+#include "rendezvous/security/tls_options.hpp"
 #include "rendezvous/store/store.hpp"
 
 namespace ddp {
@@ -52,9 +57,9 @@ class EtcdClient;
 }
 
 struct EtcdStoreOptions {
-  // "host:port" or "http://host:port"; several for failover (tried in order, then round robin).
-  // "https://..." is a ConfigError: TLS is not supported. ddprun's command line parses
-  // --rdzv-endpoint/--rdzv-conf once (launcher/rdzv_endpoint.hpp) and fills these options.
+  // "host:port", "http://host:port" or "https://host:port"; several for failover (tried in order,
+  // then round robin). ddprun's command line parses --rdzv-endpoint/--rdzv-conf once
+  // (launcher/rdzv_endpoint.hpp) and fills these options.
   std::vector<std::string> endpoints{"127.0.0.1:2379"};
   // Every key is stored as prefix + key; numKeys() counts the keys under it.
   std::string prefix = "/ddp/";
@@ -69,6 +74,8 @@ struct EtcdStoreOptions {
   // Delays of get/wait between retries when the watch fails: pollMin doubling up to pollMax.
   std::chrono::milliseconds pollMin{std::chrono::milliseconds(5)};
   std::chrono::milliseconds pollMax{std::chrono::milliseconds(100)};
+  // TLS to etcd (https); see above. An https:// endpoint without tls.caFile is a ConfigError.
+  TlsClientOptions tls;
 };
 
 class EtcdStore final : public Store {

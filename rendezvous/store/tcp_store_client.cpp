@@ -35,7 +35,8 @@ std::string describeOp(Op op, const std::vector<std::string>& keys) {
 class TcpStoreClient::Impl {
  public:
   explicit Impl(const TcpStoreClientOptions& options)
-      : timeoutMs_(options.timeout.count()),
+      : token_(options.token),
+        timeoutMs_(options.timeout.count()),
         wakeFd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         conn_(options) {
     if (wakeFd_ < 0) throw NetworkError(std::string("eventfd: ") + std::strerror(errno));
@@ -105,6 +106,7 @@ class TcpStoreClient::Impl {
   int64_t onCloseCall(Op op, const std::vector<std::string>& keys, const std::string& expected,
                       const std::string& desired);
 
+  const std::string token_;  // HELLO's "token" field; "" = none
   std::mutex mutex_;  // serialises requests on the connection
   std::atomic<int64_t> timeoutMs_;
   const int wakeFd_;  // eventfd: interruptWait() makes it readable
@@ -284,6 +286,10 @@ std::optional<ServerHello> TcpStoreClient::Impl::hello(uint64_t capabilities,
     views.emplace_back(name);
     views.emplace_back(value);
   }
+  if (!token_.empty()) {
+    views.emplace_back("token");
+    views.emplace_back(token_);
+  }
   wire::Request request;
   request.op = Op::kHello;
   request.version = wire::kExtensionVersion;
@@ -386,7 +392,15 @@ std::unique_ptr<TcpStoreClient> connectTcpStore(const TcpStoreClientOptions& opt
                                                 const std::vector<HelloField>& fields) {
   const auto deadline = detail::deadlineAfter(options.connectTimeout);
   auto client = std::make_unique<TcpStoreClient>(options);
-  if (client->hello(capabilities, fields)) return client;
+  if (const auto answer = client->hello(capabilities, fields)) {
+    if (answer->accepted) return client;
+    std::string reason = "no reason given";
+    for (const auto& [name, value] : answer->fields) {
+      if (name == "error") reason = value;
+    }
+    throw ConfigError("the store at " + client->endpoint() + " refused this client: " + reason +
+                      (options.token.empty() ? " (set --rdzv-conf token_file=)" : ""));
+  }
   TcpStoreClientOptions plain = options;
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   plain.connectTimeout = std::max(std::chrono::milliseconds(1), left);

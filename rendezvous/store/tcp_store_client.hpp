@@ -30,6 +30,9 @@
 // connection it first sends ON_CLOSE_CLEAR (best effort), so a live process is not taken for a
 // dead one. connectTcpStore() connects, says HELLO and falls back to a plain connection.
 //
+// Security (README "Security"): with options.token set, every HELLO carries it (a server with a
+// token serves a connection nothing but HELLO until then); with options.tls enabled the
+// connection is TLS, the server's certificate checked against the CA and the host name.
 // Riding out a server restart: with reconnectBudget set and kCapRequestId granted in HELLO, a
 // lost connection is replaced within that budget (backoff between attempts), HELLO and the
 // ON_CLOSE registrations are sent again, changes the server may not have read are sent again
@@ -52,6 +55,7 @@
 #include <vector>
 
 #include "rendezvous/base/backoff.hpp"
+#include "rendezvous/security/tls_options.hpp"
 #include "rendezvous/store/connection_hooks.hpp"
 #include "rendezvous/store/store.hpp"
 
@@ -88,6 +92,10 @@ struct TcpStoreClientOptions {
   std::chrono::milliseconds connectProgressInterval{std::chrono::seconds(5)};
   // Largest value accepted in a reply; a bigger one is a ProtocolError.
   std::size_t maxValueBytes = 256 * 1024 * 1024;
+  // Sent as HELLO's "token" field ("" = none). Never logged.
+  std::string token;
+  // TLS to the server (tls_options.hpp); off unless tls.caFile is set.
+  TlsClientOptions tls;
   // When the connection is lost (the server restarted), how long to keep reconnecting, counted
   // from the loss; 0 = never (the loss is a sticky NetworkError). Needs a HELLO that asked for
   // and was granted wire::kCapRequestId (ddprund, StoreServer): changes are then tagged so that
@@ -111,7 +119,8 @@ class TcpStoreClient final : public Store, public ConnectionHooks {
   // Connects before returning, trying every address the host resolves to until one connects
   // (and, in v2, answers the PING), with a Backoff between rounds and progress reports (above).
   // Throws TimeoutError when the connect budget runs out, NetworkError when the host never
-  // resolved within it; both one line that counts the attempts by kind of failure. Name
+  // resolved within it; both one line that counts the attempts by kind of failure. ConfigError
+  // when the TLS files cannot be used. Name
   // resolution is the system's getaddrinfo: a hanging DNS server can hold one resolution past
   // the budget (resolv.conf timeouts apply).
   explicit TcpStoreClient(TcpStoreClientOptions options);
@@ -163,9 +172,10 @@ class TcpStoreClient final : public Store, public ConnectionHooks {
   std::unique_ptr<Impl> impl_;
 };
 
-// Connects as TcpStoreClient(options) does, then says HELLO (asking for `capabilities`). A server
-// that closes the connection on HELLO gets a second, plain connection within what is left of
-// connectTimeout. Throws as the constructor and hello() do.
+// Connects as TcpStoreClient(options) does, then says HELLO (asking for `capabilities`, with
+// options.token when set). A server that closes the connection on HELLO gets a second, plain
+// connection within what is left of connectTimeout. Throws as the constructor and hello() do, and
+// ConfigError when the server refuses the HELLO (a wrong or missing token: its reason quoted).
 std::unique_ptr<TcpStoreClient> connectTcpStore(const TcpStoreClientOptions& options,
                                                 uint64_t capabilities,
                                                 const std::vector<HelloField>& fields);

@@ -46,11 +46,13 @@
 //   HELLO: version is kExtensionVersion (1). The client's capabilities are those it wants, the
 //   server's those it has (bit 0 = kCapOnClose: ON_CLOSE and ON_CLOSE_CLEAR; bit 2 = kCapDurable,
 //   set only by a server that keeps its data across its restart). Fields are free-form name/value
-//   pairs ("client" = "ddprun", "host", "pid", "purpose"; the server answers "server" and
+//   pairs ("client" = "ddprun", "host", "pid", "purpose", "token"; the server answers "server" and
 //   "instance", a random id per server process, so a client reconnecting to a server without
-//   kCapDurable sees whether it is still the same one); at most WireLimits::maxHelloFields pairs, each string at most maxKeyBytes long.
-//   Status 1 (refused) is reserved for a server that requires credentials (a future "token"
-//   field): it names the reason in an "error" field and closes the connection.
+//   kCapDurable sees whether it is still the same one); at most WireLimits::maxHelloFields pairs,
+//   each string at most maxKeyBytes long.
+//   Status 1 (refused): a server with a token (ddprund --token-file) refuses a HELLO whose "token"
+//   field is missing or wrong; it names the reason in an "error" field and closes the connection
+//   (server/detail/session_auth.hpp).
 //   ON_CLOSE: "when this connection closes (the peer's process died, or the connection broke)
 //   before clearing the registration, apply COMPARE_SET key expected desired" (waking waiters as
 //   a COMPARE_SET does). A registration with the key of an existing one replaces it; a server

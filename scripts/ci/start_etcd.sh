@@ -10,6 +10,9 @@
 # Knobs (defaults): ETCD_CI_DIR (/tmp/etcd-ci), ETCD_CI_CLIENT_PORT (23790), ETCD_CI_PEER_PORT
 # (23800), ETCD_CI_FAST (1: --heartbeat-interval 10 --election-timeout 100 --unsafe-no-fsync),
 # ETCD_CI_V2 (0; 1 adds --enable-v2=true), ETCD_CI_TIMEOUT (30 s).
+# TLS: ETCD_CI_TLS_CERT + ETCD_CI_TLS_KEY (PEM files) serve the client port over https; with
+# ETCD_CI_TLS_CLIENT_CA clients need a certificate signed by that CA (--client-cert-auth), and
+# ETCD_CI_TLS_CLIENT_CERT + ETCD_CI_TLS_CLIENT_KEY are what the health check presents.
 # Exit status 0 once GET /health says {"health":"true"} from our own pid's listener.
 set -euo pipefail
 CI_NAME=start_etcd
@@ -23,12 +26,19 @@ PEER_PORT=${ETCD_CI_PEER_PORT:-23800}
 FAST=${ETCD_CI_FAST:-1}
 V2=${ETCD_CI_V2:-0}
 TIMEOUT=${ETCD_CI_TIMEOUT:-30}
+TLS_CERT=${ETCD_CI_TLS_CERT:-}
+TLS_KEY=${ETCD_CI_TLS_KEY:-}
+TLS_CLIENT_CA=${ETCD_CI_TLS_CLIENT_CA:-}
+[[ -z "$TLS_CERT" || -n "$TLS_KEY" ]] || ci_die "ETCD_CI_TLS_CERT needs ETCD_CI_TLS_KEY"
+[[ -z "$TLS_CLIENT_CA" || -n "$TLS_CERT" ]] || ci_die "ETCD_CI_TLS_CLIENT_CA needs ETCD_CI_TLS_CERT"
 [[ "$DIR" == /* && "$DIR" != / ]] || ci_die "ETCD_CI_DIR must be an absolute path, got '$DIR'"
 for tool in etcd ss flock setsid timeout; do
   command -v "$tool" >/dev/null || ci_die "$tool not found (apt-get install etcd-server iproute2 util-linux)"
 done
-PARAMS="client=$CLIENT_PORT peer=$PEER_PORT fast=$FAST v2=$V2"
-URL=http://127.0.0.1:$CLIENT_PORT
+PARAMS="client=$CLIENT_PORT peer=$PEER_PORT fast=$FAST v2=$V2 tls=$TLS_CERT:$TLS_CLIENT_CA"
+SCHEME=http
+[[ -n "$TLS_CERT" ]] && SCHEME=https
+URL=$SCHEME://127.0.0.1:$CLIENT_PORT
 PIDFILE=$DIR/etcd.pid
 
 mkdir -p "$(dirname "$DIR")"
@@ -36,10 +46,17 @@ exec 9>"$DIR.lock"
 flock -w "$TIMEOUT" 9 || ci_die "could not lock $DIR.lock within ${TIMEOUT}s"
 
 # GET /health over bash's /dev/tcp (no curl needed); HTTP/1.0 so etcd closes after answering.
+# Over https, curl (the health check only: it does not check etcd's certificate).
 healthy() {
   local out
-  out=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" &&
-    printf "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" >&3 && cat <&3' _ "$CLIENT_PORT" 2>/dev/null) || true
+  if [[ "$SCHEME" == https ]]; then
+    local cert=()
+    [[ -n "${ETCD_CI_TLS_CLIENT_CERT:-}" ]] && cert=(--cert "$ETCD_CI_TLS_CLIENT_CERT" --key "$ETCD_CI_TLS_CLIENT_KEY")
+    out=$(curl -sk --max-time 2 "${cert[@]}" "$URL/health" 2>/dev/null) || true
+  else
+    out=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" &&
+      printf "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" >&3 && cat <&3' _ "$CLIENT_PORT" 2>/dev/null) || true
+  fi
   [[ "$out" == *'"health":"true"'* ]]
 }
 
@@ -65,6 +82,8 @@ state=new
 extra=()
 [[ "$FAST" == 1 ]] && extra+=(--heartbeat-interval 10 --election-timeout 100 --unsafe-no-fsync)
 [[ "$V2" == 1 ]] && extra+=(--enable-v2=true)
+[[ -n "$TLS_CERT" ]] && extra+=(--cert-file "$TLS_CERT" --key-file "$TLS_KEY")
+[[ -n "$TLS_CLIENT_CA" ]] && extra+=(--client-cert-auth --trusted-ca-file "$TLS_CLIENT_CA")
 
 setsid etcd --name ci --data-dir "$DIR/data" \
   --listen-client-urls "$URL" --advertise-client-urls "$URL" \
@@ -92,6 +111,7 @@ done
 echo "$PARAMS" >"$DIR/params"
 {
   echo "export ETCD_ENDPOINT=127.0.0.1:$CLIENT_PORT"
+  echo "export ETCD_CI_SCHEME=$SCHEME"
   echo "export ETCDCTL_API=3"
   echo "export ETCDCTL_ENDPOINTS=$URL"
   echo "export ETCD_CI_DIR=$DIR"

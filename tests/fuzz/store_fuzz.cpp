@@ -5,8 +5,9 @@
 // Input layout (tests/fuzz/make_corpus.py writes the seed corpus in it):
 //   byte 0      configuration: bits 0-1 legacy dialect (auto, 1.13, 2.1, auto), bit 2 tight limits
 //               (small keys/values/budget, so limit and budget paths run), bit 3 replies are left
-//               unwritten (backlog) instead of drained after each step, bit 7 also decode the
-//               stream as replies to every op (the client half of the codec)
+//               unwritten (backlog) instead of drained after each step, bit 4 the server
+//               requires a token (requests before HELLO with it are refused, README "Security"),
+//               bit 7 also decode the stream as replies to every op (the client half of the codec)
 //   then records: u8 tag = connection (bits 0-1) | length << 2 (0..63), then `length` bytes
 //               delivered to that connection as one read. Length 0 is an event: a connection
 //               waiting out the v1 opcode-8 grace resolves it; any other closes (ON_CLOSE fires)
@@ -48,6 +49,7 @@ ddp::StoreServerOptions optionsFor(uint8_t config) {
   ddp::StoreServerOptions o;
   o.name = "fuzz";
   o.legacyDialect = static_cast<ddp::wire::LegacyDialect>((config & 3) == 3 ? 0 : config & 3);
+  if (config & 16) o.token = "fuzz-token";
   if (config & 4) {
     o.limits.maxKeyBytes = 64;
     o.limits.maxValueBytes = 4096;
@@ -95,6 +97,10 @@ struct Harness {
       size -= n;
       const auto outcome = c.received(n);
       if (outcome == SessionProtocol::Outcome::kClose) return reopen(i);
+      if (outcome == SessionProtocol::Outcome::kCloseWhenWritten) {
+        drain(c);  // the refusal reply is written, then the connection closes
+        return reopen(i);
+      }
       c.ambiguous = outcome == SessionProtocol::Outcome::kAmbiguous;
       if (drainAfter) drain(c);
     }
@@ -104,7 +110,12 @@ struct Harness {
     FuzzConnection& c = *conns[i];
     if (!c.ambiguous) return reopen(i);
     c.ambiguous = false;
-    if (c.resolveAmbiguity() == SessionProtocol::Outcome::kClose) return reopen(i);
+    const auto outcome = c.resolveAmbiguity();
+    if (outcome == SessionProtocol::Outcome::kClose) return reopen(i);
+    if (outcome == SessionProtocol::Outcome::kCloseWhenWritten) {
+      drain(c);
+      return reopen(i);
+    }
     if (drainAfter) drain(c);
   }
 

@@ -70,7 +70,11 @@ TEST_CASE("etcd: localhost:2379 without an endpoint, a failover list with one", 
   }
   auto list = parse({"--rdzv-backend=etcd", "--rdzv-endpoint=a:1,b,http://c:3,[::1]", "x"});
   CHECK(list.rdzvEndpoints == Endpoints{{"a", 1}, {"b", 2379}, {"c", 3}, {"::1", 2379}});
-  CHECK_THAT(errorOf({"--rdzv-backend=etcd", "--rdzv-endpoint=https://h:1", "x"}), Contains("https is not supported"));
+  CHECK_THAT(errorOf({"--rdzv-backend=etcd", "--rdzv-endpoint=https://h:1", "x"}),
+             Contains("https needs --rdzv-conf tls_ca="));
+  auto https = parse({"--rdzv-backend=etcd", "--rdzv-endpoint=https://h:1", "--rdzv-conf=tls_ca=/ca.pem", "x"});
+  CHECK(https.rdzvEndpoints == Endpoints{{"h", 1}});
+  CHECK(https.rdzvConf.protocol == "https");
   CHECK_THAT(errorOf({"--rdzv-backend=etcd", "--rdzv-endpoint=head:port", "x"}), Contains("port must be an integer"));
   CHECK_THAT(errorOf({"--rdzv-backend=etcd", "--rdzv-endpoint=head:70000", "x"}), Contains("--rdzv-endpoint 'head:70000'"));
   CHECK_THAT(errorOf({"--rdzv-backend=c10d", "--rdzv-endpoint=a,b", "x"}), Contains("--rdzv-endpoint 'a,b'"));

@@ -101,9 +101,34 @@ TEST_CASE("unknown --rdzv-conf keys are errors that name the known ones", "[cli]
   // torchrun's keys of other backends still parse (store_type, use_libuv, rank have no effect).
   CHECK_NOTHROW(c10d({"--rdzv-conf=store_type=tcp,use_libuv=0,rank=0,timeout=60,read_timeout=30"}));
   CHECK_THAT(errorOf({"--rdzv-conf=store_type=file", "x"}), Contains("store_type=file: only tcp"));
-  CHECK_THAT(errorOf({"--rdzv-conf=ssl_cert=/c.pem", "x"}), Contains("TLS is not supported"));
-  CHECK_THAT(errorOf({"--rdzv-conf=protocol=https", "x"}), Contains("https"));
-  CHECK_THAT(errorOf({"--rdzv-conf=protocol=grpc", "x"}), Contains("protocol=grpc: must be http"));
+  CHECK_THAT(errorOf({"--rdzv-conf=protocol=grpc", "x"}), Contains("protocol=grpc: must be http or https"));
+}
+
+TEST_CASE("the security keys: token_file, tls_*, torchrun's TLS names, store_allow", "[cli][rdzv]") {
+  auto c = c10d({"--rdzv-conf=token_file=/t,tls_ca=/ca.pem,tls_cert=/c.pem,tls_key=/c.key"});
+  CHECK(c.rdzvConf.tokenFile == "/t");
+  CHECK(c.rdzvConf.tls.caFile == "/ca.pem");
+  CHECK(c.rdzvConf.tls.certFile == "/c.pem");
+  CHECK(c.rdzvConf.tls.keyFile == "/c.key");
+  CHECK(c.rdzvConf.protocol == "https");
+  // torchrun's etcd names; the tls_* key wins over its alias.
+  auto etcd = parse({"--rdzv-backend=etcd", "--rdzv-conf=protocol=https,cacert=/a.pem,cert=/b.pem,key=/b.key", "x"});
+  CHECK(etcd.rdzvConf.tls.caFile == "/a.pem");
+  CHECK(etcd.rdzvConf.tls.keyFile == "/b.key");
+  auto v2 = parse({"--rdzv-conf=ca_cert=/a.pem,ssl_cert=/b.pem,ssl_cert_key=/b.key,tls_ca=/win.pem", "x"});
+  CHECK(v2.rdzvConf.tls.caFile == "/win.pem");
+  CHECK(v2.rdzvConf.tls.certFile == "/b.pem");
+  CHECK_THAT(errorOf({"--rdzv-conf=protocol=https", "x"}), Contains("protocol=https needs tls_ca="));
+  CHECK_THAT(errorOf({"--rdzv-conf=protocol=http,tls_ca=/ca.pem", "x"}), Contains("contradicts"));
+  CHECK_THAT(errorOf({"--rdzv-conf=tls_ca=/ca.pem,tls_cert=/c.pem", "x"}), Contains("go together"));
+  CHECK_THAT(errorOf({"--rdzv-conf=tls_cert=/c.pem,tls_key=/c.key", "x"}), Contains("tls_cert needs tls_ca"));
+  CHECK_THAT(errorOf({"--rdzv-conf=token_file=", "x"}), Contains("token_file' must have a value"));
+  // The token file also comes from DDP_RDZV_TOKEN_FILE; the key wins.
+  CHECK(parse({"x"}, {{"DDP_RDZV_TOKEN_FILE", "/env"}}).rdzvConf.tokenFile == "/env");
+  CHECK(parse({"--rdzv-conf=token_file=/key", "x"}, {{"DDP_RDZV_TOKEN_FILE", "/env"}}).rdzvConf.tokenFile == "/key");
+  auto allow = c10d({"--rdzv-conf=store_allow=10.1.0.0/16;192.168.0.5"});
+  CHECK(allow.rdzvConf.storeAllow.describe() == "10.1.0.0/16, 192.168.0.5/32");
+  CHECK_THAT(errorOf({"--rdzv-conf=store_allow=10.1.0.0/99", "x"}), Contains("store_allow=10.1.0.0/99"));
 }
 
 TEST_CASE("etcd's --rdzv-conf keys", "[cli][rdzv][etcd]") {

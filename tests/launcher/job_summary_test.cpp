@@ -25,6 +25,7 @@ class RecordingRendezvous final : public Rendezvous {
   NextResult next() override { throw Error("not used"); }
   void publishWorkerStore(const std::string&, uint16_t) override {}
   WorkerStoreResult workerStore() override { throw Error("not used"); }
+  std::vector<std::string> memberAddresses() override { throw Error("not used"); }
   void watch(std::function<void(const RendezvousEvent&)>) override {}
   void stopWatching() override {}
   std::optional<RendezvousEvent> awaitRoundEnd(std::chrono::milliseconds) override {

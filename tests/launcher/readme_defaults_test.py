@@ -121,13 +121,18 @@ CONF_FIELDS = {"join_timeout": "join_timeout_ms", "last_call_timeout": "last_cal
                "heartbeat_timeout": "heartbeat_timeout_ms", "read_timeout": "read_timeout_ms",
                "exit_barrier_timeout": "exit_barrier_timeout_ms", "is_host": "is_host",
                "protocol": "protocol", "etcd_prefix": "etcd_prefix",
-               "request_timeout": "request_timeout_ms", "retry_timeout": "retry_timeout_ms"}
-CONF_NO_DEFAULT = {"timeout", "store_type", "use_libuv", "rank"}
+               "request_timeout": "request_timeout_ms", "retry_timeout": "retry_timeout_ms",
+               "tls_ca": "tls_ca", "tls_cert": "tls_cert", "tls_key": "tls_key",
+               "store_allow": "store_allow"}
+# token_file's default is $DDP_RDZV_TOKEN_FILE, which --dry-run here runs without.
+CONF_NO_DEFAULT = {"timeout", "store_type", "use_libuv", "rank", "token_file"}
 
 
 def shown(field, value):
     if field.endswith("_ms"):
         return seconds(value)
+    if value == "":
+        return "none"
     return "auto" if value is None else str(value)
 
 

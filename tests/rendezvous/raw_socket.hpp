@@ -23,8 +23,10 @@ namespace ddp::test {
 
 class RawSocket {
  public:
-  // Connects to host:port (an IPv4 or IPv6 literal). Throws on failure.
-  explicit RawSocket(uint16_t port, const std::string& host = "127.0.0.1") {
+  // Connects to host:port (an IPv4 or IPv6 literal), from the local address `source` when given
+  // (e.g. 127.0.0.2, to come from outside an allowlist). Throws on failure.
+  explicit RawSocket(uint16_t port, const std::string& host = "127.0.0.1",
+                     const std::string& source = "") {
     sockaddr_storage addr{};
     socklen_t len = 0;
     auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
@@ -42,6 +44,7 @@ class RawSocket {
     }
     fd_ = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+    if (!source.empty()) bindSource(source, addr.ss_family);
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
       const int err = errno;
       ::close(fd_);
@@ -104,6 +107,27 @@ class RawSocket {
   }
 
  private:
+  void bindSource(const std::string& source, int family) {
+    sockaddr_storage local{};
+    socklen_t len = 0;
+    if (family == AF_INET) {
+      auto* v4 = reinterpret_cast<sockaddr_in*>(&local);
+      v4->sin_family = AF_INET;
+      len = sizeof(sockaddr_in);
+      if (::inet_pton(AF_INET, source.c_str(), &v4->sin_addr) != 1) len = 0;
+    } else {
+      auto* v6 = reinterpret_cast<sockaddr_in6*>(&local);
+      v6->sin6_family = AF_INET6;
+      len = sizeof(sockaddr_in6);
+      if (::inet_pton(AF_INET6, source.c_str(), &v6->sin6_addr) != 1) len = 0;
+    }
+    if (len == 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&local), len) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      throw std::runtime_error("bind to the source address " + source + ": " + std::strerror(err));
+    }
+  }
+
   bool readable(std::chrono::steady_clock::time_point deadline) {
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

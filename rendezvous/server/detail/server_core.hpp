@@ -1,6 +1,8 @@
 // ServerCore: what every connection of one StoreServer shares — the options, the memory budget,
 // the store, the rate limit of client-provoked warnings, the open sessions, the counters that
-// StoreServer::stats() reports and the StoreStats that StoreServer::snapshot() copies. Owned by the server and kept alive by its sessions.
+// StoreServer::stats() reports and the StoreStats that StoreServer::snapshot() copies, and the
+// transport and admission state (the TLS context, connections still in their TLS handshake, the
+// log of refused clients; admission.hpp). Owned by the server and kept alive by its sessions.
 //
 // Thread safety: everything is owned by the server's io_context thread, except `counters` and the
 // budget's used()/peak(), which other threads may read (relaxed atomics, one writer).
@@ -18,14 +20,20 @@
 
 #include "rendezvous/server/detail/journal.hpp"
 #include "rendezvous/server/detail/memory_budget.hpp"
+#include "rendezvous/server/detail/refusal_log.hpp"
 #include "rendezvous/server/detail/store_state.hpp"
 #include "rendezvous/server/detail/warning_limiter.hpp"
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/server/store_stats.hpp"
 
+namespace boost::asio::ssl {
+class context;  // <boost/asio/ssl/context.hpp> where it is used (admission, store_server)
+}  // namespace boost::asio::ssl
+
 namespace ddp::detail {
 
 class StoreSession;
+class TlsAdmission;
 
 // Monotonic counters and gauges, written by the io_context thread only.
 struct ServerCounters {
@@ -78,6 +86,13 @@ struct ServerCore {
   StoreStats storeStats;  // what the status pages show (StoreServer::snapshot); io thread only
   bool stopped = false;
   uint64_t nextSessionId = 1;
+  // Transport and admission (admission.hpp): the TLS context when options.tls is enabled,
+  // connections still in their TLS handshake (they count toward maxConnections), the
+  // rate-limited log of refused clients.
+  std::shared_ptr<boost::asio::ssl::context> tls;
+  std::unordered_set<TlsAdmission*> handshaking;
+  RefusalLog refusals;
+  bool ownerLookupWarned = false;
 };
 
 }  // namespace ddp::detail

@@ -23,13 +23,15 @@ constexpr std::size_t kDecoderSlack = 64 * 1024;
 
 }  // namespace
 
-SessionProtocol::SessionProtocol(std::shared_ptr<ServerCore> core, std::string peer)
+SessionProtocol::SessionProtocol(std::shared_ptr<ServerCore> core, std::string peer,
+                                 bool tokenExempt)
     : core_(std::move(core)),
       decoder_(core_->options.limits, core_->options.legacyDialect),
       input_(core_->budget, core_->options.limits.maxRequestBytes),
       out_(core_->budget),
       peer_(std::move(peer)),
-      id_(core_->nextSessionId++) {}
+      id_(core_->nextSessionId++),
+      auth_(core_->options.token, tokenExempt) {}
 
 SessionProtocol::~SessionProtocol() { disconnect(!core_->stopped); }
 
@@ -92,6 +94,10 @@ SessionProtocol::Outcome SessionProtocol::process() {
     auto result = decoder_.decode(bytes);
     if (auto* request = std::get_if<wire::Request>(&result)) {
       need_ = 0;
+      if (auto refused = admit(*request)) {
+        outcome = *refused;
+        break;
+      }
       const bool ok = handle(*request);
       core_->storeStats.countRequest(request->op);
       ++applied;
@@ -117,7 +123,7 @@ SessionProtocol::Outcome SessionProtocol::process() {
     core_->storeStats.observeRequests(took.count(), applied);
   }
   core_->counters.keys.store(core_->state.numKeys(), std::memory_order_relaxed);
-  if (outcome == Outcome::kClose) return outcome;
+  if (outcome == Outcome::kClose || outcome == Outcome::kCloseWhenWritten) return outcome;
   // The decoder's views of a long key list are charged too; past the budget, this connection
   // (the one growing) goes.
   decoderCharge_.set(core_->budget, decoder_.memoryBytes());
@@ -138,7 +144,6 @@ bool SessionProtocol::handle(const wire::Request& request) {
     core_->log->debug("{}: connection {} from {} speaks {}", core_->options.name, id_, peer_,
                       wire::dialectName(loggedDialect_));
   }
-  if (request.op == wire::Op::kHello) noteHello(request);
   if (request.op == wire::Op::kRequestId) {
     tag_.emplace(request.client, request.sequence);
     return true;
@@ -154,11 +159,27 @@ bool SessionProtocol::handle(const wire::Request& request) {
   return false;
 }
 
+std::optional<SessionProtocol::Outcome> SessionProtocol::admit(const wire::Request& request) {
+  if (request.op == wire::Op::kHello) noteHello(request);
+  const SessionAuth::Decision decision = auth_.check(request);
+  if (decision.verdict == SessionAuth::Verdict::kServe) return std::nullopt;
+  core_->refusals.refused(*core_->log, core_->options.name, peer_, RefusalKind::kToken,
+                          decision.reason);
+  reason_.clear();  // an orderly close: the refusal is logged above
+  if (decision.verdict == SessionAuth::Verdict::kRefuse) return Outcome::kClose;
+  const std::string_view fields[] = {"server", "ddprun store", "error", decision.reason};
+  out_.encode([&](std::string& bytes) {
+    wire::encodeHelloReply(bytes, wire::kHelloRefused, 0, fields);
+  });
+  return Outcome::kCloseWhenWritten;
+}
+
 void SessionProtocol::noteHello(const wire::Request& hello) {
   std::string fields;
   for (std::size_t i = 0; i + 1 < hello.keys.size(); i += 2) {
+    const bool secret = hello.keys[i] == kTokenField;  // never logged
     fields += (fields.empty() ? "" : ", ") + printable(hello.keys[i]) + "=" +
-              printable(hello.keys[i + 1]);
+              (secret ? std::string("(redacted)") : printable(hello.keys[i + 1]));
   }
   client_ = " (" + fields + ")";
   core_->log->debug("{}: connection {} from {} says HELLO{}", core_->options.name, id_, peer_,

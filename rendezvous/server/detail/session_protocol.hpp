@@ -8,6 +8,9 @@
 // Memory is charged to the server's budget: the input buffer reserves what a partial request
 // declares (refused before it is buffered when the budget cannot hold it), replies are charged
 // as they are queued, and the decoder's key views are charged while a key list is parsed.
+// On a server with a token, SessionAuth (session_auth.hpp) decides before each request whether it
+// may be applied: a refused request closes the connection (logged in the core's RefusalLog, not as
+// bad input), after HELLO's refusal reply when it was a HELLO (kCloseWhenWritten).
 //
 // Thread safety: none; the server's io_context thread owns a protocol and calls everything on it.
 #pragma once
@@ -24,6 +27,7 @@
 #include "rendezvous/server/detail/input_buffer.hpp"
 #include "rendezvous/server/detail/output_queue.hpp"
 #include "rendezvous/server/detail/server_core.hpp"
+#include "rendezvous/server/detail/session_auth.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 
 namespace ddp::detail {
@@ -35,10 +39,12 @@ class SessionProtocol : public StoreClient {
     kAmbiguous,  // a lone v1 opcode 8: call resolveAmbiguity() after the grace period unless
                  // more bytes arrive first
     kClose,      // close the connection; closeReason() says why (empty: orderly)
+    kCloseWhenWritten,  // write what output() holds (a refusal), then close; read nothing more
   };
 
-  // `peer` names the remote end in log lines ("10.0.0.2:41234").
-  SessionProtocol(std::shared_ptr<ServerCore> core, std::string peer);
+  // `peer` names the remote end in log lines ("10.0.0.2:41234"); `tokenExempt`: its address is in
+  // options.allowUnauthenticated (no token needed).
+  SessionProtocol(std::shared_ptr<ServerCore> core, std::string peer, bool tokenExempt = false);
   ~SessionProtocol() override;
 
   // Where the next read goes (at least one byte). nullopt: the pending request cannot fit in the
@@ -77,6 +83,9 @@ class SessionProtocol : public StoreClient {
   Outcome process();
   bool handle(const wire::Request& request);
   void noteHello(const wire::Request& hello);
+  // nullopt when `request` may be applied; else what the refusal means for the connection (the
+  // refusal is logged and, for a HELLO, answered).
+  std::optional<Outcome> admit(const wire::Request& request);
   Outcome fail(std::string reason, bool memory);
 
   wire::RequestDecoder decoder_;
@@ -89,6 +98,7 @@ class SessionProtocol : public StoreClient {
   std::string reason_;
   uint64_t id_ = 0;
   wire::Dialect loggedDialect_ = wire::Dialect::kUnknown;
+  SessionAuth auth_;
   bool processing_ = false;
   std::chrono::steady_clock::time_point readAt_{};  // when the last read completed (StoreStats)
   bool disconnected_ = false;

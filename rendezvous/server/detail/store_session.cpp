@@ -2,14 +2,12 @@
 
 #include <utility>
 
-#include <boost/asio/write.hpp>
-
 namespace ddp::detail {
 namespace asio = boost::asio;
 
 namespace {
 
-std::string endpointString(const asio::ip::tcp::socket& socket) {
+std::string endpointString(const SessionStream::Socket& socket) {
   boost::system::error_code ec;
   const auto ep = socket.remote_endpoint(ec);
   if (ec) return "?";
@@ -21,14 +19,22 @@ std::string endpointString(const asio::ip::tcp::socket& socket) {
   return addr.to_string() + ":" + std::to_string(ep.port());
 }
 
+// True when the peer's address needs no token (options.allowUnauthenticated).
+bool exemptFromToken(const ServerCore& core, const SessionStream::Socket& socket) {
+  boost::system::error_code ec;
+  const auto remote = socket.remote_endpoint(ec);
+  return !ec && core.options.allowUnauthenticated.contains(remote.address());
+}
+
 // A gather list of at most this many buffers is kept between writes.
 constexpr std::size_t kKeepGather = 16;
 
 }  // namespace
 
-StoreSession::StoreSession(asio::ip::tcp::socket socket, std::shared_ptr<ServerCore> core)
-    : SessionProtocol(core, endpointString(socket)),
-      socket_(std::move(socket)),
+StoreSession::StoreSession(SessionStream stream, std::shared_ptr<ServerCore> core)
+    : SessionProtocol(core, endpointString(stream.socket()),
+                      exemptFromToken(*core, stream.socket())),
+      stream_(std::move(stream)),
       writing_(core->budget) {}
 
 StoreSession::~StoreSession() {
@@ -57,29 +63,27 @@ void StoreSession::close(const std::string& reason) {
   // A server that stops applies no ON_CLOSE registration: its peers did not go away.
   disconnect(!core_->stopped);
   core_->sessions.erase(this);
-  boost::system::error_code ignored;
   const bool durable = !core_->journal || core_->journal->durable() >= core_->journal->committed();
   if (!reason.empty() && !writeActive_ && !output().empty() && durable) {
     // Replies to the requests that preceded the bad one, best effort (never blocks), as torch's
     // server would have sent them before failing.
     gather_.clear();
     output().collect(gather_);
-    socket_.non_blocking(true, ignored);
-    socket_.write_some(gather_, ignored);
+    stream_.writeNow(gather_);
   }
-  socket_.close(ignored);
+  stream_.close();
   if (graceTimer_) graceTimer_->cancel();
 }
 
 void StoreSession::readMore() {
-  if (readActive_ || stopped() || backlogged(writing_.size())) return;
+  if (readActive_ || stopped() || closeWhenWritten_ || backlogged(writing_.size())) return;
   const auto room = readBuffer();
   if (!room) {
     close(closeReason());
     return;
   }
   readActive_ = true;
-  socket_.async_read_some(
+  stream_.asyncReadSome(
       asio::buffer(room->data(), room->size()),
       [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
         self->onRead(ec, n);
@@ -90,7 +94,7 @@ void StoreSession::onRead(const boost::system::error_code& ec, std::size_t n) {
   readActive_ = false;
   if (stopped()) return;
   if (ec) {
-    const bool orderly = ec == asio::error::eof || ec == asio::error::connection_reset;
+    const bool orderly = SessionStream::isEndOfStream(ec);
     close(orderly ? std::string() : "read failed: " + ec.message());
     return;
   }
@@ -106,6 +110,12 @@ bool StoreSession::follow(Outcome outcome) {
     close(closeReason());
     return false;
   }
+  if (outcome == Outcome::kCloseWhenWritten) {
+    closeWhenWritten_ = true;  // onWrite closes once the refusal is out; nothing more is read
+    if (!writeActive_ && output().empty()) close("");
+    flush();
+    return false;
+  }
   if (outcome == Outcome::kAmbiguous) armGraceTimer();
   flush();
   return true;
@@ -114,7 +124,7 @@ bool StoreSession::follow(Outcome outcome) {
 void StoreSession::armGraceTimer() {
   if (ambiguous_) return;
   ambiguous_ = true;
-  if (!graceTimer_) graceTimer_ = std::make_unique<asio::steady_timer>(socket_.get_executor());
+  if (!graceTimer_) graceTimer_ = std::make_unique<asio::steady_timer>(stream_.socket().get_executor());
   graceTimer_->expires_after(core_->options.v1AmbiguityGrace);
   graceTimer_->async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
     if (self->stopped() || ec || !self->ambiguous_) return;
@@ -138,10 +148,10 @@ void StoreSession::flush() {
   writing_.collect(gather_);
   writeActive_ = true;
   core_->storeStats.bytesSent += writing_.size();
-  asio::async_write(socket_, gather_,
-                    [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-                      self->onWrite(ec);
-                    });
+  stream_.asyncWrite(gather_,
+                     [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+                       self->onWrite(ec);
+                     });
 }
 
 void StoreSession::onWrite(const boost::system::error_code& ec) {
@@ -153,6 +163,7 @@ void StoreSession::onWrite(const boost::system::error_code& ec) {
   }
   writing_.clear();
   if (gather_.capacity() > kKeepGather) decltype(gather_)().swap(gather_);
+  if (closeWhenWritten_ && output().empty()) return close("");
   flush();
   readMore();
 }

@@ -43,7 +43,8 @@ std::string StoreState::newInstanceId() {
 }
 
 void StoreState::hello(OutputQueue& out) const {
-  // Every client gets every capability (credentials, once required, are checked here).
+  // Every client gets every capability; a server's token is checked before, by the session
+  // (session_auth.hpp).
   const std::string_view fields[] = {"server", "ddprun store", "instance", instance_};
   const uint64_t capabilities = wire::kCapOnClose | wire::kCapRequestId |
                                 (journal_ != nullptr ? wire::kCapDurable : 0);

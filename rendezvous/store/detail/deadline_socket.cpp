@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include <boost/asio/error.hpp>
+#include <openssl/ssl.h>
 
 namespace ddp::detail {
 
@@ -16,7 +17,13 @@ using boost::system::error_code;
 
 DeadlineSocket::DeadlineSocket(asio::io_context& io) : socket_(io) {}
 
+DeadlineSocket::~DeadlineSocket() { close(); }
+
 void DeadlineSocket::close() {
+  if (ssl_ != nullptr) {
+    SSL_free(ssl_);  // no close_notify: the peer reads the close as end of stream
+    ssl_ = nullptr;
+  }
   error_code ignored;
   socket_.close(ignored);
 }
@@ -67,6 +74,7 @@ error_code DeadlineSocket::connect(const asio::ip::tcp::endpoint& endpoint,
 }
 
 error_code DeadlineSocket::writeAll(std::string_view bytes, Clock::time_point deadline) {
+  if (ssl_ != nullptr) return tlsWriteAll(bytes, deadline);
   error_code ec;
   while (!bytes.empty()) {
     const std::size_t n = socket_.write_some(asio::buffer(bytes.data(), bytes.size()), ec);
@@ -84,6 +92,7 @@ error_code DeadlineSocket::writeAll(std::string_view bytes, Clock::time_point de
 
 error_code DeadlineSocket::readSome(std::string& buffer, Clock::time_point deadline,
                                     int interruptFd) {
+  if (ssl_ != nullptr) return tlsReadSome(buffer, deadline, interruptFd);
   constexpr std::size_t kChunk = 64 * 1024;
   error_code ec;
   for (;;) {

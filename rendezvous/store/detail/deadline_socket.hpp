@@ -10,12 +10,16 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/system/error_code.hpp>
+
+typedef struct ssl_st SSL;
+typedef struct ssl_ctx_st SSL_CTX;
 
 namespace ddp::detail {
 
@@ -24,11 +28,17 @@ class DeadlineSocket {
   using Clock = std::chrono::steady_clock;
 
   explicit DeadlineSocket(boost::asio::io_context& io);
+  ~DeadlineSocket();
 
   // Opens a socket and connects it to `endpoint`, blocking until `deadline` at most. On failure
   // the socket is closed again and the error returned.
   boost::system::error_code connect(const boost::asio::ip::tcp::endpoint& endpoint,
                                     Clock::time_point deadline);
+
+  // TLS client handshake over the connected socket, verifying the server's certificate against
+  // `context`'s CA and `host` (a DNS name or an IP literal). Blocks until `deadline`. Returns
+  // an error text ("" on success); on failure the socket is closed.
+  std::string startTls(SSL_CTX* context, const std::string& host, Clock::time_point deadline);
 
   // Writes every byte of `bytes`; blocks until done or `deadline`.
   boost::system::error_code writeAll(std::string_view bytes, Clock::time_point deadline);
@@ -41,6 +51,7 @@ class DeadlineSocket {
                                      int interruptFd = -1);
 
   bool isOpen() const { return socket_.is_open(); }
+  bool isTls() const { return ssl_ != nullptr; }
   void close();
 
  private:
@@ -49,7 +60,16 @@ class DeadlineSocket {
   bool waitFor(short events, Clock::time_point deadline, boost::system::error_code& ec,
                int interruptFd = -1);
 
+  // TLS: waits for what OpenSSL's last call (result `rc`) asks for; false at the deadline or
+  // interrupt, with `ec` set for a failure.
+  bool waitForTls(int rc, Clock::time_point deadline, boost::system::error_code& ec,
+                  int interruptFd = -1);
+  boost::system::error_code tlsWriteAll(std::string_view bytes, Clock::time_point deadline);
+  boost::system::error_code tlsReadSome(std::string& buffer, Clock::time_point deadline,
+                                        int interruptFd);
+
   boost::asio::ip::tcp::socket socket_;
+  SSL* ssl_ = nullptr;  // owned; set by startTls()
 };
 
 }  // namespace ddp::detail

@@ -11,6 +11,7 @@
 #include <boost/beast/http.hpp>
 
 #include "rendezvous/base/error.hpp"
+#include "rendezvous/store/detail/etcd_http_stream.hpp"
 
 namespace ddp::detail {
 
@@ -59,19 +60,22 @@ int64_t jsonInt(const json& object, const char* field, int64_t fallback) {
   throw ProtocolError(std::string("etcd sent a non-integer '") + field + "': " + it->dump());
 }
 
-EtcdEndpoint parseEtcdEndpoint(std::string_view text) {
+EtcdEndpoint parseEtcdEndpoint(std::string_view text, bool tlsByDefault) {
   std::string_view rest = text;
+  bool tls = tlsByDefault;
   if (rest.starts_with("https://")) {
-    throw ConfigError("etcd endpoint '" + std::string(text) +
-                      "': https is not supported (ddprun is built without TLS); use http://");
+    rest.remove_prefix(8);
+    tls = true;
+  } else if (rest.starts_with("http://")) {
+    rest.remove_prefix(7);
+    tls = false;
   }
-  if (rest.starts_with("http://")) rest.remove_prefix(7);
   while (rest.ends_with('/')) rest.remove_suffix(1);
   std::size_t colon = rest.rfind(':');
   if (colon == std::string_view::npos) {
     throw ConfigError("etcd endpoint '" + std::string(text) + "' needs host:port");
   }
-  EtcdEndpoint endpoint{std::string(rest.substr(0, colon)), std::string(rest.substr(colon + 1))};
+  EtcdEndpoint endpoint{std::string(rest.substr(0, colon)), std::string(rest.substr(colon + 1)), tls};
   if (endpoint.host.size() >= 2 && endpoint.host.front() == '[' && endpoint.host.back() == ']') {
     endpoint.host = endpoint.host.substr(1, endpoint.host.size() - 2);
   }
@@ -84,62 +88,42 @@ EtcdEndpoint parseEtcdEndpoint(std::string_view text) {
   return endpoint;
 }
 
-// One HTTP/1.1 keep-alive connection. Blocking calls run Beast's async operations on a private
-// io_context until they finish; tcp_stream's expiry turns the deadline into error::timeout.
+// One HTTP/1.1 keep-alive connection (plain or TLS: EtcdHttpStream).
 class EtcdClient::Connection {
  public:
-  explicit Connection(const EtcdEndpoint& endpoint) : endpoint_(endpoint), stream_(io_) {}
+  Connection(const EtcdEndpoint& endpoint, std::shared_ptr<asio::ssl::context> tls)
+      : stream_(endpoint, std::move(tls)) {}
 
   bool used() const { return used_; }
 
   beast::error_code exchange(const http::request<http::string_body>& request,
                              http::response<http::string_body>& response, Clock::time_point deadline) {
     beast::error_code ec;
-    if (!connected_ && (ec = connect(deadline))) return ec;
-    stream_.expires_at(deadline);
-    http::async_write(stream_, request, [&](beast::error_code e, std::size_t) { ec = e; });
-    run();
-    if (ec) return ec;
-    http::async_read(stream_, buffer_, response, [&](beast::error_code e, std::size_t) { ec = e; });
-    run();
+    if (!connected_ && (ec = stream_.connect(deadline))) return ec;
+    connected_ = true;
+    if ((ec = stream_.write(request, deadline))) return ec;
+    ec = stream_.read(response, deadline);
     used_ = true;
     return ec;
   }
 
  private:
-  beast::error_code connect(Clock::time_point deadline) {
-    beast::error_code ec;
-    asio::ip::tcp::resolver resolver(io_);
-    auto results = resolver.resolve(endpoint_.host, endpoint_.port, ec);
-    if (ec) return ec;
-    stream_.expires_at(deadline);
-    stream_.async_connect(results, [&](beast::error_code e, const asio::ip::tcp::endpoint&) { ec = e; });
-    run();
-    if (!ec) {
-      connected_ = true;
-      stream_.socket().set_option(asio::ip::tcp::no_delay(true), ec);
-      ec = {};
-    }
-    return ec;
-  }
-
-  void run() {
-    io_.restart();
-    io_.run();
-  }
-
-  EtcdEndpoint endpoint_;
-  asio::io_context io_;
-  beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
+  EtcdHttpStream stream_;
   bool connected_ = false;
   bool used_ = false;
 };
 
 EtcdClient::EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds requestTimeout,
-                       BackoffOptions backoff)
-    : endpoints_(std::move(endpoints)), requestTimeout_(requestTimeout), backoffOptions_(backoff) {
+                       BackoffOptions backoff, std::shared_ptr<asio::ssl::context> tls)
+    : endpoints_(std::move(endpoints)), requestTimeout_(requestTimeout), backoffOptions_(backoff),
+      tls_(std::move(tls)) {
   if (endpoints_.empty()) throw ConfigError("etcd store: no endpoint given");
+  for (const auto& endpoint : endpoints_) {
+    if (endpoint.tls && !tls_) {
+      throw ConfigError("etcd endpoint https://" + endpoint.text() +
+                        " needs a CA file to check the server (--rdzv-conf tls_ca=)");
+    }
+  }
 }
 
 EtcdClient::~EtcdClient() = default;
@@ -193,7 +177,7 @@ std::optional<json> EtcdClient::attempt(http::request<http::string_body>& reques
   const EtcdEndpoint& endpoint = endpoints_[current_];
   request.set(http::field::host, endpoint.text());
   for (int fresh = 0; fresh < 2; ++fresh) {
-    if (!connection_) connection_ = std::make_unique<Connection>(endpoint);
+    if (!connection_) connection_ = std::make_unique<Connection>(endpoint, tls_);
     bool reused = connection_->used();
     http::response<http::string_body> response;
     beast::error_code ec = connection_->exchange(request, response, deadline);

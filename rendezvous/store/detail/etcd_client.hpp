@@ -1,5 +1,6 @@
 // EtcdClient: POSTs JSON to etcd's v3 gateway (`/v3/kv/range`, `/v3/kv/txn`, `/v3/lease/...`) over
-// HTTP/1.1 (Boost.Beast), with a deadline, failover between endpoints and retries.
+// HTTP/1.1 (Boost.Beast), plain or TLS (https:// endpoints; etcd_http_stream.hpp), with a
+// deadline, failover between endpoints and retries.
 //
 // One keep-alive connection to the current endpoint. A request that fails with a connection error,
 // a per-request timeout or an HTTP 5xx answer (etcd without a leader, restarting) is retried on
@@ -20,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <nlohmann/json.hpp>
@@ -39,20 +41,23 @@ int64_t jsonInt(const nlohmann::json& object, const char* field, int64_t fallbac
 struct EtcdEndpoint {
   std::string host;
   std::string port;
+  bool tls = false;  // https
   std::string text() const { return host + ":" + port; }
 };
 
-// Parses "host:port", "http://host:port" or "[v6]:port". Throws ConfigError for https:// (no TLS
-// support), a missing or non-numeric port, or an empty host.
-EtcdEndpoint parseEtcdEndpoint(std::string_view text);
+// Parses "host:port", "http://host:port", "https://host:port" or "[v6]:port"; without a scheme
+// the endpoint is https when `tlsByDefault`. Throws ConfigError for a missing or non-numeric
+// port, or an empty host.
+EtcdEndpoint parseEtcdEndpoint(std::string_view text, bool tlsByDefault = false);
 
 class EtcdClient {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `endpoints` non-empty (ConfigError otherwise). `requestTimeout` bounds one attempt.
+  // `endpoints` non-empty (ConfigError otherwise). `requestTimeout` bounds one attempt. `tls`
+  // serves the https endpoints (ConfigError when one is https and `tls` is null).
   EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds requestTimeout,
-             BackoffOptions backoff);
+             BackoffOptions backoff, std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
   ~EtcdClient();
   EtcdClient(const EtcdClient&) = delete;
   EtcdClient& operator=(const EtcdClient&) = delete;
@@ -67,6 +72,8 @@ class EtcdClient {
   std::string endpoint() const;
   // The endpoint the next request goes to (for a watch on its own connection).
   EtcdEndpoint currentEndpoint() const;
+  // The TLS context of the https endpoints (null when none is https).
+  const std::shared_ptr<boost::asio::ssl::context>& tlsContext() const { return tls_; }
 
  private:
   class Connection;
@@ -78,6 +85,7 @@ class EtcdClient {
   std::vector<EtcdEndpoint> endpoints_;
   std::chrono::milliseconds requestTimeout_;
   BackoffOptions backoffOptions_;
+  std::shared_ptr<boost::asio::ssl::context> tls_;
   mutable std::mutex mutex_;
   // Guarded by mutex_:
   std::size_t current_ = 0;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rendezvous/base/error.hpp"
+#include "rendezvous/store/detail/etcd_http_stream.hpp"
 
 namespace ddp::detail {
 
@@ -17,30 +18,21 @@ using nlohmann::json;
 
 class EtcdWatch::Stream {
  public:
-  explicit Stream(const EtcdEndpoint& endpoint) : endpoint_(endpoint), stream_(io_) {
+  Stream(const EtcdEndpoint& endpoint, std::shared_ptr<asio::ssl::context> tls)
+      : endpoint_(endpoint), stream_(endpoint, std::move(tls)) {
     parser_.body_limit(boost::none);  // the stream lives as long as the wait
   }
 
   void open(const json& request, Clock::time_point deadline) {
-    beast::error_code ec;
-    asio::ip::tcp::resolver resolver(io_);
-    auto results = resolver.resolve(endpoint_.host, endpoint_.port, ec);
-    if (ec) fail("resolve", ec);
-    stream_.expires_at(deadline);
-    stream_.async_connect(results, [&](beast::error_code e, const asio::ip::tcp::endpoint&) { ec = e; });
-    run();
+    beast::error_code ec = stream_.connect(deadline);
     if (ec) fail("connect", ec);
     http::request<http::string_body> post{http::verb::post, "/v3/watch", 11};
     post.set(http::field::host, endpoint_.text());
     post.set(http::field::content_type, "application/json");
     post.body() = request.dump();
     post.prepare_payload();
-    http::async_write(stream_, post, [&](beast::error_code e, std::size_t) { ec = e; });
-    run();
-    if (ec) fail("send", ec);
-    http::async_read_header(stream_, buffer_, parser_, [&](beast::error_code e, std::size_t) { ec = e; });
-    run();
-    if (ec) fail("read header", ec);
+    if ((ec = stream_.write(post, deadline))) fail("send", ec);
+    if ((ec = stream_.readHeader(parser_, deadline))) fail("read header", ec);
     if (parser_.get().result_int() != 200) {
       throw NetworkError("etcd watch on " + endpoint_.text() + ": HTTP " +
                          std::to_string(parser_.get().result_int()));
@@ -67,10 +59,7 @@ class EtcdWatch::Stream {
         }
       }
       if (parser_.is_done()) throw NetworkError("etcd watch on " + endpoint_.text() + ": stream ended");
-      beast::error_code ec;
-      stream_.expires_at(deadline);
-      http::async_read_some(stream_, buffer_, parser_, [&](beast::error_code e, std::size_t) { ec = e; });
-      run();
+      const beast::error_code ec = stream_.readSome(parser_, deadline);
       if (ec == beast::error::timeout) return std::nullopt;
       if (ec) fail("read", ec);
     }
@@ -82,15 +71,8 @@ class EtcdWatch::Stream {
     throw NetworkError("etcd watch on " + endpoint_.text() + ": " + step + ": " + why);
   }
 
-  void run() {
-    io_.restart();
-    io_.run();
-  }
-
   EtcdEndpoint endpoint_;
-  asio::io_context io_;
-  beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
+  EtcdHttpStream stream_;
   http::response_parser<http::string_body> parser_;
   std::size_t offset_ = 0;
 };
@@ -111,9 +93,10 @@ const json& resultOf(const json& message, const std::string& endpoint) {
 
 }  // namespace
 
-EtcdWatch::EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key,
-                     const std::string& rangeEnd, int64_t startRevision, Clock::time_point deadline)
-    : stream_(std::make_unique<Stream>(endpoint)) {
+EtcdWatch::EtcdWatch(const EtcdEndpoint& endpoint, std::shared_ptr<asio::ssl::context> tls,
+                     const std::string& key, const std::string& rangeEnd, int64_t startRevision,
+                     Clock::time_point deadline)
+    : stream_(std::make_unique<Stream>(endpoint, std::move(tls))) {
   json create{{"key", base64Encode(key)}, {"range_end", base64Encode(rangeEnd)},
               {"start_revision", std::to_string(startRevision)}};
   stream_->open(json{{"create_request", create}}, deadline);

@@ -25,8 +25,10 @@ class EtcdWatch {
   // Connects to `endpoint` and starts watching keys in [key, rangeEnd) from `startRevision`.
   // Blocks until etcd confirms or `deadline`. Throws NetworkError (cannot connect, stream broken,
   // watch canceled, e.g. compacted), TimeoutError at the deadline.
-  EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, const std::string& rangeEnd,
-            int64_t startRevision, Clock::time_point deadline);
+  // `tls` serves an https endpoint (EtcdClient::tlsContext()).
+  EtcdWatch(const EtcdEndpoint& endpoint, std::shared_ptr<boost::asio::ssl::context> tls,
+            const std::string& key, const std::string& rangeEnd, int64_t startRevision,
+            Clock::time_point deadline);
   ~EtcdWatch();
   EtcdWatch(const EtcdWatch&) = delete;
   EtcdWatch& operator=(const EtcdWatch&) = delete;

@@ -11,6 +11,7 @@
 #include "rendezvous/base/backoff.hpp"
 #include "rendezvous/store/detail/connect_attempts.hpp"
 #include "rendezvous/base/error.hpp"
+#include "rendezvous/security/tls_context.hpp"
 
 namespace ddp::detail {
 
@@ -87,6 +88,7 @@ std::string describe(const error_code& ec) {
 
 StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
     : options_(options),
+      tls_(options.tls.enabled() ? makeClientTlsContext(options.tls) : nullptr),
       endpoint_(formatEndpoint(options.host, options.port)),
       dialect_(toWire(options.dialect)),
       socket_(io_) {
@@ -121,6 +123,10 @@ StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
 std::string StoreConnection::attempt(const tcp::endpoint& address, Clock::time_point deadline) {
   in_.clear();
   if (const error_code ec = socket_.connect(address, deadline)) return describe(ec);
+  if (tls_) {
+    std::string failure = socket_.startTls(tls_->native_handle(), options_.host, deadline);
+    if (!failure.empty()) return failure;
+  }
   if (dialect_ != wire::Dialect::kV2) return {};
   std::string failure = handshake(deadline);
   if (!failure.empty()) socket_.close();

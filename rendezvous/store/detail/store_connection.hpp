@@ -1,7 +1,8 @@
 // StoreConnection: the one TCP connection under a TcpStoreClient.
 //
-// It connects (every resolved address, Backoff between rounds, all within connectTimeout), does
-// the v2 handshake (VALIDATE magic, PING with the pid as nonce, echo checked), sends encoded
+// It connects (every resolved address, Backoff between rounds, all within connectTimeout), puts TLS
+// over the connection when options.tls asks for it (the server's certificate checked against the
+// CA and the host name), does the v2 handshake (VALIDATE magic, PING with the pid as nonce, echo checked), sends encoded
 // requests and reads replies under deadlines. Socket and protocol failures become ddp::Error
 // naming the endpoint and the request; they are sticky: the socket is closed and every later use
 // rethrows the first failure. Before that close it writes the farewell bytes, if any, without
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 #include "rendezvous/store/detail/deadline_socket.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
@@ -52,7 +54,7 @@ class StoreConnection {
 
   // Connects and handshakes, reporting progress to options.onConnectProgress while attempts
   // fail. Throws TimeoutError summarising the attempts when connectTimeout passes, NetworkError
-  // when the host never resolved within it.
+  // when the host never resolved within it, ConfigError when the TLS files cannot be used.
   explicit StoreConnection(const TcpStoreClientOptions& options);
 
   const std::string& endpoint() const { return endpoint_; }
@@ -97,6 +99,7 @@ class StoreConnection {
   [[noreturn]] void failNetwork(const std::string& what, const boost::system::error_code& ec);
 
   TcpStoreClientOptions options_;
+  std::shared_ptr<boost::asio::ssl::context> tls_;  // set when options_.tls is enabled
   std::string endpoint_;
   wire::Dialect dialect_;
   boost::asio::io_context io_;
