@@ -171,6 +171,22 @@ enum class Op : uint8_t {
   kRequestId,
 };
 
+// The ops that change the store: those a REQUEST_ID tags so that a retried one applies once
+// (a retried read is harmless, so reads are simply sent again).
+constexpr bool changesStore(Op op) {
+  switch (op) {
+    case Op::kSet:
+    case Op::kCompareSet:
+    case Op::kAdd:
+    case Op::kDeleteKey:
+    case Op::kAppend:
+    case Op::kMultiSet:
+    case Op::kQueuePush:
+    case Op::kQueuePop: return true;
+    default: return false;
+  }
+}
+
 // Reply bytes of CHECK / WAIT / CANCEL_WAIT / BARRIER / WATCH_KEY.
 inline constexpr uint8_t kReady = 0;            // CHECK: every key exists
 inline constexpr uint8_t kNotReady = 1;         // CHECK: some key is missing

@@ -8,22 +8,6 @@ namespace ddp::detail {
 
 namespace {
 
-// The ops a tag applies to: those that change the store (a retried read is harmless).
-bool changesStore(wire::Op op) {
-  using wire::Op;
-  switch (op) {
-    case Op::kSet:
-    case Op::kCompareSet:
-    case Op::kAdd:
-    case Op::kDeleteKey:
-    case Op::kAppend:
-    case Op::kMultiSet:
-    case Op::kQueuePush:
-    case Op::kQueuePop: return true;
-    default: return false;
-  }
-}
-
 std::string flatten(const OutputQueue& queue) {
   std::vector<boost::asio::const_buffer> buffers;
   queue.collect(buffers);
@@ -37,7 +21,7 @@ std::string flatten(const OutputQueue& queue) {
 bool StoreState::applyTagged(const wire::Request& r, uint64_t clientId, uint64_t sequence,
                              StoreClient& client, OutputQueue& out, std::string& reason,
                              const Blob* buffer) {
-  if (!changesStore(r.op)) return apply(r, client, out, reason, buffer);
+  if (!wire::changesStore(r.op)) return apply(r, client, out, reason, buffer);
   if (const auto kept = requestIds_.seen(clientId, sequence)) {
     out.encode([&](std::string& bytes) { bytes.append(*kept); });
     return true;

@@ -12,21 +12,6 @@ namespace {
 
 using wire::Op;
 
-// The requests a REQUEST_ID tags: those that change the store (a read is simply sent again).
-bool changesStore(Op op) {
-  switch (op) {
-    case Op::kSet:
-    case Op::kCompareSet:
-    case Op::kAdd:
-    case Op::kDeleteKey:
-    case Op::kAppend:
-    case Op::kMultiSet:
-    case Op::kQueuePush:
-    case Op::kQueuePop: return true;
-    default: return false;
-  }
-}
-
 bool hasReply(Op op) {
   return op != Op::kSet && op != Op::kAppend && op != Op::kMultiSet && op != Op::kQueuePush;
 }
