@@ -3,29 +3,12 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <time.h>
-
-#include <algorithm>
-#include <cstdlib>
-#include <optional>
 #include <random>
 #include <sstream>
 #include <variant>
 
-#include "launcher/failure_summary.hpp"
-#include "launcher/job_summary.hpp"
-#include "launcher/log_layout.hpp"
-#include "launcher/numa_setup.hpp"
-#include "launcher/preflight.hpp"
-#include "launcher/rendezvous_setup.hpp"
+#include "launcher/detail/agent_impl.hpp"
 #include "launcher/store_access.hpp"
-#include "launcher/restart_policy.hpp"
-#include "launcher/store_failover.hpp"
-#include "launcher/agent_status.hpp"
-#include "launcher/supervisor.hpp"
-#include "launcher/worker_env_builder.hpp"
-#include "rendezvous/base/logging.hpp"
-#include "rendezvous/server/store_server.hpp"
 
 namespace ddp {
 namespace {
@@ -69,87 +52,9 @@ GroupSettings groupSettings(const LaunchConfig& config, const std::string& host)
   return s;
 }
 
-std::string wallTime(int64_t unixMs) {
-  const time_t seconds = static_cast<time_t>(unixMs / 1000);
-  tm local{};
-  char buf[64] = "";
-  if (unixMs > 0 && localtime_r(&seconds, &local) != nullptr) {
-    strftime(buf, sizeof(buf), " at %Y-%m-%d %H:%M:%S %Z", &local);
-  }
-  return buf;
-}
+}  // namespace
 
-// Everything one agent holds for the job's lifetime. Declaration order is destruction order in
-// reverse: the supervisor (and its workers) go before the stores they talk to.
-class Agent {
- public:
-  explicit Agent(const LaunchConfig& config);
-  // Stops the rendezvous callbacks before the supervisor they post to goes away.
-  ~Agent() {
-    if (rdzv_) rdzv_->stopWatching();
-  }
-  Agent(const Agent&) = delete;
-  Agent& operator=(const Agent&) = delete;
-  int run();
-
- private:
-  // What one generation leads to: join the next round, or exit with a code.
-  struct Rejoin {};
-  struct Exit {
-    int code = 0;
-  };
-  // The rendezvous store was lost with the agent hosting it (`why`): fail over, then rejoin.
-  struct FailOver {
-    std::string why;
-  };
-  using Step = std::variant<Rejoin, Exit, FailOver>;
-
-  Step runGeneration(const RendezvousResult& round);
-  // The round ended before this node started its workers (`when`: at which step).
-  Step endedBeforeStart(const RendezvousResult& round, const RendezvousEvent& event,
-                        const char* when);
-  int preflightFailed(const RendezvousResult& round, const std::string& line);
-  std::variant<WorkerStoreAddress, RoundEnded> prepareWorkerStore(const RendezvousResult& round);
-  Step follow(const RendezvousResult& round, const GenerationOutcome& outcome);
-  Decision perform(const Decision& d, const RendezvousResult& round,
-                   const GenerationOutcome& outcome, RendezvousEvent& last);
-  PolicyInput inputFor(Situation situation, const RendezvousResult& round,
-                       const RendezvousEvent* end = nullptr) const;
-  PolicyInput inputFor(const GenerationOutcome& outcome, const RendezvousResult& round) const;
-  int reportJobEnded(const JobEnded& ended);
-  // `round`: this node's last round (nullptr: it joined none); `local`: its workers that did not
-  // exit 0 in that round; `reason`: why the job ended, when known.
-  int jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult* round,
-                const std::string& reason = "");
-  void leaveJob();
-  // Moves to the store's successor (store_failover.hpp) with a fresh Rendezvous. Throws what
-  // StoreFailover::failOver() throws.
-  void failOver(const std::string& why);
-  template <class F>
-  auto blocking(F fn);
-
-  const LaunchConfig& config_;
-  std::string host_;
-  std::string runId_;
-  std::shared_ptr<spdlog::logger> log_;
-  NumaSetup numa_;  // resolved before anything else: a bad --numa-binding starts nothing
-  LogLayout logs_;
-  RendezvousStoreHandle rdzvStore_;
-  StoreFailover failover_;
-  ConnectorSwitch connectors_;  // the rendezvous store's connector, replaced by a failover
-  // The job ends for this node (it failed or succeeded): a lost store is no longer replaced.
-  bool ending_ = false;
-  // MASTER_ADDR when this node has node rank 0 (see advertisedAddress()).
-  std::string advertisedAddr_;
-  RendezvousSettings settings_;
-  NodeDescriptor self_;
-  std::unique_ptr<Rendezvous> rdzv_;
-  std::unique_ptr<StoreServerThread> workerStore_;
-  WorkerEnvBuilder envBuilder_;
-  Preflight preflight_;
-  Supervisor supervisor_;
-  AgentStatus status_;  // what the status pages show of this node, and --http-port
-};
+namespace detail {
 
 Agent::Agent(const LaunchConfig& config)
     : config_(config),
@@ -184,17 +89,6 @@ Agent::Agent(const LaunchConfig& config)
     log_->info("OMP_NUM_THREADS=1 for each worker (it is unset and there are {} workers per node)",
                config.nprocPerNode);
   }
-}
-
-// Blocking rendezvous calls run beside the event loop so a signal still ends ddprun at once.
-template <class F>
-auto Agent::blocking(F fn) {
-  return supervisor_.runBlocking(std::move(fn), [this](int signal) {
-    log_->warn("received {} while waiting for the rendezvous; exiting", signalName(signal));
-    logs_.cleanUp();  // _Exit skips the destructors
-    spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
-    std::_Exit(128 + signal);
-  });
 }
 
 int Agent::run() {
@@ -324,156 +218,11 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
   return follow(round, outcome);
 }
 
-PolicyInput Agent::inputFor(Situation situation, const RendezvousResult& round,
-                            const RendezvousEvent* end) const {
-  PolicyInput in;
-  in.situation = situation;
-  if (end != nullptr) {
-    in.roundEnd = end->kind;
-    in.droppedFromRound = end->roundRemoved || end->lostRank == round.nodeRank;
-  }
-  in.restartsUsed = round.restartsUsed;
-  in.maxRestarts = config_.maxRestarts;
-  in.storeFailover = failover_.enabled() && !ending_;
-  return in;
-}
-
-// Asks the restart policy what the generation's outcome leads to, performing the rendezvous calls
-// it names, until it says rejoin or exit.
-PolicyInput Agent::inputFor(const GenerationOutcome& outcome, const RendezvousResult& round) const {
-  PolicyInput in;
-  switch (outcome.kind) {
-    case OutcomeKind::kSucceeded:
-      return inputFor(Situation::kWorkersSucceeded, round);
-    case OutcomeKind::kFailed:
-      in = inputFor(Situation::kWorkersFailed, round);
-      in.allCommunicationFailures = allCommunicationFailures(outcome.failures);
-      return in;
-    case OutcomeKind::kSignalled:
-      in = inputFor(Situation::kSignalled, round);
-      in.signal = outcome.signal;
-      return in;
-    case OutcomeKind::kRendezvousEvent:
-      return inputFor(Situation::kRoundEnded, round, &outcome.event);
-  }
-  return in;
-}
-
-Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome& outcome) {
-  RendezvousEvent last = outcome.event;
-  Decision d = decide(inputFor(outcome, round));
-  while (true) {
-    log_->debug("generation {}: {}", round.generation, d.why);
-    status_.generationEnded(outcome, d, last);
-    switch (d.action) {
-      case Action::kRejoin:
-        if (last.kind == RendezvousEventKind::kPeerLost && last.lostRank == round.nodeRank) {
-          log_->warn("this node was declared lost in generation {} ({}); rejoining the job as a "
-                     "newcomer", round.generation, last.detail);
-        } else if (d.collateral) {
-          log_->warn("workers failed with communication errors after generation {} ended ({}); "
-                     "the failures are collateral: nothing published, no restart spent",
-                     round.generation, last.detail);
-        }
-        return Rejoin{};
-      case Action::kJobFailed:
-        return Exit{jobFailed(outcome.failures, &round, last.detail)};
-      case Action::kFailOver:
-        return FailOver{last.detail};
-      case Action::kSucceed:
-        leaveJob();
-        return Exit{0};
-      case Action::kExit:
-        if (last.kind == RendezvousEventKind::kStoreLost) {
-          log_->error("lost the rendezvous store: {}", last.detail);
-        }
-        status_.finish();
-        if (d.leave) rdzv_->leave();
-        return Exit{d.exitCode};
-      default:
-        d = perform(d, round, outcome, last);
-    }
-  }
-}
-
-// Performs a rendezvous call the policy asked for; returns the policy's next decision.
-Decision Agent::perform(const Decision& d, const RendezvousResult& round,
-                        const GenerationOutcome& outcome, RendezvousEvent& last) {
-  if (d.action == Action::kAwaitExitBarrier) {
-    const auto timeout = config_.rdzvConf.exitBarrierTimeout;
-    const ExitBarrierResult r = blocking([this, timeout] { return rdzv_->exitBarrier(timeout); });
-    if (std::holds_alternative<AllSucceeded>(r)) {
-      return decide(inputFor(Situation::kExitBarrierPassed, round));
-    }
-    last = std::get<RoundEnded>(r).event;
-    return decide(inputFor(Situation::kRoundEnded, round, &last));
-  }
-  if (d.action == Action::kAwaitPeerCause) {
-    const auto bound = peerCauseBound(settings_);
-    log_->info("workers failed with communication errors; waiting up to {} ms for a lost peer "
-               "to end generation {}", bound.count(), round.generation);
-    const auto end = blocking([this, bound] { return rdzv_->awaitRoundEnd(bound); });
-    if (end) last = *end;
-    return decide(inputFor(Situation::kPeerCauseAwaited, round, end ? &last : nullptr));
-  }
-  FailureRecord record{round.generation, round.nodeRank, host_, outcome.failures};
-  last = blocking([this, &record] { return rdzv_->reportFailure(toJson(record)); });
-  if (last.kind == RendezvousEventKind::kRestartRequested) {
-    log_->warn("workers failed in generation {}; restarting the job ({})", round.generation,
-               last.detail);
-  }
-  return decide(inputFor(Situation::kFailureReported, round, &last));
-}
-
-int Agent::reportJobEnded(const JobEnded& e) {
-  const std::string when = wallTime(e.endedAtUnixMs);
-  const std::string dropped =
-      "this node was dropped from the job after generation " +
-      std::to_string(e.memberGeneration) +
-      (e.droppedDetail.empty() ? std::string() : " (" + e.droppedDetail + ")");
-  if (e.result == JobResult::kSucceeded) {
-    if (e.standing == NodeStanding::kNeverMember) {
-      log_->error("the job finished{} ({}) before this node became a member of a round: it ran "
-                  "no worker", when, e.reason);
-      return kRendezvousFailedExitCode;
-    }
-    if (e.standing == NodeStanding::kDropped) {
-      log_->warn("{}; the job went on without it and succeeded{}: {}", dropped, when, e.reason);
-    } else {
-      log_->info("the job succeeded{}: {}", when, e.reason);
-    }
-    leaveJob();
-    return 0;
-  }
-  if (e.result == JobResult::kUnknown) {
-    log_->error("{}", e.reason);
-    return kRendezvousFailedExitCode;
-  }
-  if (e.standing == NodeStanding::kDropped) {
-    log_->warn("{}; the job went on without it and failed{}", dropped, when);
-  } else if (e.standing == NodeStanding::kNeverMember) {
-    log_->warn("the job failed{} before this node became a member of a round", when);
-  }
-  return jobFailed({}, nullptr, e.reason);
-}
-
-int Agent::jobFailed(const std::vector<WorkerFailure>& local, const RendezvousResult* round,
-                     const std::string& reason) {
-  ending_ = true;
-  const FailedJob job{round ? std::optional<RendezvousResult>(*round) : std::nullopt, local};
-  JobSummarySettings settings{host_, config_.entrypointName,
-                              config_.shutdownTimeout + std::chrono::seconds(5)};
-  settings.reason = reason;
-  const int code = blocking([&] { return finishFailedJob(*rdzv_, job, settings, logs_); });
-  leaveJob();
-  return code;
-}
-
-}  // namespace
+}  // namespace detail
 
 int run(const LaunchConfig& config) {
   ::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the agent
-  Agent agent(config);
+  detail::Agent agent(config);
   return agent.run();
 }
 
