@@ -15,25 +15,14 @@
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 #include "tests/rendezvous/raw_socket.hpp"
+#include "tests/rendezvous/wire_test_support.hpp"
 
 using namespace ddp;
 using wire::Op;
+using wire::testing::hex;
 using Keys = std::vector<std::string>;
 
 namespace {
-
-std::string hex(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i + 1 < text.size();) {
-    if (text[i] == ' ') {
-      ++i;
-      continue;
-    }
-    out.push_back(static_cast<char>(std::stoi(std::string(text.substr(i, 2)), nullptr, 16)));
-    i += 2;
-  }
-  return out;
-}
 
 // A v2 raw client.
 class Conn {
