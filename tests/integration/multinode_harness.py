@@ -14,6 +14,7 @@ import fcntl
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -235,3 +236,31 @@ def c10d(port, nnodes, nproc, run_id="mnjob", host="127.0.0.1", conf=RDZV_CONF, 
     return ["--nnodes", str(nnodes), "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
             "--rdzv-endpoint", "%s:%d" % (host, port), "--rdzv-id", run_id,
             "--rdzv-conf", conf] + list(extra)
+
+
+def train_config(samples, features, classes, shards=2, hidden=(16,), epochs=2, **settings):
+    """Writes `train` data ($DDP_TEST_TMP/data, seed 1) and a config for it; returns the config's
+    path. `settings`: more config keys (batch_size 16 and quiet logging unless given)."""
+    data = os.path.join(TMP, "data")
+    subprocess.run([os.path.join(BIN, "train"), "make-data", "--out", data, "--samples",
+                    str(samples), "--features", str(features), "--classes", str(classes),
+                    "--shards", str(shards), "--seed", "1"], check=True, stdout=subprocess.DEVNULL)
+    config = dict({"data": data, "hidden": list(hidden), "epochs": epochs, "batch_size": 16,
+                   "log_every": 1000, "progress_seconds": 1000}, **settings)
+    path = os.path.join(TMP, "config.json")
+    with open(path, "w") as f:
+        json.dump(config, f)
+    return path
+
+
+def failure_summary(text):
+    """ddprun's failure summary in `text`: from the "<entrypoint> FAILED" title to its closing
+    rule (fails the test when there is none)."""
+    m = re.search(r"={60}\n\S+ FAILED\n.*?\n={60}\n", text, re.S)
+    check(m, "no failure summary in:\n" + text[-4000:])
+    return m.group(0)
+
+
+def root_cause(summary):
+    """The summary's Root Cause section."""
+    return summary[summary.index("Root Cause"):]

@@ -32,7 +32,8 @@ import sys
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import BIN, PY, RDZV_CONF, SRC, TMP, c10d, check, poll  # noqa: E402
+from multinode_harness import (BIN, PY, RDZV_CONF, SRC, TMP, c10d, check, poll,  # noqa: E402
+                               train_config)
 from multinode_test import main  # noqa: E402
 
 FOREIGN = os.path.join(SRC, "tests", "integration", "foreign_client.py")
@@ -157,24 +158,12 @@ def make_certs():
     return {name: os.path.join(certs, name) for name in os.listdir(certs)}
 
 
-def train_config():
-    data = os.path.join(TMP, "data")
-    subprocess.run([os.path.join(BIN, "train"), "make-data", "--out", data, "--samples", "1024",
-                    "--features", "8", "--classes", "2", "--shards", "2", "--seed", "1"],
-                   check=True, stdout=subprocess.DEVNULL)
-    config = os.path.join(TMP, "config.json")
-    with open(config, "w") as f:
-        f.write('{"data": "%s", "hidden": [16], "epochs": 2, "batch_size": 16, '
-                '"log_every": 1000, "progress_seconds": 1000}' % data)
-    return config
-
-
 def scenario_tls(h):
     pem = make_certs()
     tok = token_file()
     port = ddprund(h, ["--tls-cert", pem["server.pem"], "--tls-key", pem["server.key"],
                        "--tls-ca", pem["ca.pem"], "--token-file", tok])
-    config = train_config()
+    config = train_config(1024, 8, 2)
     tls = ",tls_ca=%s,tls_cert=%s,tls_key=%s,token_file=%s" % (
         pem["ca.pem"], pem["client.pem"], pem["client.key"], tok)
     env = dict(os.environ, DDP_NO_SLURM="1")

@@ -31,14 +31,13 @@ Every process started here is stopped by pid (multinode_harness.Harness).
 import glob
 import os
 import re
-import subprocess
 import sys
 import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.environ["DDP_SOURCE_DIR"], "tests", "integration"))
 from multinode_harness import (BIN, PY, RDZV_CONF, SRC, TMP, Harness, TestFailure, check,  # noqa: E402
-                               poll)
+                               failure_summary, poll, root_cause, train_config)
 
 TRAIN = os.path.join(BIN, "train")
 DDPRUN = os.path.join(BIN, "ddprun")
@@ -52,18 +51,6 @@ def env(**extra):
     e = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC_"))}
     e.update(DDP_NO_SLURM="1", PYTHON_EXEC=PY, **extra)
     return e
-
-
-def train_config():
-    data = os.path.join(TMP, "data")
-    subprocess.run([TRAIN, "make-data", "--out", data, "--samples", "4096", "--features", "16",
-                    "--classes", "4", "--shards", "2", "--seed", "1"], check=True,
-                   stdout=subprocess.DEVNULL)
-    config = os.path.join(TMP, "config.json")
-    with open(config, "w") as f:
-        f.write('{"data": "%s", "hidden": [32], "epochs": 4, "batch_size": 16, '
-                '"log_every": 1000, "progress_seconds": 1000}' % data)
-    return config
 
 
 def detection_bound(h, p, name, timeout_s):
@@ -87,16 +74,6 @@ def detection_bound(h, p, name, timeout_s):
           (seen - stopped, timeout_s))
 
 
-def summary_of(text):
-    m = re.search(r"={60}\n\S+ FAILED\n.*?\n={60}\n", text, re.S)
-    check(m, "no failure summary in:\n" + text[-4000:])
-    return m.group(0)
-
-
-def root_cause(summary):
-    return summary[summary.index("Root Cause"):]
-
-
 def stacks_files(log_dir, attempt, local_rank):
     return glob.glob(os.path.join(log_dir, "*", "node_0", "attempt_%d" % attempt, str(local_rank),
                                   "stacks.txt"))
@@ -106,7 +83,8 @@ def run_train(h, name, restarts):
     log_dir = os.path.join(TMP, name + "_logs")
     p = h.spawn(name, [DDPRUN, "--nproc-per-node=2", "--hang-timeout=%g" % TRAIN_S, "--max-restarts=%d" % restarts,
                        "--log-dir", log_dir, "--shutdown-timeout=10", TRAIN, "--config",
-                       train_config(), "--hang-at-step", "20", "--hang-rank", "1"], env())
+                       train_config(4096, 16, 4, hidden=(32,), epochs=4), "--hang-at-step", "20",
+                       "--hang-rank", "1"], env())
     detection_bound(h, p, name, TRAIN_S)
     return p, log_dir
 
@@ -116,7 +94,7 @@ def scenario_train_summary(h):
     rc = h.wait_exit(p, "train", 90)
     out = h.output("train")
     check(rc == 137, "ddprun exited %d, want 137 (rank 1 ended by SIGKILL):\n%s" % (rc, out[-4000:]))
-    summary = summary_of(out)
+    summary = failure_summary(out)
     root = root_cause(summary)
     check(re.search(r"rank\s*: 1 \(local_rank: 1\)", root), "root cause is not rank 1:\n" + summary)
     check("hang      : no progress report for" in root, "no hang line for rank 1:\n" + summary)
@@ -147,7 +125,7 @@ def scenario_train_restart(h):
 
 def scenario_train_cross_node(h):
     port = h.ddprund()
-    config = train_config()
+    config = train_config(4096, 16, 4, hidden=(32,), epochs=4)
     agents = {}
     for node in (0, 1):
         name = "node%d" % node
@@ -162,7 +140,7 @@ def scenario_train_cross_node(h):
         rc = h.wait_exit(p, name, 120)
         out = h.output(name)
         check(rc == 137, "%s exited %d, want 137 (rank 1 ended by SIGKILL):\n%s" % (name, rc, out[-4000:]))
-        summaries[name] = summary_of(out)
+        summaries[name] = failure_summary(out)
     check(summaries["node0"] == summaries["node1"], "the agents print different summaries:\n%s\n---\n%s"
           % (summaries["node0"], summaries["node1"]))
     summary = summaries["node0"]
@@ -201,11 +179,11 @@ def scenario_file_timer(h):
     out = h.output("timer")
     check(rc == 134, "ddprun exited %d, want 134 (SIGABRT: Python's stacks):\n%s" % (rc, out[-4000:]))
     check(out.count("a 5 s scope released") == 2, "the released scopes did not pass:\n" + out[-4000:])
-    root = root_cause(summary_of(out))
+    root = root_cause(failure_summary(out))
     check(re.search(r"rank\s*: 1 \(local_rank: 1\)", root), "root cause is not rank 1:\n" + root)
     check(re.search(r"hang\s*: file timer '.*' of pid \d+ expired", root), "no timer hang:\n" + root)
     check("in stuck_in_scope" in root, "rank 1's stacks are not in the summary:\n" + root)
-    check("stopped by ddprun" in summary_of(out).split("Root Cause")[0],
+    check("stopped by ddprun" in failure_summary(out).split("Root Cause")[0],
           "rank 0 (no timer expired) should be stopped, not hung:\n" + out[-4000:])
     check(not os.path.exists(fifo), "the FIFO %s outlived ddprun" % fifo)
     h.log("torch's FileTimerClient worked unchanged; the expired scope was rank 1's hang")
@@ -218,7 +196,7 @@ def scenario_no_code(h):
     rc = h.wait_exit(p, "sleep", 60)
     out = h.output("sleep")
     check(rc == 134, "ddprun exited %d, want 134 (SIGABRT: Python's stacks):\n%s" % (rc, out[-4000:]))
-    summary = summary_of(out)
+    summary = failure_summary(out)
     root = root_cause(summary)
     check(re.search(r"rank\s*: 2 \(local_rank: 2\)", root), "root cause is not rank 2:\n" + summary)
     check("in just_sleep" in root, "rank 2's stacks are not in the summary:\n" + summary)

@@ -14,38 +14,15 @@ Every process started here is stopped by pid (multinode_harness.Harness).
 import os
 import re
 import stat
-import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.environ["DDP_SOURCE_DIR"], "tests", "integration"))
-from multinode_harness import BIN, RDZV_CONF, TMP, Harness, TestFailure, check, poll  # noqa: E402
+from multinode_harness import (BIN, RDZV_CONF, TMP, Harness, TestFailure, check,  # noqa: E402
+                               failure_summary, poll, root_cause, train_config)
 
 TRAIN = os.path.join(BIN, "train")
 DDPRUN = os.path.join(BIN, "ddprun")
-
-
-def make_config():
-    data = os.path.join(TMP, "data")
-    subprocess.run([TRAIN, "make-data", "--out", data, "--samples", "2048", "--features", "8",
-                    "--classes", "2", "--shards", "2", "--seed", "1"], check=True,
-                   stdout=subprocess.DEVNULL)
-    config = os.path.join(TMP, "config.json")
-    with open(config, "w") as f:
-        f.write('{"data": "%s", "hidden": [16], "epochs": 3, "batch_size": 16, '
-                '"log_every": 1000, "progress_seconds": 1000}' % data)
-    return config
-
-
-def summary_of(text):
-    """The summary table: from the "<entrypoint> FAILED" title to its closing rule."""
-    m = re.search(r"={60}\n\S+ FAILED\n.*?\n={60}\n", text, re.S)
-    check(m, "no failure summary in:\n" + text[-3000:])
-    return m.group(0)
-
-
-def root_cause(summary):
-    return summary[summary.index("Root Cause"):]
 
 
 def check_culprit(summary, where):
@@ -65,7 +42,7 @@ def check_culprit(summary, where):
 
 
 def scenario_fail_at_step(h):
-    config = make_config()
+    config = train_config(2048, 8, 2, epochs=3)
     for attempt in range(20):
         p = h.spawn("run%d" % attempt, [DDPRUN, "--nproc-per-node=2", "--shutdown-timeout=10",
                                          TRAIN, "--config", config, "--fail-at-step", "5",
@@ -75,7 +52,7 @@ def scenario_fail_at_step(h):
         out = h.output("run%d" % attempt)
         check(rc == 1, "run %d: ddprun exited %d, want 1 (rank 1's code):\n%s" %
               (attempt, rc, out[-3000:]))
-        check_culprit(summary_of(out), "run %d" % attempt)
+        check_culprit(failure_summary(out), "run %d" % attempt)
     h.log("20 of 20 runs: rank 1 is the root cause")
 
 
@@ -93,7 +70,7 @@ exit $rc
 
 
 def scenario_cross_node(h):
-    config = make_config()
+    config = train_config(2048, 8, 2, epochs=3)
     wrapper = os.path.join(TMP, "wrapper.sh")
     with open(wrapper, "w") as f:
         f.write(WRAPPER)
@@ -119,7 +96,7 @@ def scenario_cross_node(h):
         rc = h.wait_exit(p, name, 60)
         out = h.output(name)
         check(rc == 1, "%s exited %d, want 1 (rank 1's code):\n%s" % (name, rc, out[-3000:]))
-        summaries[name] = summary_of(out)
+        summaries[name] = failure_summary(out)
         check_culprit(summaries[name], name)
         check("note      : collateral" in summaries[name],
               "%s: rank 0 is not marked collateral:\n%s" % (name, summaries[name]))
