@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "rendezvous/algorithm/detail/rendezvous_text.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp::detail {
@@ -11,7 +12,6 @@ namespace {
 
 constexpr Clock::time_point kNever = Clock::time_point::max();
 
-std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
 // How often a waiting agent says what it waits for: every 5 s, more often for short budgets.
 std::chrono::milliseconds progressEvery(const RendezvousSettings& s) {
@@ -222,7 +222,7 @@ RoundJoiner::Step RoundJoiner::handleLate(const RendezvousKeys& keys, int64_t g,
     const auto found = waitForAny(store_, {keys.end(g), keys.ended()}, deadline, slice_);
     if (!found) {
       throw TimeoutError("rendezvous '" + settings_.runId + "': " + self() + " waited " +
-                         ms(settings_.joinTimeout) + " (join_timeout) as a spare; round " +
+                         msText(settings_.joinTimeout) + " (join_timeout) as a spare; round " +
                          std::to_string(g) + " is full (max_nodes=" +
                          std::to_string(settings_.maxNodes) + ") or finishing, and did not end");
     }
@@ -261,7 +261,7 @@ void RoundJoiner::throwJoinTimeout(const RendezvousKeys& keys, int64_t g, bool w
   const int64_t count = store_.add(keys.count(g), 0);
   const int64_t joined = count >= kFrozen ? count - kFrozen : count;
   throw TimeoutError("rendezvous '" + settings_.runId + "' round " + std::to_string(g) +
-                     ": timed out after " + ms(settings_.joinTimeout) + " (join_timeout) with " +
+                     ": timed out after " + msText(settings_.joinTimeout) + " (join_timeout) with " +
                      std::to_string(joined) + " node(s) joined; min_nodes=" +
                      std::to_string(settings_.minNodes) + ", max_nodes=" +
                      std::to_string(settings_.maxNodes) + " (" + self() + ")" +

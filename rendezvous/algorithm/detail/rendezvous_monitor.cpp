@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "rendezvous/algorithm/detail/rendezvous_text.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp::detail {
@@ -14,7 +15,6 @@ constexpr std::chrono::milliseconds kMinCallBudget{50};
 // The most clearing ON_CLOSE may take when leaving a round (the destructor waits for it).
 constexpr std::chrono::milliseconds kMaxDisarmBudget{1000};
 
-std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
 // A seed for the heartbeat jitter that differs between the agents of one process and between
 // processes, without opening a random device per agent.
@@ -215,8 +215,8 @@ void RoundMonitor::storeFailed(const MonitoredRound& round, uint64_t epoch,
   failing_ = true;
   if (silent >= heartbeatTimeout_) {
     deliver({RendezvousEventKind::kStoreLost, round.generation,
-             "the rendezvous store has not answered for " + ms(silent) + " (heartbeat_timeout " +
-                 ms(heartbeatTimeout_) + "): " + e.what()},
+             "the rendezvous store has not answered for " + msText(silent) + " (heartbeat_timeout " +
+                 msText(heartbeatTimeout_) + "): " + e.what()},
             epoch);
   }
 }
@@ -282,8 +282,8 @@ void RoundMonitor::watchPeers(Store& store, const MonitoredRound& round) {
   if (lost == nullptr || store.check({round.keys.exitDone(round.generation)})) return;
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - lost->changedAt);
   const std::string detail = "node rank " + std::to_string(lost->rank) + " (" + lost->host +
-                             ") sent no heartbeat for " + ms(silent) +
-                             " (heartbeat_timeout " + ms(heartbeatTimeout_) + "), seen by node rank " +
+                             ") sent no heartbeat for " + msText(silent) +
+                             " (heartbeat_timeout " + msText(heartbeatTimeout_) + "), seen by node rank " +
                              std::to_string(round.rank);
   endRound(store, round.keys, round.generation,
            {RendezvousEventKind::kPeerLost, detail, lost->rank});

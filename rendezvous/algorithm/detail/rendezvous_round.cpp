@@ -1,15 +1,10 @@
 #include "rendezvous/algorithm/detail/rendezvous_round.hpp"
 
 #include "rendezvous/algorithm/detail/rendezvous_lifecycle.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_text.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp::detail {
-
-namespace {
-
-std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
-
-}  // namespace
 
 RoundState::RoundState(Store& store, const RendezvousSettings& settings,
                        const NodeDescriptor& self, std::chrono::milliseconds slice)
@@ -69,7 +64,7 @@ WorkerStoreResult RoundState::workerStore() {
   if (!got.found) {
     throw TimeoutError("rendezvous '" + settings_.runId + "': node rank 0 did not publish the " +
                        "worker store of generation " + std::to_string(g) + " within " +
-                       ms(settings_.joinTimeout) + " (join_timeout)");
+                       msText(settings_.joinTimeout) + " (join_timeout)");
   }
   const std::string value = store_.get(keys_->workerStore(g));
   const auto colon = value.rfind(':');
@@ -130,7 +125,7 @@ RendezvousEvent RoundState::awaitFailureDecision(int64_t g) {
   if (got.end) return eventOf(g, *got.end);
   if (got.found) return eventOf(g, explainRoundEnd(store_, *keys_, g));
   throw TimeoutError("rendezvous '" + settings_.runId + "': generation " + std::to_string(g) +
-                     " did not end within " + ms(settings_.closeTimeout) +
+                     " did not end within " + msText(settings_.closeTimeout) +
                      " (close_timeout) after another node reported a failure");
 }
 
@@ -158,7 +153,7 @@ ExitBarrierResult RoundState::exitBarrier(std::chrono::milliseconds timeout) {
   if (got.end) return RoundEnded{eventOf(g, *got.end)};
   const int64_t arrived = store_.add(keys_->exitCount(g), 0);
   throw TimeoutError("rendezvous '" + settings_.runId + "' generation " + std::to_string(g) +
-                     ": exit barrier timed out after " + ms(timeout) + " with " +
+                     ": exit barrier timed out after " + msText(timeout) + " with " +
                      std::to_string(arrived) + " of " + std::to_string(nodes) + " nodes done");
 }
 
@@ -209,7 +204,7 @@ bool RoundState::awaitOthersLeft(std::chrono::milliseconds timeout) {
     const auto deadline = Clock::now() + timeout;
     if (waitForAny(store_, {keys_->cleaned()}, deadline, slice_)) return true;
     log_->warn("rendezvous '{}': not every node left generation {} within {}; closing the store "
-               "anyway", settings_.runId, *leftGeneration_, ms(timeout));
+               "anyway", settings_.runId, *leftGeneration_, msText(timeout));
   } catch (const std::exception& e) {
     log_->warn("rendezvous '{}': waiting for the other nodes to leave failed: {}",
                settings_.runId, e.what());

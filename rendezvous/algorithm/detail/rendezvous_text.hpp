@@ -7,6 +7,7 @@
 #pragma once
 
 #include <charconv>
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,11 @@
 #include "rendezvous/base/error.hpp"
 
 namespace ddp::detail {
+
+// A duration in log and error messages: "1500 ms".
+inline std::string msText(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " ms";
+}
 
 std::string escapeField(const std::string& in);
 std::string unescapeField(std::string_view in);
