@@ -122,8 +122,8 @@ void bindCoreComplex(const CpuTopology& t, const IndexList& cpus, int index, Wor
   w.cpus = domains[index % domains.size()];
 }
 
-void bind(const CpuTopology& t, NumaPolicy policy, const IndexList& usable,
-          const std::vector<WorkerBinding>& all, WorkerBinding& w) {
+void bindWorker(const CpuTopology& t, NumaPolicy policy, const IndexList& usable,
+                const std::vector<WorkerBinding>& all, WorkerBinding& w) {
   const IndexList cpus = nodeCpus(t, *w.node, usable);
   if (cpus.empty()) {
     w.note = "NUMA node " + std::to_string(*w.node) + " has no CPU this agent may use";
@@ -196,7 +196,7 @@ NumaPlan planNumaBinding(const CpuTopology& topology, NumaPolicy policy, int wor
     if (w.node && findNode(topology, *w.node) == nullptr) {
       w.note = "NUMA node " + std::to_string(*w.node) + " is not in the topology";
     } else if (w.node) {
-      bind(topology, policy, plan.usableCpus, plan.workers, w);
+      bindWorker(topology, policy, plan.usableCpus, plan.workers, w);
     }
   }
   plan.nothingToBind = changesNothing(topology, plan);
