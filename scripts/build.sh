@@ -2,8 +2,9 @@
 # Configures and builds ddprun into ${DDP_BUILD_DIR:-build}. Extra arguments go to cmake's
 # configure step (e.g. -DDDP_WITH_CUDA=OFF).
 #
-#   DDP_BUILD_TARGETS  build only these targets and what they link (e.g. "ddprun ddprund train",
-#                      as the quick start does); empty: every target, the tests included
+#   DDP_BUILD_TARGETS  build only these targets and what they link (e.g. ddp_programs: ddprun,
+#                      ddprund and train, as the quick start does; targets named together build
+#                      one after another); empty: every target, the tests included
 #   DDP_JOBS           parallel compile jobs (default: the number of CPUs)
 #   DDP_BUILD_TYPE     CMAKE_BUILD_TYPE (default RelWithDebInfo)
 #

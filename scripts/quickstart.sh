@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
 ./scripts/setup.sh
-DDP_BUILD_TARGETS="ddprun ddprund train" ./scripts/build.sh
+DDP_BUILD_TARGETS=ddp_programs ./scripts/build.sh  # ddprun, ddprund and train, side by side
 BIN=${DDP_BUILD_DIR:-build}/bin
 CONFIG=configs/quickstart.json
 # The one place the data goes: the config's own "data" key.
