@@ -56,7 +56,7 @@ pack() {
   cmake -S "$ROOT" -B "$build" -DDDP_WITH_CUDA=ON -DDDP_WITH_DNNL=OFF -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=90 > "$build.configure.log" 2>&1 \
     || die "configure failed (DDP_WITH_CUDA=ON needs nvcc + NCCL in /usr/local/cuda); see $build.configure.log"
-  cmake --build "$build" -j"$jobs" --target ddprun ddprund train \
+  cmake --build "$build" -j"$jobs" --target ddp_programs \
     || die "build of ddprun/ddprund/train failed in $build"
   for t in gpu_nccl_communicator_test trainer_cuda_model_test; do  # whichever exist
     cmake --build "$build" -j"$jobs" --target "$t" > /dev/null 2>&1 || echo "gpu_check: no target $t (skipped)"

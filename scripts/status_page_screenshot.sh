@@ -7,7 +7,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
-cmake --build "$BUILD_DIR" -j2 --target ddprun ddprund train >/dev/null
+cmake --build "$BUILD_DIR" -j2 --target ddp_programs >/dev/null
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 DDP_BIN_DIR="$BUILD_DIR/bin" DDP_SOURCE_DIR="$ROOT" DDP_TEST_TMP="$WORK" \
