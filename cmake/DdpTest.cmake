@@ -4,9 +4,17 @@
 # DDP_BIN_DIR (the built binaries), DDP_SOURCE_DIR and DDP_TEST_TMP (a per-test scratch folder),
 # which is also its TMPDIR: what a test's processes keep in temp dirs (ddprun keeps the logs of a
 # failed job without --log-dir) stays in that folder.
+# The tests labelled `sanitize` (the wire codec, server and store-client tests), as one target:
+# scripts/test.sh builds it with DDP_SANITIZE=address,undefined in a second tree and runs
+# `ctest -L sanitize` there (one target, so its programs build side by side).
+add_custom_target(ddp_sanitize_tests)
+
 function(ddp_add_test)
   cmake_parse_arguments(T "SKIP_77" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
+  if("sanitize" IN_LIST T_LABELS)
+    add_dependencies(ddp_sanitize_tests ${T_NAME})
+  endif()
   target_link_libraries(${T_NAME} PRIVATE ddp_catch_main ${T_LIBS})
   set_target_properties(${T_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests-bin)
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})

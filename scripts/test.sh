@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, runs the whole CTest suite, then builds the
-# store and server tests again with AddressSanitizer + UndefinedBehaviorSanitizer in a second, small
-# tree (${DDP_SANITIZE_BUILD_DIR:-build-sanitize}: only those targets) and runs them.
+# store and server tests (label `sanitize`) again with AddressSanitizer + UndefinedBehaviorSanitizer
+# in a second, small tree (${DDP_SANITIZE_BUILD_DIR:-build-sanitize}: only those targets) and runs
+# them.
 # Extra arguments go to the first ctest (e.g. -L unit, -R store). DDP_SANITIZE_TESTS=0 skips the
 # sanitizer tree. DDP_TEST_JOBS: tests run at once (default 2). Prints the build's time (every
 # target, the tests included), the suite's, and the total.
@@ -19,20 +20,13 @@ echo "== test suite: $((SECONDS - suite)) s; test.sh so far: $((SECONDS - all)) 
 
 [ "${DDP_SANITIZE_TESTS:-1}" = "0" ] && exit 0
 SANITIZE_DIR=${DDP_SANITIZE_BUILD_DIR:-build-sanitize}
-SANITIZE_TESTS=(
-  rendezvous_wire_codec_test rendezvous_wire_codec_resume_test
-  rendezvous_store_server_test rendezvous_store_server_on_close_test
-  rendezvous_store_server_bounds_test rendezvous_store_server_state_test
-  rendezvous_tcp_store_client_test rendezvous_tcp_store_client_extension_test
-  rendezvous_journal_test rendezvous_tcp_store_client_resume_test
-)
 start=$(date +%s)
 cmake -S . -B "$SANITIZE_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_WITH_CUDA=OFF \
   -DDDP_SANITIZE=address,undefined >/dev/null
-cmake --build "$SANITIZE_DIR" -j "${DDP_JOBS:-$(nproc)}" --target "${SANITIZE_TESTS[@]}"
-regex="^($(IFS='|'; echo "${SANITIZE_TESTS[*]}"))$"
+# The tests labelled `sanitize` (cmake/DdpTest.cmake): the wire codec, server and store clients.
+cmake --build "$SANITIZE_DIR" -j "${DDP_JOBS:-$(nproc)}" --target ddp_sanitize_tests
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
-  ctest --test-dir "$SANITIZE_DIR" -j "${DDP_TEST_JOBS:-2}" --output-on-failure -R "$regex"
+  ctest --test-dir "$SANITIZE_DIR" -j "${DDP_TEST_JOBS:-2}" --output-on-failure -L sanitize
 echo "test.sh: sanitizer tree built and run in $(($(date +%s) - start)) s"
 echo "== test.sh: $((SECONDS - all)) s in all"
