@@ -1,7 +1,7 @@
 // The agent's state and steps, shared by launcher/agent.cpp (construction, the generation loop,
 // store failover) and launcher/agent_outcome.cpp (what a generation's outcome leads to: the
-// restart policy's decisions, the rendezvous calls they name, the job's end). Only launcher/agent.hpp's
-// run() uses it.
+// restart policy's decisions, the rendezvous calls they name, the job's end). Only run() in
+// launcher/agent.hpp uses it.
 //
 // Thread safety: one Agent per process, driven from the main thread (see agent.hpp).
 #pragma once
