@@ -5,7 +5,7 @@
 
 # -- unity build: each target's C++ files are compiled in batches of 8 (one translation unit per
 #    batch), so Boost.Asio/Beast, spdlog/fmt and nlohmann/json are parsed and instantiated once per
-#    batch, not once per file: the quick start's build needs 46% less compiler CPU. One file's
+#    batch, not once per file: the quick start's build needs 45% less compiler CPU. One file's
 #    change recompiles its batch (-DDDP_UNITY=OFF while editing one file over and over). In a batch
 #    a file sees the earlier files' declarations: helpers in anonymous namespaces have names of
 #    their own, and a helper left unused (a call that now resolves to another function, e.g. one
