@@ -11,23 +11,11 @@
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/store/etcd_store.hpp"
 #include "tests/etcd/etcd_instance.hpp"
+#include "tests/error_of.hpp"
 
 using namespace std::chrono_literals;
 
-namespace {
-
-// The message of the `E` that `fn` throws (a test failure when it throws nothing or another type).
-template <class E, class F>
-std::string errorOf(F fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  FAIL("expected an exception of the given type");
-  return "";
-}
-}  // namespace
+using ddp::testing::errorOf;
 
 namespace {
 

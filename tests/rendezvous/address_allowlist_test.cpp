@@ -6,21 +6,9 @@
 
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/security/address_allowlist.hpp"
+#include "tests/error_of.hpp"
 
-namespace {
-
-// The message of the `E` that `fn` throws (a test failure when it throws nothing or another type).
-template <class E, class F>
-std::string errorOf(F fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  FAIL("expected an exception of the given type");
-  return "";
-}
-}  // namespace
+using ddp::testing::errorOf;
 
 namespace {
 

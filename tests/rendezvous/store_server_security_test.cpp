@@ -23,24 +23,12 @@
 #include "rendezvous/store/tcp_store_client.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 #include "tests/rendezvous/raw_socket.hpp"
+#include "tests/error_of.hpp"
 
 using namespace ddp;
 using namespace std::chrono_literals;
 
-namespace {
-
-// The message of the `E` that `fn` throws (a test failure when it throws nothing or another type).
-template <class E, class F>
-std::string errorOf(F fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  FAIL("expected an exception of the given type");
-  return "";
-}
-}  // namespace
+using ddp::testing::errorOf;
 
 namespace {
 
