@@ -61,7 +61,10 @@ class Client {
     return len == 0 ? std::string() : sock.recv(static_cast<std::size_t>(len));
   }
 
-  void set(std::string_view k, std::string_view v) { send(Op::kSet, k, v); }
+  // SET has no reply, and the server reads each connection on its own: a SET alone could be
+  // applied after another client's later request. set() therefore ends with a round trip, so once
+  // it returns every client sees the value. Use send(Op::kSet, ...) for a SET with nothing after.
+  void set(std::string_view k, std::string_view v) { send(Op::kSet, k, v), sync(); }
   std::string get(std::string_view k) { return send(Op::kGet, k), readValue(); }
   int64_t add(std::string_view k, int64_t d) { return send(Op::kAdd, k, {}, {}, d), readInt(); }
   std::string cas(std::string_view k, std::string_view e, std::string_view d) {

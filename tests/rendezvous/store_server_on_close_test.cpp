@@ -60,7 +60,9 @@ class Conn {
     send(Op::kOnCloseClear, {}, {}, {}, keys);
     return readInt();
   }
-  void set(std::string_view k, std::string_view v) { send(Op::kSet, k, v); }
+  // SET has no reply; the CHECK after it is a round trip, so other connections see the value once
+  // set() returns (the server reads each connection on its own).
+  void set(std::string_view k, std::string_view v) { send(Op::kSet, k, v), (void)exists(k); }
   std::string get(std::string_view k) { return send(Op::kGet, k), readValue(); }
   bool exists(std::string_view k) {
     send(Op::kCheck, {}, {}, {}, {std::string(k)});
