@@ -107,7 +107,7 @@ def draw(results, cores, args, path):
     ax3.legend(fontsize=9)
 
     loads = [x for r in results for x in r["loads"]]
-    fig.suptitle("ddprun + train, Gloo on %s (%d cores): %d samples per worker per step, %d steps "
+    fig.suptitle("ddprun + train, CPU (shared-memory gradient sums) on %s (%d cores): %d samples per worker per step, %d steps "
                  "(first %d skipped), best of %d runs; load average before the runs %.1f to %.1f"
                  % (cpu_model(), cores, args.batch, args.steps, args.warmup, args.repeat,
                     min(loads), max(loads)), fontsize=11)

@@ -4,8 +4,9 @@
 #   scripts/scaling_report.sh [--build DIR] [--out DIR] [--workers "1 2 4 8"] [--steps N]
 #                             [--warmup N] [--batch B] [--repeat R]
 #
-# Runs the same training (`train`, Gloo on the CPU; the per-worker batch stays the same, so N
-# workers do N times the work per step) under `ddprun --standalone --nproc-per-node=N` for each N,
+# Runs the same training (`train` on the CPU with its defaults: gradients summed through shared
+# memory, Gloo for the rest; the per-worker batch stays the same, so N workers do N times the work
+# per step) under `ddprun --standalone --nproc-per-node=N` for each N,
 # skips the first --warmup steps, and measures samples/s from rank 0's metrics (the wall time
 # between the metrics lines after the warm-up and the last one), best of --repeat runs (other load
 # on the machine only ever slows a run down; the 1-minute load average before each run is kept

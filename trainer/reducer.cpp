@@ -1,13 +1,19 @@
 #include "trainer/reducer.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "rendezvous/base/error.hpp"
 
 namespace ddp {
 
+bool overlapGradientAllreduce(bool sharedMemory, int localWorldSize, int computeThreads,
+                              int cpus) {
+  return !sharedMemory || int64_t(localWorldSize) * computeThreads < cpus;
+}
+
 Reducer::Reducer(Model& model, Communicator* comm, ReducerOptions options)
-    : model_(model), comm_(comm && comm->size() > 1 ? comm : nullptr) {
+    : model_(model), comm_(comm && comm->size() > 1 ? comm : nullptr), overlap_(options.overlap) {
   const auto& tensors = model_.tensors();
   bucketOfTensor_.assign(tensors.size(), -1);
   const std::size_t capElems = std::max<std::size_t>(1, options.bucketBytes / sizeof(float));
@@ -26,7 +32,10 @@ Reducer::Reducer(Model& model, Communicator* comm, ReducerOptions options)
     bucketOfTensor_[static_cast<std::size_t>(t)] = static_cast<int>(buckets_.size()) - 1;
   }
   pending_.assign(buckets_.size(), 0);
-  if (comm_) thread_ = std::thread([this] { commLoop(); });
+  if (comm_ && overlap_) thread_ = std::thread([this] { commLoop(); });
+  if (comm_ && !overlap_) {
+    if (void* stream = model_.commStream()) comm_->setStream(stream);  // as commLoop does
+  }
 }
 
 Reducer::~Reducer() {
@@ -56,7 +65,7 @@ void Reducer::prepare() {
 void Reducer::markReady(int tensor) {
   if (!comm_) return;
   int b = bucketOfTensor_.at(static_cast<std::size_t>(tensor));
-  if (--pending_[static_cast<std::size_t>(b)] != 0) return;
+  if (--pending_[static_cast<std::size_t>(b)] != 0 || !overlap_) return;
   void* token = model_.gradsReadyToken();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -74,9 +83,25 @@ void Reducer::finish() {
                   std::to_string(pending_[b]) + " gradients at the end of backward");
     }
   }
+  if (!overlap_) return reduceAll();
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return error_ || reduced_ == buckets_.size(); });
   if (error_) std::rethrow_exception(error_);
+}
+
+void Reducer::reduceAll() {
+  rethrowIfFailed();
+  model_.waitForGrads(model_.gradsReadyToken());
+  try {
+    for (const auto& bucket : buckets_) {
+      comm_->allreduce(model_.grads() + bucket.offset, bucket.count, DataType::kFloat32,
+                       ReduceOp::kSum);
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::current_exception();
+    throw;
+  }
 }
 
 void Reducer::commLoop() {

@@ -9,6 +9,12 @@
 // reducer's communication thread, which sums it across ranks with Communicator::allreduce while
 // backward keeps computing earlier layers. finish() waits for every bucket.
 //
+// Without overlap (ReducerOptions::overlap = false) there is no communication thread: finish()
+// reduces the buckets one after another, in the same order, on the calling thread. That is the
+// faster choice when the ranks already keep every CPU busy (CPU training with as many workers as
+// cores): a communication thread then only takes turns with the training thread, and each bucket
+// costs two thread hand-offs. The sums, and so the results, are the same either way.
+//
 // Averaging: the trainer scales the loss gradient by 1/(batch * world * accum), so the summed
 // gradient is the DDP mean. Micro-steps of gradient accumulation simply do not call
 // prepare()/markReady()/finish() (PyTorch's no_sync): gradients accumulate locally and the next
@@ -37,7 +43,15 @@ struct ReducerOptions {
   std::size_t bucketBytes = 25u << 20;
   // Cap of the first bucket (PyTorch: dist._DEFAULT_FIRST_BUCKET_BYTES = 1 MiB).
   std::size_t firstBucketBytes = 1u << 20;
+  // true: a communication thread reduces each bucket as soon as backward completes it (PyTorch
+  // DDP); false: finish() reduces them all on the calling thread (see the header comment).
+  bool overlap = true;
 };
+
+// comm_overlap = auto: whether the reducer overlaps. Yes, unless the gradients are summed through
+// shared memory (pure CPU work, no network latency to hide) and this host's ranks already fill
+// its CPUs: localWorldSize x computeThreads >= cpus (the CPUs this process may run on). Pure.
+bool overlapGradientAllreduce(bool sharedMemory, int localWorldSize, int computeThreads, int cpus);
 
 class Reducer {
  public:
@@ -47,7 +61,7 @@ class Reducer {
   };
 
   // `comm` may be null (single process): then every call is a no-op. Starts the communication
-  // thread when comm is set and comm->size() > 1.
+  // thread when comm is set, comm->size() > 1 and options.overlap.
   Reducer(Model& model, Communicator* comm, ReducerOptions options);
   ~Reducer();
   Reducer(const Reducer&) = delete;
@@ -61,15 +75,18 @@ class Reducer {
   // block. Rethrows a sticky communication error.
   void markReady(int tensor);
   // Blocks until every bucket has been reduced (each collective bounded by the communicator's
-  // timeout). Throws CommError (sticky) or ddp::Error when a tensor was never announced.
+  // timeout); without overlap, reduces them here. Throws CommError (sticky) or ddp::Error when a
+  // tensor was never announced.
   void finish();
 
  private:
   void commLoop();
+  void reduceAll();  // overlap off: every bucket, in order, on the calling thread
   void rethrowIfFailed();
 
   Model& model_;
   Communicator* comm_;
+  bool overlap_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucketOfTensor_;
   std::vector<int> pending_;  // tensors still missing per bucket (training thread only)

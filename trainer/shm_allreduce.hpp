@@ -10,11 +10,11 @@
 // ranks. Buffers larger than the segment's chunk go through in chunks.
 //
 // Synchronisation: one 32-bit sequence word per rank (a futex word); a rank publishes the phase
-// it has finished (release) and waits (acquire) for every peer to publish it: a short spin, then
-// futex waits of at most 10 ms, between which it checks the collective's budget and whether a
-// peer has left: its destructor sets a flag next to its sequence word (a rank that is done; a
-// rank unwinding from its own error does not, so that its failure is recorded before the peers'
-// collateral CommErrors), and a pidfd per peer catches one that exited or was killed.
+// it has finished (release) and waits (acquire) for every peer to publish it: a spin of up to
+// 50 us, then futex waits of at most 10 ms, between which it checks the collective's budget and
+// whether a peer has left: its destructor sets a flag next to its sequence word (a rank that is
+// done; a rank unwinding from its own error does not, so that its failure is recorded before the
+// peers' collateral CommErrors), and a pidfd per peer catches one that exited or was killed.
 //
 // Set-up (tryCreate) is a collective over the inner communicator: the ranks exchange boot id,
 // IPC/PID namespace and pid; if they differ anywhere, or the segment cannot be created, sized or

@@ -46,6 +46,7 @@ const std::map<std::string, Setter>& setters() {
       {"clip_grad_norm", set<float>([](TrainConfig& c) -> auto& { return c.optimizer.clipGradNorm; })},
       {"bucket_mb", set<double>([](TrainConfig& c) -> auto& { return c.bucketMb; })},
       {"shm_allreduce", set<bool>([](TrainConfig& c) -> auto& { return c.shmAllreduce; })},
+      {"comm_overlap", set<std::string>([](TrainConfig& c) -> auto& { return c.commOverlap; })},
       {"check_params_every", set<int64_t>([](TrainConfig& c) -> auto& { return c.checkParamsEvery; })},
       {"backend", set<std::string>([](TrainConfig& c) -> auto& { return c.backend; })},
       {"comm_timeout_s", set<double>([](TrainConfig& c) -> auto& { return c.commTimeoutS; })},
@@ -108,6 +109,8 @@ void validateTrainConfig(const TrainConfig& c) {
   require(c.commTimeoutS > 0, "comm_timeout_s must be > 0");
   require(c.device == "auto" || c.device == "cpu" || c.device == "cuda",
           "device must be auto, cpu or cuda (got '" + c.device + "')");
+  require(c.commOverlap == "auto" || c.commOverlap == "on" || c.commOverlap == "off",
+          "comm_overlap must be auto, on or off (got '" + c.commOverlap + "')");
   require(c.backend == "auto" || c.backend == "gloo" || c.backend == "nccl",
           "backend must be auto, gloo or nccl (got '" + c.backend + "')");
 }

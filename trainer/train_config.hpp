@@ -4,9 +4,9 @@
 // typo never silently falls back to a default):
 //   data, hidden, device, bf16, seed, epochs, max_steps, batch_size, grad_accum, shuffle,
 //   drop_last, optimizer, lr, momentum, nesterov, weight_decay, beta1, beta2, eps, lr_scaling,
-//   base_world_size, warmup_steps, clip_grad_norm, bucket_mb, shm_allreduce, check_params_every, backend,
-//   comm_timeout_s, checkpoint_dir, checkpoint_every, metrics, tensorboard_dir, log_every,
-//   progress_seconds.
+//   base_world_size, warmup_steps, clip_grad_norm, bucket_mb, shm_allreduce, comm_overlap,
+//   check_params_every, backend, comm_timeout_s, checkpoint_dir, checkpoint_every, metrics,
+//   tensorboard_dir, log_every, progress_seconds.
 // Relative paths are used as given (relative to the worker's working directory).
 //
 // Thread safety: a plain value.
@@ -37,6 +37,8 @@ struct TrainConfig {
   double bucketMb = 25.0;             // DDP bucket size in MiB
   bool shmAllreduce = true;           // CPU: gradient allreduce through shared memory when every
                                       // rank is on this node (else Gloo)
+  std::string commOverlap = "auto";   // auto | on | off: reduce buckets on a communication
+                                      // thread during backward (auto: overlapGradientAllreduce)
   int64_t checkParamsEvery = 0;       // hash-compare parameters across ranks every N steps (0 = off)
   std::string backend = "auto";       // auto | gloo | nccl
   double commTimeoutS = 300.0;        // communicator setup and per-collective budget

@@ -1,8 +1,12 @@
 #include "trainer/trainer.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <thread>
@@ -62,12 +66,17 @@ class TrainLoop {
       shm.timeout = std::chrono::milliseconds(int64_t(cfg_.commTimeoutS * 1000));
       gradComm_ = ShmAllreduce::tryCreate(*comm_, shm);
     }
+    ReducerOptions reducer{std::size_t(cfg_.bucketMb * 1024 * 1024)};
+    reducer.overlap = decideOverlap();
     if (comm_ && ctx_.rank == 0) {
-      logger("trainer")->info("gradient allreduce: {}", gradComm_ ? "shared memory (all ranks on this host)"
-                                                                 : "the communicator");
+      logger("trainer")->info(
+          "gradient allreduce: {}, {} (comm_overlap {})",
+          gradComm_ ? "shared memory (all ranks on this host)" : "the communicator",
+          reducer.overlap ? "on a communication thread during backward"
+                          : "on the training thread after backward",
+          cfg_.commOverlap);
     }
-    reducer_ = std::make_unique<Reducer>(*model_, gradComm_ ? gradComm_.get() : comm_,
-                                         ReducerOptions{std::size_t(cfg_.bucketMb * 1024 * 1024)});
+    reducer_ = std::make_unique<Reducer>(*model_, gradComm_ ? gradComm_.get() : comm_, reducer);
     sampler_ = std::make_unique<DistributedSampler>(SamplerOptions{
         int64_t(data_->size()), ctx_.worldSize, ctx_.rank, cfg_.shuffle, cfg_.seed, cfg_.dropLast});
     restoreOrInit();
@@ -81,6 +90,7 @@ class TrainLoop {
 
  private:
   void restoreOrInit();
+  bool decideOverlap() const;
   float runStep(const std::vector<int64_t>& list, std::size_t& pos);
   void afterStep(float loss, float gradNorm, bool last);
   void reportMetrics(float loss, float gradNorm, bool logNow, bool last);
@@ -160,6 +170,24 @@ int64_t TrainLoop::plannedSteps(std::size_t firstEpochLeft) const {
   int64_t total = state_.step + ceilDiv(ceilDiv(int64_t(firstEpochLeft), b), a) +
                   std::max<int64_t>(0, cfg_.epochs - state_.epoch - 1) * perEpoch;
   return cfg_.maxSteps > 0 ? std::min(total, cfg_.maxSteps) : total;
+}
+
+bool TrainLoop::decideOverlap() const {
+  if (cfg_.commOverlap != "auto") return cfg_.commOverlap == "on";
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus = sched_getaffinity(0, sizeof(set), &set) == 0
+                       ? CPU_COUNT(&set)
+                       : int(std::max(1u, std::thread::hardware_concurrency()));
+  // The CPU model's GEMMs use OMP_NUM_THREADS threads (all CPUs when it is unset).
+  int computeThreads = cpus;
+  if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
+    char* end = nullptr;
+    const long n = std::strtol(omp, &end, 10);
+    if (end != omp && *end == '\0' && n > 0) computeThreads = int(std::min<long>(n, cpus));
+  }
+  const int local = ctx_.localWorldSize > 0 ? ctx_.localWorldSize : ctx_.worldSize;
+  return overlapGradientAllreduce(gradComm_ != nullptr, local, computeThreads, cpus);
 }
 
 float TrainLoop::allreduceScalar(float value) {

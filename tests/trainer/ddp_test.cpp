@@ -172,8 +172,33 @@ TEST_CASE("a checkpoint from 2 ranks resumes on 3 with the rest of the epoch re-
 TEST_CASE("a failed collective surfaces as CommError on every rank", "[ddp]") {
   auto config = baseConfig(8, 1);
   config.shmAllreduce = false;  // so the gradient buckets go through the failing communicator
+  config.commOverlap = GENERATE(as<std::string>{}, "on", "off");
+  INFO("comm_overlap " << config.commOverlap);
   auto runs = runRanksRaw(2, config, 0, -1, /*failAtCall=*/7);
   for (auto& e : runs.errors) REQUIRE_THROWS_AS(std::rethrow_exception(e), CommError);
+}
+
+TEST_CASE("comm_overlap off reduces after backward: the same parameters bit for bit", "[ddp]") {
+  auto config = baseConfig(8, 1);  // several buckets (bucket_mb ~512 bytes)
+  config.shmAllreduce = GENERATE(true, false);
+  INFO("shm_allreduce " << config.shmAllreduce);
+  config.commOverlap = "on";
+  auto overlapped = runRanks(2, config);
+  config.commOverlap = "off";
+  auto after = runRanks(2, config);
+  REQUIRE(after[0].steps == 12);
+  REQUIRE(after[0].params == after[1].params);
+  REQUIRE(after[0].params == overlapped[0].params);  // same sums in the same order
+}
+
+TEST_CASE("comm_overlap auto: overlap unless shared-memory sums already fill the CPUs", "[reducer]") {
+  // (sharedMemory, ranks on this host, compute threads per rank, CPUs)
+  CHECK_FALSE(overlapGradientAllreduce(true, 2, 1, 2));  // 2 workers on 2 cores: no spare core
+  CHECK_FALSE(overlapGradientAllreduce(true, 4, 1, 2));  // oversubscribed
+  CHECK_FALSE(overlapGradientAllreduce(true, 2, 4, 8));  // the GEMM threads take every core
+  CHECK(overlapGradientAllreduce(true, 2, 1, 4));        // spare cores for the sums
+  CHECK(overlapGradientAllreduce(false, 2, 1, 2));       // Gloo / NCCL: latency to hide
+  CHECK(overlapGradientAllreduce(false, 8, 16, 8));
 }
 
 TEST_CASE("a checkpoint for another model is refused", "[checkpoint]") {

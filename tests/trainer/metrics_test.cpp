@@ -115,6 +115,12 @@ TEST_CASE("config keys parse and bad configs are clear errors", "[config]") {
   REQUIRE_THROWS_WITH(parseTrainConfig(R"({"epochs": "many"})", "t.json"),
                       Catch::Contains("'epochs' has the wrong type"));
   REQUIRE_THROWS_AS(loadTrainConfig("/nonexistent/config.json"), ConfigError);
+  REQUIRE(parseTrainConfig(R"({"comm_overlap": "off"})", "t.json").commOverlap == "off");
+  TrainConfig overlap;
+  overlap.data = "d";
+  overlap.commOverlap = "yes";
+  REQUIRE_THROWS_WITH(validateTrainConfig(overlap),
+                      Catch::Contains("comm_overlap must be auto, on or off (got 'yes')"));
   TrainConfig bad;
   bad.data = "d";
   bad.batchSize = 0;
