@@ -49,6 +49,7 @@ PolicyInput Agent::inputFor(const GenerationOutcome& outcome, const RendezvousRe
     case OutcomeKind::kFailed:
       in = inputFor(Situation::kWorkersFailed, round);
       in.allCommunicationFailures = allCommunicationFailures(outcome.failures);
+      in.aloneInRound = round.nodeCount == 1;
       return in;
     case OutcomeKind::kSignalled:
       in = inputFor(Situation::kSignalled, round);

@@ -94,7 +94,7 @@ Decision decide(const PolicyInput& in) {
     case Situation::kSignalled:
       return exitWith(128 + in.signal, true, "stopped by a signal");
     case Situation::kWorkersFailed:
-      if (in.allCommunicationFailures) {
+      if (in.allCommunicationFailures && !in.aloneInRound) {
         return act(Action::kAwaitPeerCause, "every local failure is a communication failure: "
                                             "waiting for a lost peer to be noticed");
       }

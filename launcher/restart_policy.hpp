@@ -63,6 +63,9 @@ struct PolicyInput {
   // kWorkersFailed: every failure ddprun did not cause itself is a communication failure
   // (isCommunicationFailure), which is what a lost peer does to healthy workers.
   bool allCommunicationFailures = false;
+  // This node is the round's only node: no peer's loss can explain its workers' communication
+  // failures, so they are reported at once instead of waiting for a peer to be noticed.
+  bool aloneInRound = false;
   // kSignalled: the signal.
   int signal = 0;
   // The round's end names this node as lost, or its keys were gone (this node was away): the

@@ -31,7 +31,7 @@ struct Expected {
 
 // The table, written out independently of the implementation.
 Expected expected(Situation s, std::optional<Kind> end, bool allComm, bool dropped,
-                  bool failover) {
+                  bool failover, bool alone) {
   auto afterEnd = [&](bool collateral) -> Expected {
     switch (*end) {
       case Kind::kScaleUp:
@@ -55,7 +55,7 @@ Expected expected(Situation s, std::optional<Kind> end, bool allComm, bool dropp
     case Situation::kSignalled:
       return {Action::kExit, 128 + SIGTERM};
     case Situation::kWorkersFailed:
-      return {allComm ? Action::kAwaitPeerCause : Action::kReportFailure};
+      return {allComm && !alone ? Action::kAwaitPeerCause : Action::kReportFailure};
     case Situation::kPeerCauseAwaited:
       if (!end || *end == Kind::kRestartRequested) return {Action::kReportFailure};
       return afterEnd(true);
@@ -73,10 +73,11 @@ TEST_CASE("the restart policy, every row of the table", "[restart_policy]") {
   int rows = 0;
   for (Situation s : kSituations) {
     for (const auto& end : kEnds) {
-      for (int bits = 0; bits < 8; ++bits) {
+      for (int bits = 0; bits < 16; ++bits) {
         const bool allComm = (bits & 1) != 0;
         const bool dropped = (bits & 2) != 0;
         const bool failover = (bits & 4) != 0;
+        const bool alone = (bits & 8) != 0;
         PolicyInput in;
         in.situation = s;
         in.roundEnd = end;
@@ -86,11 +87,13 @@ TEST_CASE("the restart policy, every row of the table", "[restart_policy]") {
         in.restartsUsed = 1;
         in.maxRestarts = 3;
         in.storeFailover = failover;
+        in.aloneInRound = alone;
         const Decision d = decide(in);
-        const Expected want = expected(s, end, allComm, dropped, failover);
+        const Expected want = expected(s, end, allComm, dropped, failover, alone);
         INFO("situation " << static_cast<int>(s) << ", end "
                           << (end ? static_cast<int>(*end) : -1) << ", allComm " << allComm
-                          << ", dropped " << dropped << ", failover " << failover);
+                          << ", dropped " << dropped << ", failover " << failover
+                          << ", alone " << alone);
         CHECK(d.action == want.action);
         if (want.action == Action::kExit) CHECK(d.exitCode == want.exitCode);
         CHECK(d.collateral == want.collateral);
@@ -99,7 +102,7 @@ TEST_CASE("the restart policy, every row of the table", "[restart_policy]") {
       }
     }
   }
-  CHECK(rows == 7 * 6 * 8);
+  CHECK(rows == 7 * 6 * 16);
 }
 
 TEST_CASE("restart policy: the decisions that matter most, spelled out", "[restart_policy]") {
@@ -121,6 +124,11 @@ TEST_CASE("restart policy: the decisions that matter most, spelled out", "[resta
   in.situation = Situation::kWorkersFailed;
   in.allCommunicationFailures = false;
   CHECK(decide(in).action == Action::kReportFailure);
+  // So are communication failures in a one-node round: there is no peer to wait for.
+  in.allCommunicationFailures = true;
+  in.aloneInRound = true;
+  CHECK(decide(in).action == Action::kReportFailure);
+  in.aloneInRound = false;
   // Signals leave the rendezvous first (the store still answers); a lost store does not.
   in.situation = Situation::kSignalled;
   in.signal = SIGINT;

@@ -8,6 +8,11 @@
                                     second (its worker's wrapper holds its exit until node 0 has
                                     reported and spent the budget); both agents print the same
                                     summary naming rank 1, and both exit 1
+  root_cause_test.py one_node_comm  one node, 2 workers, rank 1 hangs (--hang-at-step) and rank 0
+                                    fails on its collective's budget (comm_timeout_s 2): only
+                                    communication failures, but the round has no other node whose
+                                    loss could explain them, so ddprun reports at once instead of
+                                    waiting for a lost peer; it exits with rank 0's code 3
 
 Every process started here is stopped by pid (multinode_harness.Harness).
 """
@@ -54,6 +59,22 @@ def scenario_fail_at_step(h):
               (attempt, rc, out[-3000:]))
         check_culprit(failure_summary(out), "run %d" % attempt)
     h.log("20 of 20 runs: rank 1 is the root cause")
+
+
+def scenario_one_node_comm(h):
+    config = train_config(2048, 8, 2, epochs=3, comm_timeout_s=2)
+    p = h.spawn("run", [DDPRUN, "--nproc-per-node=2", "--max-restarts=0", TRAIN, "--config",
+                        config, "--hang-at-step", "5", "--hang-rank", "1"],
+                dict(os.environ, DDP_NO_SLURM="1", PATH=BIN + ":" + os.environ["PATH"]))
+    rc = h.wait_exit(p, "run", 120)
+    out = h.output("run")
+    check(rc == 3, "ddprun exited %d, want 3 (rank 0's CommError):\n%s" % (rc, out[-3000:]))
+    check("for a lost peer" not in out,
+          "a one-node job waited for a lost peer:\n%s" % out[-3000:])
+    root = root_cause(failure_summary(out))
+    check(re.search(r"rank\s*: 0 \(local_rank: 0\)", root) and "did not arrive" in root,
+          "the root cause is not rank 0's timed-out collective:\n%s" % root)
+    h.log("one node, communication failures only: reported at once, exit 3")
 
 
 WRAPPER = """#!/bin/bash
@@ -110,7 +131,8 @@ def main():
     scenario = sys.argv[1]
     h = Harness()
     try:
-        {"fail_at_step": scenario_fail_at_step, "cross_node": scenario_cross_node}[scenario](h)
+        {"fail_at_step": scenario_fail_at_step, "cross_node": scenario_cross_node,
+         "one_node_comm": scenario_one_node_comm}[scenario](h)
         print("PASS")
         return 0
     except TestFailure as e:
