@@ -1,5 +1,5 @@
 // JobSnapshot helpers: merging what several agents know of one job, and the keys that carry the
-// job on in a fresh rendezvous store (store failover: launcher/store_failover.hpp).
+// job on in a fresh rendezvous store (store failover: launcher/rendezvous/store_failover.hpp).
 //
 // Seeding writes only the run's small durable state (key layout in detail/rendezvous_keys.hpp):
 // the incarnation, the round hint and `low` (both the next round number, so the next round is
@@ -40,7 +40,7 @@ std::string encodeSnapshot(const JobSnapshot& s);
 JobSnapshot decodeSnapshot(const std::string& value);
 
 // The key an agent-hosted rendezvous store holds from the moment it listens, besides the owner
-// key: who hosts it, "<host>|<pid>" of the hosting agent (launcher/store_failover.hpp).
+// key: who hosts it, "<host>|<pid>" of the hosting agent (launcher/rendezvous/store_failover.hpp).
 std::string rendezvousHostKey();
 
 }  // namespace ddp

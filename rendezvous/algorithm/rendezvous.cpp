@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_join.hpp"
@@ -34,6 +35,11 @@ RendezvousSettings validated(RendezvousSettings s, const NodeDescriptor& self) {
   if (s.keepAliveInterval.count() <= 0 || s.joinTimeout.count() <= 0) {
     throw ConfigError("rendezvous '" + s.runId +
                       "': keep_alive_interval and join_timeout must be positive");
+  }
+  if (s.jobFingerprint.size() > kMaxJobFingerprint) {
+    throw ConfigError("rendezvous '" + s.runId + "': the job fingerprint has " +
+                      std::to_string(s.jobFingerprint.size()) + " bytes; at most " +
+                      std::to_string(kMaxJobFingerprint));
   }
   if (self.localWorldSize < 1) {
     throw ConfigError("rendezvous '" + s.runId + "': node " + self.host + " has " +
@@ -88,6 +94,16 @@ class StoreRendezvous final : public Rendezvous {
     knownFailures_.push_back(failureRecordJson);
     if (rounds_.current()) monitor_.suppress(rounds_.current()->generation);
     return rounds_.reportFailure(failureRecordJson);
+  }
+  RendezvousEvent reportVerdict(const std::string& failureRecordJson,
+                                const std::string& verdict) override {
+    knownFailures_.push_back(failureRecordJson);
+    if (rounds_.current()) monitor_.suppress(rounds_.current()->generation);
+    return rounds_.reportFailure(failureRecordJson, verdict);
+  }
+  RecoveryResult recordRecovery(const std::string& failureRecordJson) override {
+    knownFailures_.push_back(failureRecordJson);
+    return rounds_.recordRecovery(failureRecordJson);
   }
   std::vector<std::string> failureRecords() override { return rounds_.failureRecords(); }
   ExitBarrierResult exitBarrier(std::chrono::milliseconds timeout) override {
@@ -146,7 +162,13 @@ NextResult StoreRendezvous::next() {
       startFresh(inc);
       continue;
     }
-    if (!attached) rounds_.attach(detail::RendezvousKeys(settings_.runId, inc.number));
+    if (!attached) {
+      detail::RendezvousKeys keys(settings_.runId, inc.number);
+      const auto claim =
+          detail::claimIncarnation(store_, keys, settings_.jobFingerprint, rounds_.self());
+      if (claim == detail::IncarnationClaim::kEnded) continue;  // read the new state
+      rounds_.attach(std::move(keys));
+    }
     auto outcome = joiner_.join(*rounds_.keys(), rounds_.history());
     if (auto* joined = std::get_if<detail::JoinedRound>(&outcome)) {
       return entered(std::move(*joined), started);
@@ -210,6 +232,7 @@ JobEnded StoreRendezvous::jobEnded(const detail::RendezvousKeys& keys) {
     e.reason = end.reason;
     e.endedAtUnixMs = end.unixMs;
     e.lastGeneration = end.generation;
+    e.verdict = end.verdict;
   } else {
     e.reason = "the job ended, and a new job with run id " + settings_.runId +
                " has started since (its record is gone)";
@@ -248,8 +271,13 @@ std::vector<std::string> StoreRendezvous::memberAddresses() {
   std::vector<std::string> addrs;
   const auto roster = detail::peek(store_, rounds_.keys()->roster(g));
   if (!roster) return addrs;  // the round's keys are gone
+  std::set<std::string> seen;
+  auto add = [&](const std::string& addr) {
+    if (!addr.empty() && seen.insert(addr).second) addrs.push_back(addr);
+  };
   for (const auto& member : detail::decodeMembership(*roster).members) {
-    addrs.push_back(member.node.addr);
+    add(member.node.addr);
+    for (const auto& addr : member.node.interfaceAddrs) add(addr);
   }
   return addrs;
 }
@@ -262,7 +290,8 @@ RoundRecordsResult StoreRendezvous::roundRecords(const std::string& name,
                                                   Clock::now() + timeout, waitSlice(settings_));
   if (got.end) {
     const auto& end = *got.end;
-    return RoundEnded{RendezvousEvent{end.kind, g, end.detail, end.lostRank, end.removed}};
+    return RoundEnded{RendezvousEvent{end.kind, g, end.detail, end.lostRank, end.removed,
+                                      end.verdict}};
   }
   return std::move(got.values);
 }
@@ -276,5 +305,16 @@ std::unique_ptr<Rendezvous> makeRendezvous(Store& store, RendezvousSettings sett
 }
 
 std::string rendezvousOwnerKey() { return detail::RendezvousKeys::owner(); }
+
+const char* endName(RendezvousEventKind kind) {
+  switch (kind) {
+    case RendezvousEventKind::kScaleUp: return "scale-up";
+    case RendezvousEventKind::kPeerLost: return "peer lost";
+    case RendezvousEventKind::kRestartRequested: return "restart";
+    case RendezvousEventKind::kJobFailed: return "job failed";
+    case RendezvousEventKind::kStoreLost: return "store lost";
+  }
+  return "ended";
+}
 
 }  // namespace ddp

@@ -12,7 +12,10 @@
 // A run id has *incarnations*: once a job ended (succeeded or failed), an agent that was no part
 // of it and joins with the same run id starts a fresh job (incarnation + 1, generation 0); an agent
 // that was part of it learns how it ended (JobEnded). Keys of ended rounds and incarnations are
-// deleted (rendezvous_keys.hpp has the layout).
+// deleted (rendezvous_keys.hpp has the layout). An incarnation belongs to one job: the first agent
+// records its jobFingerprint, and an agent of another job (another entry point or node range under
+// the same run id, e.g. two jobs that both kept the default id "none") is refused at once instead
+// of merging into it (pytorch#82160).
 //
 // Requirements met by every implementation (DESIGN.md "Rendezvous algorithm"): O(1) store
 // round-trips of O(1) size per agent per join on the common path, O(N) total store work per round
@@ -60,13 +63,34 @@ struct RendezvousSettings {
   std::chrono::milliseconds heartbeatTimeout{0};
   // Job-wide budget of failure restarts (--max-restarts).
   int maxRestarts = 0;
+  // What identifies the job among others that may use the same run id on the same store (one
+  // readable line, at most kMaxJobFingerprint bytes; the launcher's is the entry point and the
+  // node range). The first agent of an incarnation stores it; an agent whose fingerprint differs
+  // is refused (next() throws Error naming both) and the running job is not disturbed. Agents of
+  // one job must compute the same one. Empty: no check.
+  std::string jobFingerprint;
+  // A round that follows a formed one closes as soon as every member of that round rejoined it
+  // or is known gone (and minNodes joined), without waiting for the last call: the survivors of a
+  // node lost, or the members joined by a newcomer, form the next round at once. For jobs whose
+  // workers keep running across rounds (--restart-scope=failed, docs/recovery.md). A first round
+  // still waits for its last call.
+  bool closeOnceAccounted = false;
 };
+
+// The longest RendezvousSettings::jobFingerprint (longer ones are a ConfigError).
+inline constexpr size_t kMaxJobFingerprint = 512;
+// The most NodeDescriptor::interfaceAddrs a join record carries (more are left out).
+inline constexpr size_t kMaxInterfaceAddrs = 16;
 
 struct NodeDescriptor {
   // Host name, for logs and summaries.
   std::string host;
   // Address other nodes can reach this node at (used as MASTER_ADDR when it has node rank 0).
   std::string addr;
+  // This host's other addresses (interfaceAddresses(): no loopback, no link-local), at most
+  // kMaxInterfaceAddrs: its connections to another node may come from any of them (a multi-NIC
+  // host reaches node rank 0 from the interface that routes there, not always from `addr`).
+  std::vector<std::string> interfaceAddrs;
   // Agent process id, to tell apart several agents on one host.
   int pid = 0;
   // Workers this node runs (LOCAL_WORLD_SIZE); may differ between nodes.
@@ -102,6 +126,10 @@ enum class RendezvousEventKind {
   kStoreLost,         // the store stopped answering for longer than heartbeatTimeout
 };
 
+// How a generation ended, as the status history and pages name it: "scale-up", "peer lost",
+// "restart", "job failed", "store lost".
+const char* endName(RendezvousEventKind kind);
+
 struct RendezvousEvent {
   RendezvousEventKind kind = RendezvousEventKind::kPeerLost;
   int64_t generation = 0;  // the generation the event ends
@@ -109,6 +137,9 @@ struct RendezvousEvent {
   int lostRank = -1;       // the node rank declared lost or gone, when one was (kept when a
                            // failed job turned the end into kJobFailed)
   bool roundRemoved = false;  // the round's keys were gone: this node was away for rounds
+  // kJobFailed: an agent's verdict ended the job (reportVerdict(); `detail` is the verdict's
+  // line), not its spent budget or another cause.
+  bool verdict = false;
 };
 
 // A call that waited on the current round returns this when the round ended first: stop this
@@ -140,6 +171,7 @@ struct JobEnded {
   NodeStanding standing = NodeStanding::kNeverMember;
   int64_t memberGeneration = -1;  // the last generation this node was a member of (-1 = none)
   std::string droppedDetail;      // kDropped: why this node's last round ended, when known
+  bool verdict = false;           // kFailed by an agent's verdict (reportVerdict(); `reason`)
 };
 
 struct WorkerStoreEndpoint {
@@ -148,7 +180,7 @@ struct WorkerStoreEndpoint {
 };
 
 // What one agent knows of its job, enough to carry it on in a fresh store when the store it used
-// is lost (launcher/store_failover.hpp; job_snapshot.hpp merges and seeds it).
+// is lost (launcher/rendezvous/store_failover.hpp; job_snapshot.hpp merges and seeds it).
 struct JobSnapshot {
   std::string runId;
   int64_t incarnation = -1;  // the incarnation this agent joined (-1: none)
@@ -157,7 +189,15 @@ struct JobSnapshot {
   std::vector<std::string> failureRecords;  // failure records this agent has seen, oldest first
 };
 
+// recordRecovery(): the restart was granted; the round goes on (restartsUsed: spent so far).
+struct RecoveryGranted {
+  int restartsUsed = 0;
+};
+
 using NextResult = std::variant<RendezvousResult, JobEnded>;
+// RoundEnded: the round had already ended (its cause), or the budget is spent (kJobFailed, which
+// ends the round for every node).
+using RecoveryResult = std::variant<RecoveryGranted, RoundEnded>;
 using WorkerStoreResult = std::variant<WorkerStoreEndpoint, RoundEnded>;
 using ExitBarrierResult = std::variant<AllSucceeded, RoundEnded>;
 // roundRecords(): the values found, in the order of the node ranks asked for (nullopt: that node
@@ -175,7 +215,8 @@ class Rendezvous {
   // Throws TimeoutError when the round did not form within joinTimeout (this node then withdraws:
   // it is a member of no later round), ConfigError when requested node ranks conflict (the job
   // then fails on every node), NetworkError when the store is unreachable, Error when the store
-  // belongs to another run (an agent of another run id hosts it).
+  // belongs to another run (an agent of another run id hosts it) or when another job (another
+  // jobFingerprint) runs under this run id — nothing of that job is touched then.
   // Calling next() while this node's round still runs ends that round for everybody (kPeerLost).
   // This node heartbeats from the moment next() returns a round until the next next(), leave() or
   // destruction, whether or not watch() is active.
@@ -186,10 +227,11 @@ class Rendezvous {
   // Blocks (up to joinTimeout) until node rank 0 published the current generation's worker store,
   // or the round ended. Throws TimeoutError, ProtocolError (malformed address).
   virtual WorkerStoreResult workerStore() = 0;
-  // The advertised addresses (NodeDescriptor::addr) of the current round's nodes, in node rank
-  // order: one O(N) read of the round's roster, made by node rank 0 only (its worker store serves
-  // these addresses, README "Security"). Empty when the round's keys are gone. Throws
-  // NetworkError, ProtocolError (malformed roster), Error before next() returned a round.
+  // The addresses the current round's nodes connect from: each node's advertised address
+  // (NodeDescriptor::addr), then its interfaceAddrs, in node rank order, each address once: one
+  // O(N) read of the round's roster, made by node rank 0 only (its worker store serves these
+  // addresses, docs/security.md). Empty when the round's keys are gone. Throws NetworkError,
+  // ProtocolError (malformed roster), Error before next() returned a round.
   virtual std::vector<std::string> memberAddresses() = 0;
 
   // Round records: small values the nodes of the current round exchange before their workers
@@ -227,6 +269,20 @@ class Rendezvous {
   // watch() event for this generation. Blocks up to closeTimeout when another node reported
   // first. Throws TimeoutError, NetworkError.
   virtual RendezvousEvent reportFailure(const std::string& failureRecordJson) = 0;
+  // This node's workers failed and its agent judged restarting hopeless (launcher/agent/
+  // verdict.hpp): as reportFailure(), except that when this report is the generation's first (the
+  // one that would spend a restart) the job ends instead, with `verdict` (one line) as its reason:
+  // kJobFailed with `verdict` set, on every node (and JobEnded::verdict for a node that rejoins).
+  // When the round had already ended or another node reported first, that decision stands.
+  // Blocks and throws as reportFailure().
+  virtual RendezvousEvent reportVerdict(const std::string& failureRecordJson,
+                                        const std::string& verdict) = 0;
+  // This node's workers failed and are replaced in place (docs/recovery.md): the round goes on.
+  // Spends one restart of the job budget and, when granted, publishes the record (kept job-wide,
+  // like reportFailure's); every recovery counts, concurrent ones on different nodes each spend one.
+  // Returns RecoveryGranted, or RoundEnded: the round had already ended (nothing spent), or this
+  // recovery found the budget spent (kJobFailed on every node). Throws NetworkError.
+  virtual RecoveryResult recordRecovery(const std::string& failureRecordJson) = 0;
   // Every failure record published in this job, from every node, oldest first.
   virtual std::vector<std::string> failureRecords() = 0;
 

@@ -30,6 +30,15 @@ class NetworkError : public Error {
   using Error::Error;
 };
 
+// The server is alive but cannot serve this client now: it ran out of file descriptors or is at
+// its connection limit, and said so before closing the connection (a ddprund or StoreServer
+// "busy" notice, wire_codec.hpp). The message carries the server's reason (which limit). Retry
+// later; the server's operator raises the limit.
+class OverloadedError : public NetworkError {
+ public:
+  using NetworkError::NetworkError;
+};
+
 // A deadline passed. The message names who waited, for what, and the budget. The object that threw
 // stays usable unless its header says otherwise.
 class TimeoutError : public Error {

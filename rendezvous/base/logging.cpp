@@ -8,17 +8,12 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include "rendezvous/base/error.hpp"
+#include "rendezvous/base/local_address.hpp"
 
 namespace ddp {
 namespace {
 
 std::mutex gMutex;
-
-std::string hostName() {
-  char buf[256] = {0};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "?";
-  return buf;
-}
 
 spdlog::level::level_enum parseLevel(const std::string& name) {
   const auto level = spdlog::level::from_str(name);

@@ -10,8 +10,11 @@
 
 #include "rendezvous/security/tls_context.hpp"
 #include "rendezvous/server/detail/admission.hpp"
+#include "rendezvous/server/detail/busy_notice.hpp"
 #include "rendezvous/server/detail/server_core.hpp"
 #include "rendezvous/server/detail/store_session.hpp"
+#include "rendezvous/server/listen_address.hpp"
+#include "rendezvous/base/endpoint.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
 
@@ -21,33 +24,6 @@ using asio::ip::tcp;
 
 namespace {
 
-std::string formatEndpoint(const tcp::endpoint& ep) {
-  const auto addr = ep.address();
-  if (addr.is_v6()) return "[" + addr.to_string() + "]:" + std::to_string(ep.port());
-  return addr.to_string() + ":" + std::to_string(ep.port());
-}
-
-std::string stripBrackets(const std::string& host) {
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    return host.substr(1, host.size() - 2);
-  }
-  return host;
-}
-
-tcp::endpoint resolveEndpoint(asio::io_context& io, const std::string& rawHost, uint16_t port) {
-  const std::string host = stripBrackets(rawHost);
-  boost::system::error_code ec;
-  const auto addr = asio::ip::make_address(host, ec);
-  if (!ec) return {addr, port};
-  tcp::resolver resolver(io);
-  const auto results = resolver.resolve(host, std::to_string(port), ec);
-  if (ec || results.empty()) {
-    throw NetworkError("cannot resolve the store server address '" + rawHost +
-                       "': " + (ec ? ec.message() : std::string("no addresses")));
-  }
-  return results.begin()->endpoint();
-}
-
 // "TLS, mutual; token required (plain from 10.0.0.0/8); clients from 127.0.0.0/8, ::1/128".
 std::string securitySummary(const StoreServerOptions& o) {
   std::string out = !o.tls.enabled() ? "plain TCP" : o.tls.caFile.empty() ? "TLS" : "TLS, mutual";
@@ -56,8 +32,19 @@ std::string securitySummary(const StoreServerOptions& o) {
     if (!o.allowUnauthenticated.empty()) out += " (not from " + o.allowUnauthenticated.describe() + ")";
   }
   out += "; clients from " + o.allow.describe();
-  if (o.sameUserLocalPeers) out += ", local ones of this user only";
+  using Others = StoreServerOptions::OtherLocalUsers;
+  const std::string trusted = o.trustedUids.empty() ? "" : " (and of the users allowed)";
+  if (o.otherLocalUsers == Others::kRefuse) out += ", local ones of this user only" + trusted;
+  if (o.otherLocalUsers == Others::kAuthenticate) {
+    out += o.token.empty() ? ", local ones of this user only" + trusted
+                           : ", other local users' with the token only";
+  }
   return out;
+}
+
+bool outOfDescriptors(const boost::system::error_code& ec) {
+  return ec == asio::error::no_descriptors ||
+         ec == boost::system::errc::too_many_files_open_in_system;
 }
 
 }  // namespace
@@ -68,7 +55,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
       : io_(io),
         acceptor_(io),
         retryTimer_(io),
-        core_(std::make_shared<detail::ServerCore>(std::move(options))) {
+        core_(std::make_shared<detail::ServerCore>(std::move(options), io.get_executor())) {
     if (core_->options.tls.enabled()) core_->tls = makeServerTlsContext(core_->options.tls);
     core_->openJournal(io_.get_executor());
     for (const auto& [key, value] : core_->options.initialKeys) {
@@ -104,6 +91,11 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
       out.takenAt = std::chrono::steady_clock::now();
       out.stats = self->core_->storeStats;
       out.connections = self->core_->sessions.size();
+      out.connectionLimit = self->core_->options.maxConnections;
+      if (const auto& waiting = self->core_->unauthenticated) {
+        out.unauthenticated = waiting->size();
+        out.unauthenticatedClosed = waiting->closed();
+      }
       self->core_->state.snapshot(budget, out);
       out.cost = std::chrono::steady_clock::now() - out.takenAt;
       done(std::move(out));
@@ -113,39 +105,25 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
  private:
   void listen() {
     const auto& opts = core_->options;
-    auto endpoint = resolveEndpoint(io_, opts.host, opts.port);
+    const auto endpoint = openListener(
+        acceptor_, resolveListenAddress(io_, opts.host, opts.port, "store server"), opts.name,
+        [&](const std::string& why) {
+          core_->log->warn("{}: IPv6 is unavailable ({}); listening on 0.0.0.0 instead", opts.name,
+                           why);
+        });
+    // Accepted in batches until would_block (acceptLoop).
     boost::system::error_code ec;
-    bindTo(endpoint, ec);
-    // A kernel without IPv6 cannot open "::"; the IPv4 wildcard is the closest equivalent.
-    if (ec == asio::error::address_family_not_supported && stripBrackets(opts.host) == "::") {
-      core_->log->warn("{}: IPv6 is unavailable ({}); listening on 0.0.0.0 instead", opts.name,
-                       ec.message());
-      endpoint = tcp::endpoint(asio::ip::address_v4::any(), opts.port);
-      bindTo(endpoint, ec);
-    }
+    acceptor_.non_blocking(true, ec);
     if (ec) {
-      throw NetworkError("cannot listen on " + formatEndpoint(endpoint) + " (" + opts.name +
+      throw NetworkError("cannot listen on " + formatSocketEndpoint(endpoint) + " (" + opts.name +
                          "): " + ec.message());
     }
     const auto local = acceptor_.local_endpoint();
     port_ = local.port();
-    address_ = formatEndpoint(local);
-    core_->log->info("{}: listening on {} ({})", opts.name, address_, securitySummary(opts));
-  }
-
-  void bindTo(const tcp::endpoint& endpoint, boost::system::error_code& ec) {
-    boost::system::error_code ignored;
-    acceptor_.close(ignored);
-    acceptor_.open(endpoint.protocol(), ec);
-    if (ec) return;
-    // SO_REUSEADDR only (restart while old connections sit in TIME_WAIT); never SO_REUSEPORT,
-    // so a co-located torchrun agent's own bind attempt fails and it falls back to a client.
-    acceptor_.set_option(tcp::acceptor::reuse_address(true), ignored);
-    if (endpoint.address().is_v6()) acceptor_.set_option(asio::ip::v6_only(false), ignored);
-    acceptor_.bind(endpoint, ec);
-    if (ec) return;
-    acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (!ec) acceptor_.non_blocking(true, ec);
+    address_ = formatSocketEndpoint(local);
+    core_->log->info("{}: listening on {} ({}); up to {} connections (RLIMIT_NOFILE {})",
+                     opts.name, address_, securitySummary(opts), opts.maxConnections,
+                     core_->fdLimit);
   }
 
   void accept() {
@@ -159,14 +137,9 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     if (core_->stopped) return;
     if (ec) {
       if (ec == asio::error::operation_aborted) return;
-      // Typically EMFILE: back off briefly instead of spinning on the failing accept.
+      if (outOfDescriptors(ec)) return refuseWithSpare();
       core_->warn("accept failed: " + ec.message());
-      retryTimer_.expires_after(std::chrono::milliseconds(100));
-      retryTimer_.async_wait([self = shared_from_this()](const boost::system::error_code& e) {
-        if (self->core_->stopped || e) return;
-        self->accept();
-      });
-      return;
+      return acceptLater();
     }
     admit(std::move(socket));
     // Drain the rest of the backlog without a trip through the event loop per connection: when
@@ -174,25 +147,71 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     for (int i = 0; i < kAcceptBatch; ++i) {
       boost::system::error_code more;
       tcp::socket next(io_);
-      acceptor_.accept(next, more);  // non-blocking (see bindTo): would_block ends the batch
+      acceptor_.accept(next, more);  // non-blocking (see listen): would_block ends the batch
+      if (outOfDescriptors(more)) return refuseWithSpare();
       if (more) break;
       admit(std::move(next));
     }
     accept();
   }
 
+  // Backs off before accepting again, instead of spinning on a failing accept.
+  void acceptLater() {
+    retryTimer_.expires_after(std::chrono::milliseconds(100));
+    retryTimer_.async_wait([self = shared_from_this()](const boost::system::error_code& e) {
+      if (self->core_->stopped || e) return;
+      self->spare_.restore();
+      self->accept();
+    });
+  }
+
+  // No descriptor for a pending connection: the spare takes its place for as long as it takes to
+  // tell that client why, then the loop goes on (each pending client told in turn). Without a
+  // spare the loop backs off.
+  void refuseWithSpare() {
+    detail::bump(core_->counters.outOfDescriptors);
+    ++core_->storeStats.outOfDescriptors;
+    const std::string why = "out of file descriptors (RLIMIT_NOFILE " +
+                            std::to_string(core_->fdLimit) + ", " +
+                            std::to_string(core_->sessions.size()) + " connections open)";
+    boost::system::error_code ec = asio::error::no_descriptors;
+    tcp::socket socket(io_);
+    if (spare_.release()) acceptor_.accept(socket, ec);
+    const bool told = !ec;
+    std::string peer = "a client";
+    if (told) {
+      boost::system::error_code ignored;
+      peer = formatSocketEndpoint(socket.remote_endpoint(ignored));
+      detail::sendBusyAndClose(socket, core_->options.name + ": " + why);
+    }
+    spare_.restore();
+    core_->refusals.refused(*core_->log, core_->options.name, peer, detail::RefusalKind::kOverload,
+                            why + (told ? "; told it so" : "") +
+                                " (raise the limit: ulimit -n, systemd LimitNOFILE=)");
+    if (told && spare_.held()) return accept();  // the next pending client is told in turn
+    acceptLater();
+  }
+
   void admit(tcp::socket socket) {
     const auto& opts = core_->options;
-    boost::system::error_code ignored;
     // Connections still in their TLS handshake count: they hold a socket and memory too.
     if (core_->sessions.size() + core_->handshaking.size() >= opts.maxConnections) {
       detail::bump(core_->counters.refused);
       ++core_->storeStats.connectionsRefused;
-      core_->warn("refusing a connection: " + std::to_string(opts.maxConnections) +
-                  " connections are open (--max-connections)");
-      socket.close(ignored);
+      const std::string why =
+          "at its connection limit (" + std::to_string(opts.maxConnections) +
+          " connections open; --max-connections" +
+          (core_->connectionLimitAuto ? " auto, from RLIMIT_NOFILE " + std::to_string(core_->fdLimit)
+                                      : "") +
+          ")";
+      boost::system::error_code ignored;
+      const std::string peer = formatSocketEndpoint(socket.remote_endpoint(ignored));
+      detail::sendBusyAndClose(socket, opts.name + ": " + why);
+      core_->refusals.refused(*core_->log, opts.name, peer, detail::RefusalKind::kOverload,
+                              why + "; told it so");
       return;
     }
+    boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     ++core_->storeStats.connectionsAccepted;  // before admission: refused ones were accepted too
     detail::admit(std::move(socket), core_);
@@ -204,6 +223,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     retryTimer_.cancel();
+    if (core_->unauthenticated) core_->unauthenticated->stop();
     detail::cancelAdmissions(*core_);
     const std::vector<detail::StoreSession*> open(core_->sessions.begin(), core_->sessions.end());
     for (auto* session : open) session->close("");
@@ -216,6 +236,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
   asio::io_context& io_;
   tcp::acceptor acceptor_;
   asio::steady_timer retryTimer_;
+  detail::SpareDescriptor spare_;  // for telling a client that no descriptor is left
   std::shared_ptr<detail::ServerCore> core_;
   uint16_t port_ = 0;
   std::string address_;

@@ -4,10 +4,16 @@
 // the group-rank-0 agent starts fresh for each restart generation as the *worker store*.
 //
 // Who it serves is decided per connection before anything is read (detail/admission.hpp): an
-// address allowlist, optionally "local processes of this user only", optionally TLS, optionally a
-// token that ddprun clients present in HELLO (detail/session_auth.hpp). The defaults serve
-// everyone, in plain TCP, as torch's TCPStore does; ddprund and the agent narrow them (README
-// "Security").
+// address allowlist, optionally a rule for other users' local processes, optionally TLS,
+// optionally a token that ddprun clients present in HELLO (detail/session_auth.hpp), with the
+// connections that have not presented it yet bounded (detail/unauthenticated.hpp). The defaults
+// serve everyone, in plain TCP, as torch's TCPStore does; ddprund and the agent narrow them
+// (docs/security.md).
+//
+// Capacity: at most maxConnections connections, by default what the descriptor limit leaves. A
+// connection past it, or one the process has no descriptor for, is told so with a busy notice
+// (wire_codec.hpp) and closed; the server keeps one descriptor spare to do that, logs it
+// (rate-limited) and counts it (ServerStats), and backs its accept loop off instead of spinning.
 //
 // Thread safety: all state is owned by the io_context the server runs on; call stop() from any
 // thread (it posts to the io_context). StoreServerThread wraps a server in its own io_context and
@@ -26,6 +32,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "rendezvous/security/address_allowlist.hpp"
+#include "rendezvous/security/peer_owner.hpp"
 #include "rendezvous/security/tls_options.hpp"
 #include "rendezvous/server/durability.hpp"
 #include "rendezvous/server/store_stats.hpp"
@@ -45,8 +52,11 @@ struct StoreServerOptions {
   // a quarter of RAM, at most half of RLIMIT_AS and of the cgroup's memory.max. A request that
   // would go past it is refused and its connection closed with a logged reason.
   std::size_t maxMemoryBytes = 0;
-  // Most simultaneous connections; further ones are accepted and closed at once with a log line.
-  std::size_t maxConnections = 65536;
+  // Most simultaneous connections; 0 = what the descriptor limit leaves: connectionRoom() of the
+  // soft RLIMIT_NOFILE at construction (fd_limit.hpp). Further ones get a busy notice
+  // (wire_codec.hpp: the client learns why) and are closed, with a rate-limited log line. So are
+  // connections the process has no descriptor for (it keeps a spare one to say so).
+  std::size_t maxConnections = 0;
   // Name used in log lines ("ddprund", "worker-store gen 3", ...).
   std::string name = "store";
   // How v1 (torch <= 2.1) connections are read; see wire_codec.hpp. kAuto tells 1.13 from 2.1 by
@@ -64,15 +74,41 @@ struct StoreServerOptions {
   // Peers whose address is outside this list are closed at once (a rate-limited warning says who
   // and why).
   AddressAllowlist allow = AddressAllowlist::any();
-  // When true, a peer that is a process of this machine must run as this process's user or root
-  // (other local users connect from 127.0.0.1 too). Agent-hosted stores set it.
-  bool sameUserLocalPeers = false;
+  // Processes of this machine running as another user than this process's, and not as root:
+  // on one machine every user's process connects from 127.0.0.1 too, so addresses cannot tell
+  // them apart (peer_owner.hpp asks the kernel who owns the other end).
+  //   kServe         judged by address only, as torch's TCPStore does;
+  //   kAuthenticate  served once they presented `token` in HELLO — allowUnauthenticated does not
+  //                  cover them, and without a token they are refused (ddprund's default);
+  //   kRefuse        closed at once (agent-hosted stores).
+  enum class OtherLocalUsers { kServe, kAuthenticate, kRefuse };
+  OtherLocalUsers otherLocalUsers = OtherLocalUsers::kServe;
+  // Users whose local processes count as this user's (ddprund --allow-users).
+  std::vector<uid_t> trustedUids;
+  // When the kernel cannot say who owns a local connection (a kernel or sandbox without
+  // sock_diag, a failed netlink call): false treats it as another user's process — security
+  // never fails open — and logs why (rate-limited); true judges it by address only. Unused with
+  // kServe.
+  bool trustUnknownLocalOwner = false;
+  // How owners are looked up; nullptr = the kernel (PeerOwnerLookup). Tests wrap it to fail.
+  std::shared_ptr<PeerOwnerLookup> peerOwners;
   // When non-empty, a connection must present this token in ddprun's HELLO before any request
   // but VALIDATE/PING/HELLO, unless its address is in allowUnauthenticated. Never logged.
   std::string token;
   // Addresses served without a token (and, on a TLS server, without TLS): torch clients, which
   // never say HELLO. Empty: none.
   AddressAllowlist allowUnauthenticated;
+  // With a token, connections that have not presented it yet are bounded, so that strangers
+  // cannot crowd out the job's own clients (detail/unauthenticated.hpp):
+  //   helloTimeout: closed when not authenticated within it (0: no deadline);
+  //   maxUnauthenticatedPerPeer: at most this many at once from one local user (uid) or one
+  //     remote address; more are refused at once;
+  //   maxUnauthenticated: at most this many at once in all (0: half of the connection limit);
+  //     past it the oldest is closed to make room (a real client authenticates within a round
+  //     trip, a flood's connections sit idle).
+  std::chrono::milliseconds helloTimeout{10000};
+  std::size_t maxUnauthenticatedPerPeer = 64;
+  std::size_t maxUnauthenticated = 0;
   // TLS (tls_options.hpp): on when tls.certFile is set; with tls.caFile clients need a
   // certificate signed by it.
   TlsServerOptions tls;
@@ -86,6 +122,10 @@ struct ServerStats {
   uint64_t connectionsAccepted = 0;
   uint64_t connectionsOpen = 0;      // gauge
   uint64_t connectionsRefused = 0;   // past maxConnections
+  uint64_t outOfDescriptors = 0;     // accepts that failed for want of a file descriptor
+  uint64_t unauthenticatedClosed = 0;  // no token in time, over a per-peer cap, or evicted
+  uint64_t unauthenticatedOpen = 0;  // gauge: connections that have not presented the token yet
+  std::size_t connectionLimit = 0;   // maxConnections in effect (its default resolved)
   uint64_t closedBadInput = 0;       // malformed input, ADD/BARRIER on a non-number or overflowing
   uint64_t closedMemory = 0;         // a request the memory budget could not hold
   uint64_t requests = 0;

@@ -1,6 +1,6 @@
 // StoreStats: what a StoreServer counts while it serves (connections, requests by op, bytes, the
 // time requests take), and StoreSnapshot, the copy of its state the status pages read
-// (rendezvous/server/http_*). Both are plain values: the counters are updated and the snapshot is
+// (rendezvous/http/). Both are plain values: the counters are updated and the snapshot is
 // taken on the server's io thread, and only the copy crosses to another thread
 // (StoreServer::snapshot), so serving pays no atomic or lock for them.
 //
@@ -34,6 +34,7 @@ inline constexpr std::array<double, 12> kRequestSecondsBounds = {
 struct StoreStats {
   uint64_t connectionsAccepted = 0;
   uint64_t connectionsRefused = 0;  // over --max-connections
+  uint64_t outOfDescriptors = 0;    // accepts that failed for want of a file descriptor
   uint64_t bytesReceived = 0;
   uint64_t bytesSent = 0;
   std::array<uint64_t, kOpCount> requests{};  // by wire::Op
@@ -55,6 +56,9 @@ struct StoreStats {
 struct StoreSnapshot {
   StoreStats stats;
   std::size_t connections = 0;  // open now
+  std::size_t connectionLimit = 0;  // the most it holds (--max-connections, or its default)
+  std::size_t unauthenticated = 0;        // open now and not yet authenticated (token servers)
+  uint64_t unauthenticatedClosed = 0;     // closed for it (no token in time, a cap reached)
   std::size_t keys = 0;         // keys and queues held
   // Every rendezvous key (rdzv/...) with its value, in name order, until the byte budget ran out.
   std::vector<std::pair<std::string, std::string>> entries;

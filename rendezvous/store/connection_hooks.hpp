@@ -4,6 +4,8 @@
 //   * interruptWait(): another thread ends a blocking wait() early, so the heartbeat thread can
 //     sleep *in* a wait on the round's end key (an end is seen within milliseconds) and still
 //     stop or switch rounds at once.
+//   * usable(): whether a wait that ended with TimeoutError was still answered (its CANCEL_WAIT
+//     was), so the heartbeat thread knows when the store last answered.
 //   * ON_CLOSE (ddprun's wire extension, wire_codec.hpp): "when this connection closes before I
 //     clear this, COMPARE_SET key expected desired", applied by the server. A process that dies
 //     closes its connections, so the job learns of a dead agent at once instead of after
@@ -34,6 +36,11 @@ class ConnectionHooks {
 
   // True when the server applies ON_CLOSE registrations of this connection.
   virtual bool onCloseSupported() const { return false; }
+
+  // False once this connection failed for good (a sticky error: its next call throws it), e.g.
+  // after a wait whose CANCEL_WAIT the server never answered; a wait that merely timed out leaves
+  // it usable. Non-blocking; call it from the thread that uses the connection.
+  virtual bool usable() const { return true; }
 
   // Registers (or replaces, for the same key) "on close: COMPARE_SET key expected desired".
   // Blocks up to the store's timeout(). Throws ProtocolError when unsupported or refused (too

@@ -110,11 +110,15 @@ std::optional<std::string> appliedBefore(const json& reply, std::size_t index,
 EtcdStore::EtcdStore(EtcdStoreOptions options)
     : options_(std::move(options)), timeoutMs_(options_.timeout.count()), marker_(randomMarker()) {
   std::vector<detail::EtcdEndpoint> endpoints;
-  for (const std::string& text : options_.endpoints) {
-    endpoints.push_back(detail::parseEtcdEndpoint(text, options_.tls.enabled()));
+  for (const Endpoint& e : options_.endpoints) {
+    if (e.host.empty() || e.port <= 0 || e.port > 65535) {
+      throw ConfigError("etcd endpoint '" + formatEndpoint(e) +
+                        "' needs host:port with a port 1-65535");
+    }
+    endpoints.push_back({e.host, std::to_string(e.port), options_.https});
   }
-  const bool https = std::any_of(endpoints.begin(), endpoints.end(), [](auto& e) { return e.tls; });
-  auto tls = https && options_.tls.enabled() ? makeClientTlsContext(options_.tls) : nullptr;
+  auto tls =
+      options_.https && options_.tls.enabled() ? makeClientTlsContext(options_.tls) : nullptr;
   if (options_.pollMin.count() <= 0 || options_.pollMax < options_.pollMin) {
     throw ConfigError("etcd store: need 0 < pollMin <= pollMax");
   }

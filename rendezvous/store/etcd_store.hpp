@@ -24,9 +24,9 @@
 // it back: a retry that finds its own sequence there returns the recorded result instead of
 // applying again.
 //
-// TLS: https:// endpoints (and endpoints without a scheme when tls.caFile is set) speak TLS, the
-// server's certificate checked against tls.caFile and the endpoint's host name; tls.certFile /
-// keyFile is the client certificate for an etcd started with --client-cert-auth.
+// TLS: with `https` set every endpoint speaks TLS, the server's certificate checked against
+// tls.caFile and the endpoint's host name; tls.certFile / keyFile is the client certificate for an
+// etcd started with --client-cert-auth.
 //
 // Errors: ConfigError (bad options, unusable TLS files), NetworkError (no endpoint answered within
 // retryTimeout; lists every attempt with its endpoint), TimeoutError (get/wait: keys still
@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "rendezvous/base/backoff.hpp"
+#include "rendezvous/base/endpoint.hpp"
 #include "rendezvous/security/tls_options.hpp"
 #include "rendezvous/store/store.hpp"
 
@@ -57,10 +58,13 @@ class EtcdClient;
 }
 
 struct EtcdStoreOptions {
-  // "host:port", "http://host:port" or "https://host:port"; several for failover (tried in order,
-  // then round robin). ddprun's command line parses --rdzv-endpoint/--rdzv-conf once
-  // (launcher/rdzv_endpoint.hpp) and fills these options.
-  std::vector<std::string> endpoints{"127.0.0.1:2379"};
+  // etcd's client endpoints, ports 1-65535 (a ConfigError otherwise); several for failover (tried
+  // in order, then round robin). ddprun's command line parses --rdzv-endpoint/--rdzv-conf once
+  // (rendezvous/base/endpoint.hpp) and fills these options.
+  std::vector<Endpoint> endpoints{{"127.0.0.1", kDefaultEtcdPort}};
+  // Speak https (TLS, `tls` below) to every endpoint, else plain http. ddprun sets it exactly when
+  // --rdzv-conf tls_ca is given.
+  bool https = false;
   // Every key is stored as prefix + key; numKeys() counts the keys under it.
   std::string prefix = "/ddp/";
   // Budget of get/multiGet/wait(keys) without an explicit timeout.
@@ -74,7 +78,7 @@ struct EtcdStoreOptions {
   // Delays of get/wait between retries when the watch fails: pollMin doubling up to pollMax.
   std::chrono::milliseconds pollMin{std::chrono::milliseconds(5)};
   std::chrono::milliseconds pollMax{std::chrono::milliseconds(100)};
-  // TLS to etcd (https); see above. An https:// endpoint without tls.caFile is a ConfigError.
+  // TLS to etcd when `https`; see above. `https` without tls.caFile is a ConfigError.
   TlsClientOptions tls;
 };
 

@@ -2,7 +2,7 @@
 // and metrics"). Workers know only their worker store (MASTER_ADDR:MASTER_PORT), which node rank
 // 0's agent hosts in-process, fresh for each generation; so rank 0 of the training writes its
 // points there and that agent relays them into the rendezvous store, where ddprund and the
-// agents' own pages read them (launcher/status_publisher.hpp keeps the job's ring of 256).
+// agents' own pages read them (launcher/status/status_publisher.hpp keeps the job's ring of 256).
 //
 // In the worker store (worker_store_keys.hpp):
 //   /ddp/metrics/n          ADD counter: the newest point's number n (1, 2, ...)

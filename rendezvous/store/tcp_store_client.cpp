@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "rendezvous/store/detail/resumable_connection.hpp"
+#include "rendezvous/base/duration_text.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 
@@ -131,8 +132,8 @@ void TcpStoreClient::Impl::waitKeysUntil(const std::vector<std::string>& keys,
     return;
   }
   const std::string message =
-      (takeInterrupt() ? "interrupted (before its " + detail::formatBudget(budget) + " budget) "
-                       : "timed out after " + detail::formatBudget(budget) + " ") +
+      (takeInterrupt() ? "interrupted (before its " + durationText(budget) + " budget) "
+                       : "timed out after " + durationText(budget) + " ") +
       "waiting for keys " + detail::formatKeys(keys) + " on " + conn_.endpoint();
   if (isV1a()) {
     conn_.markFailed(std::make_exception_ptr(NetworkError(
@@ -362,6 +363,11 @@ void TcpStoreClient::interruptWait() {
 }
 
 bool TcpStoreClient::onCloseSupported() const { return impl_->onClose_.load(); }
+
+bool TcpStoreClient::usable() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex_);
+  return !impl_->conn_.failed();
+}
 
 uint64_t TcpStoreClient::reconnects() const {
   std::lock_guard<std::mutex> lock(impl_->mutex_);

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "rendezvous/base/backoff.hpp"
+#include "rendezvous/base/endpoint.hpp"
 #include "rendezvous/security/tls_options.hpp"
 #include "rendezvous/store/connection_hooks.hpp"
 #include "rendezvous/store/store.hpp"
@@ -75,8 +76,8 @@ struct ConnectProgress {
 struct TcpStoreClientOptions {
   // Server host name or address (IPv4, IPv6 or a name that resolves).
   std::string host = "127.0.0.1";
-  // Server port.
-  uint16_t port = 29400;
+  // Server port (torch's TCPStore default, kDefaultC10dPort).
+  uint16_t port = kDefaultC10dPort;
   // Budget for connecting (with exponential backoff and jitter between attempts).
   std::chrono::milliseconds connectTimeout{std::chrono::seconds(30)};
   // Budget for blocking ops without an explicit timeout (get, multiGet, wait(keys)).
@@ -161,6 +162,7 @@ class TcpStoreClient final : public Store, public ConnectionHooks {
   // while another thread waits in this client.
   void interruptWait() override;
   bool onCloseSupported() const override;
+  bool usable() const override;
   // Connections replaced after a loss so far (see reconnectBudget).
   uint64_t reconnects() const;
   void armOnClose(const std::string& key, const std::string& expected,

@@ -10,6 +10,20 @@
 //                                  failure_sequence.hpp). Every agent and worker of the generation
 //                                  reaches this store at MASTER_ADDR:MASTER_PORT, so one counter
 //                                  orders the generation's failures job-wide, without clocks.
+//   /ddp/attempt_<g>/quorum        the newest quorum of generation g (an ADD counter; 0 when absent:
+//                                  the membership the round formed with): an agent that replaces
+//                                  a worker in place takes the next number (docs/recovery.md)
+//   /ddp/attempt_<g>/quorum/<q>    why quorum q exists: JSON {"reason": ..., "replaced": [global
+//                                  ranks], "node": node rank of the agent that made it}, written by
+//                                  that agent right after its ADD drew q; every agent waits for the
+//                                  key after its newest and tells its own workers through its
+//                                  quorum board (rendezvous/quorum/quorum_board.hpp)
+//   /ddp/attempt_<g>/in_place      workers of generation g that recover in place (an ADD counter):
+//                                  each worker linking worker_runtime adds 1 once it built its
+//                                  first communicator of g; == WORLD_SIZE means every worker does
+//   /ddp/attempt_<g>/state_lost    set by workers that found no rank of their quorum holding the
+//                                  training state (every process was new): the agents then stop
+//                                  replacing workers and restart every one (from a checkpoint)
 //   /ddp/metrics/n                 the newest metric point's number (an ADD counter, from 1)
 //   /ddp/metrics/<n % 64>          metric point n: a ring of the newest 64 (metric_points.hpp),
 //                                  written by rank 0 of a trainer or a torch script, relayed by
@@ -28,6 +42,22 @@ namespace ddp {
 
 inline std::string failureSequenceKey(int64_t generation) {
   return "/ddp/attempt_" + std::to_string(generation) + "/failure_seq";
+}
+
+inline std::string quorumCountKey(int64_t generation) {
+  return "/ddp/attempt_" + std::to_string(generation) + "/quorum";
+}
+
+inline std::string quorumKey(int64_t generation, int64_t quorum) {
+  return quorumCountKey(generation) + "/" + std::to_string(quorum);
+}
+
+inline std::string inPlaceCountKey(int64_t generation) {
+  return "/ddp/attempt_" + std::to_string(generation) + "/in_place";
+}
+
+inline std::string stateLostKey(int64_t generation) {
+  return "/ddp/attempt_" + std::to_string(generation) + "/state_lost";
 }
 
 inline constexpr int64_t kMetricPointSlots = 64;

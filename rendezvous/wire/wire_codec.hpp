@@ -74,6 +74,14 @@
 //   Example, REQUEST_ID client 0x0102 sequence 7, then v2 ADD "k" 1:
 //     f3 | 02 01 00 00 00 00 00 00 | 07 00 .. 00 | 04 | 01 00 .. 00 6b | 01 00 .. 00
 //
+// Busy notice (server -> client; ddprund and StoreServer, not torch): a server that cannot serve a
+// new connection — out of file descriptors, or at --max-connections — writes, instead of serving
+// it, the 8 bytes "DDPRBUSY", one space, its reason (at most kBusyReasonMax printable bytes) and
+// "\n", then closes. A client looks for it where it expects the connection's first reply: no PING
+// echo can read "DDPR" (0x52504444 is far past any pid), and no first reply of a v1 connection
+// starts so (as a length or count it would be about 6e18).
+//   Example: "DDPRBUSY ddprund: out of file descriptors (RLIMIT_NOFILE 64)\n"
+//
 // Dialect detection (RequestDecoder, server side, per connection, §4):
 //   * First byte 00 followed by CE F7 85 3C -> v2 (those 5 bytes are VALIDATE). A v1 SET would
 //     need a key length whose low bytes are 0x3C85F7CE (~1 GiB), far past any key limit.
@@ -332,6 +340,29 @@ using ReplyResult = std::variant<Reply, NeedMore, Malformed>;
 // Malformed. `maxValueBytes` bounds each value. Never throws (except std::bad_alloc).
 ReplyResult decodeReply(std::string_view bytes, Op op, std::size_t keyCount = 0,
                         std::size_t maxValueBytes = WireLimits{}.maxValueBytes);
+
+// ---- Busy notice (see the layout above) -------------------------------------------------------
+
+inline constexpr std::string_view kBusyMagic = "DDPRBUSY";
+inline constexpr std::size_t kBusyReasonMax = 200;
+
+// Appends a busy notice with `reason` (cut to kBusyReasonMax; other than printable ASCII becomes
+// '?').
+void encodeBusyNotice(std::string& out, std::string_view reason);
+
+// What the front of a connection's first reply bytes say about a busy notice.
+struct BusyNotice {
+  enum class Kind {
+    kNone,     // not a notice: decode the reply as usual
+    kPartial,  // the bytes so far are the start of a notice (or of kBusyMagic): read more
+    kNotice,   // a whole notice; `reason` holds its text
+  };
+  Kind kind = Kind::kNone;
+  std::string reason;
+};
+// Never throws (except std::bad_alloc). A notice longer than the limit counts as whole at the
+// limit.
+BusyNotice decodeBusyNotice(std::string_view bytes);
 
 }  // namespace wire
 }  // namespace ddp

@@ -1,5 +1,6 @@
-// ddprun's extension of the v2 dialect: HELLO, ON_CLOSE, ON_CLOSE_CLEAR, REQUEST_ID. The byte layout is
-// documented in wire_codec.hpp; this file holds its parsing and encoding.
+// ddprun's extension of the v2 dialect: HELLO, ON_CLOSE, ON_CLOSE_CLEAR, REQUEST_ID, and the busy
+// notice. The byte layout is documented in wire_codec.hpp; this file holds its parsing and encoding.
+#include <algorithm>
 #include <array>
 
 #include "rendezvous/wire/detail/wire_cursor.hpp"
@@ -133,6 +134,30 @@ void encodeHelloReply(std::string& out, uint8_t status, uint64_t capabilities,
   putU32(out, kExtensionVersion);
   putU64(out, capabilities);
   detail::putFields(out, fields);
+}
+
+void encodeBusyNotice(std::string& out, std::string_view reason) {
+  out.append(kBusyMagic);
+  out.push_back(' ');
+  for (std::size_t i = 0; i < reason.size() && i < kBusyReasonMax; ++i) {
+    const auto c = static_cast<unsigned char>(reason[i]);
+    out.push_back(c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?');
+  }
+  out.push_back('\n');
+}
+
+BusyNotice decodeBusyNotice(std::string_view bytes) {
+  BusyNotice out;
+  const std::size_t head = std::min(bytes.size(), kBusyMagic.size());
+  if (bytes.substr(0, head) != kBusyMagic.substr(0, head)) return out;
+  out.kind = BusyNotice::Kind::kPartial;
+  if (bytes.size() <= kBusyMagic.size()) return out;
+  const std::string_view rest = bytes.substr(kBusyMagic.size() + 1);
+  const std::size_t end = rest.find('\n');
+  if (end == std::string_view::npos && rest.size() < kBusyReasonMax) return out;
+  out.kind = BusyNotice::Kind::kNotice;
+  out.reason = std::string(rest.substr(0, std::min({end, rest.size(), kBusyReasonMax})));
+  return out;
 }
 
 }  // namespace ddp::wire

@@ -32,12 +32,18 @@ class HeartbeatLink {
   // process is alive), and the next use() opens a new one. Blocks up to 200 ms.
   void drop();
 
+  // The link opens connections of its own (their calls have budgets).
+  bool ownsConnection() const { return static_cast<bool>(connect_); }
   // An own connection is open now and its waits can be interrupted.
   bool canWait() const { return hooks_ != nullptr; }
   // The open own connection supports ON_CLOSE (ddprund or an embedded StoreServer).
   bool onCloseSupported() const { return hooks_ != nullptr && hooks_->onCloseSupported(); }
   // The hooks of the open own connection; only valid while canWait().
   ConnectionHooks& hooks() { return *hooks_; }
+  // After a call ended with TimeoutError: whether the connection is still in step (a wait that
+  // timed out and whose CANCEL_WAIT was answered), i.e. the store did answer. The agent's shared
+  // store: always true (no wait runs on it).
+  bool usable() const { return hooks_ == nullptr || hooks_->usable(); }
 
   // Ends a wait in progress on the own connection early (latched until a wait consumes it).
   void interrupt();

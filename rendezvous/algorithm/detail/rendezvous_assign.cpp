@@ -12,18 +12,41 @@ namespace ddp::detail {
 
 namespace {
 
+// The interface addresses as one field, "a,b,c" (addresses hold no ','), at most
+// kMaxInterfaceAddrs of them.
+std::string joinAddrs(const std::vector<std::string>& addrs) {
+  std::string out;
+  for (size_t i = 0; i < addrs.size() && i < kMaxInterfaceAddrs; ++i) {
+    out += (out.empty() ? "" : ",") + addrs[i];
+  }
+  return out;
+}
+
+std::vector<std::string> splitAddrs(std::string_view field) {
+  std::vector<std::string> out;
+  const std::string text = unescapeField(field);
+  for (size_t start = 0; start < text.size() && out.size() < kMaxInterfaceAddrs;) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 void appendRecord(std::string& out, const JoinRecord& r) {
   const auto& n = r.node;
   out += std::to_string(r.slot) + '\t' + std::to_string(r.prevRank) + '\t' +
          std::to_string(r.prevGeneration) + '\t' + std::to_string(n.pid) + '\t' +
          std::to_string(n.localWorldSize) + '\t' + std::to_string(n.requestedRank) + '\t' +
          std::to_string(n.order) + '\t' + escapeField(n.host) + '\t' + escapeField(n.addr) + '\t' +
-         escapeField(n.role);
+         escapeField(n.role) + '\t' + escapeField(joinAddrs(n.interfaceAddrs));
 }
 
 JoinRecord parseRecord(std::string_view line) {
   const char* what = "join record";
-  const auto f = splitFields(line, 10, what);
+  // 10 fields: a join record of a version without the interface addresses.
+  const bool withAddrs = std::count(line.begin(), line.end(), '\t') == 10;
+  const auto f = splitFields(line, withAddrs ? 11 : 10, what);
   JoinRecord r;
   r.slot = parseField<int64_t>(f[0], what);
   r.prevRank = parseField<int>(f[1], what);
@@ -35,6 +58,7 @@ JoinRecord parseRecord(std::string_view line) {
   r.node.host = unescapeField(f[7]);
   r.node.addr = unescapeField(f[8]);
   r.node.role = unescapeField(f[9]);
+  if (withAddrs) r.node.interfaceAddrs = splitAddrs(f[10]);
   return r;
 }
 

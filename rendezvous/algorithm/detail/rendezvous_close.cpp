@@ -51,7 +51,7 @@ void RoundCloser::dropRanks(const std::vector<int>& ranks) {
 }
 
 void RoundCloser::noteRecord(const std::string& value) {
-  if (value == kWithdrawn) return;
+  if (!isLiveRecord(value)) return;
   ++live_;
   const JoinRecord record = decodeJoinRecord(value);
   if (previous_ && record.prevGeneration == *previous_) dropRanks({record.prevRank});
@@ -108,6 +108,7 @@ CloseReadiness RoundCloser::readiness(const RendezvousKeys& keys, int64_t g, int
     r.awaited.push_back("node rank " + std::to_string(p.rank) + " (" + p.host + ")");
   }
   r.ready = live_ >= settings_.minNodes && pending_.empty();
+  r.hasPrevious = previous_.has_value();
   return r;
 }
 
@@ -161,7 +162,7 @@ void RoundCloser::publish(const RendezvousKeys& keys, const RoundMembership& m, 
   // In the order agents may need them (a multiSet longer than kKeysPerRequest is not atomic):
   // first what members read once they run, then the assignments they wait on, the result last.
   for (size_t rank = 0; rank < m.members.size(); ++rank) {
-    put(keys.heartbeat(g, static_cast<int>(rank)), "0");
+    put(keys.heartbeat(g, static_cast<int>(rank)), std::string(kNoHeartbeatYet));
   }
   if (!m.members.empty()) {
     put(keys.roster(g), encodeMembership(m));
@@ -201,7 +202,7 @@ std::vector<JoinRecord> RoundCloser::readJoinRecords(const RendezvousKeys& keys,
   std::vector<JoinRecord> records;
   if (names.empty()) return records;
   for (const auto& value : multiGetAll(store_, names)) {
-    if (value != kWithdrawn) records.push_back(decodeJoinRecord(value));
+    if (isLiveRecord(value)) records.push_back(decodeJoinRecord(value));
   }
   return records;
 }

@@ -10,10 +10,11 @@
 //
 // Closing: one compareSet election on r/<g>/closer, one add(kFrozen) that freezes the join counter
 // (every earlier join drew a slot below kFrozen, every later one knows it is late), reading the
-// join records (withdrawn ones skipped; one WAIT and one multiGet per kKeysPerRequest records),
-// then one multiSet (per kKeysPerRequest keys) of every heartbeat key, the roster, `formed`, every
-// slot's assignment and, last, the result (rendezvous_plan.hpp); then the rounds below f are
-// deleted (O(nodes) round trips, once, by the closer). The closing rule reads the previous round's
+// join records (withdrawn and dead ones skipped: kWithdrawn, kDied; one WAIT and one multiGet
+// per kKeysPerRequest records), then one multiSet (per kKeysPerRequest keys) of every heartbeat
+// key, the roster, `formed`, every slot's assignment and, last, the result
+// (rendezvous_plan.hpp); then the rounds below f are deleted (O(nodes) round trips, once, by the
+// closer). The closing rule reads the previous round's
 // roster once per round (incrementally after that): O(N) for the agent evaluating it, nobody else.
 //
 // Thread safety: one agent thread; not shared.
@@ -40,6 +41,7 @@ struct CloseReadiness {
   bool ready = false;
   int live = 0;                      // join records seen that were not withdrawn
   std::vector<std::string> awaited;  // previous members neither back nor gone, for the logs
+  bool hasPrevious = false;          // the round follows a formed one
 };
 
 class RoundCloser {

@@ -4,7 +4,9 @@
 #include <cstdint>
 
 #include "rendezvous/algorithm/detail/rendezvous_text.hpp"
+#include "rendezvous/base/duration_text.hpp"
 #include "rendezvous/base/logging.hpp"
+#include "rendezvous/store/connection_hooks.hpp"
 
 namespace ddp::detail {
 
@@ -28,9 +30,8 @@ std::chrono::milliseconds pollPeriod(const RendezvousSettings& s, std::chrono::m
   return std::max(base, std::chrono::milliseconds(s.maxNodes));
 }
 
-std::string seconds(Clock::duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
-}
+// closeOnceAccounted: how often the last-call leader looks while previous members rejoin.
+constexpr std::chrono::milliseconds kAccountedLook{20};
 
 std::string closerToken(const NodeDescriptor& node, const void* self) {
   return node.host + "/" + std::to_string(node.pid) + "/" +
@@ -73,12 +74,29 @@ int64_t RoundJoiner::currentRound(const RendezvousKeys& keys) {
   return parseCount(keys.round(), store_.compareSet(keys.round(), "", "0"));
 }
 
+void RoundJoiner::withdrawOnClose(const std::string& key, const std::string& record) {
+  auto* hooks = dynamic_cast<ConnectionHooks*>(&store_);
+  if (hooks == nullptr || !hooks->onCloseSupported()) return;
+  try {
+    // One registration at a time: the previous round's record no longer matters.
+    if (!armedRecord_.empty()) hooks->clearOnClose({armedRecord_});
+    armedRecord_.clear();
+    hooks->armOnClose(key, record, std::string(kDied));
+    armedRecord_ = key;
+  } catch (const ProtocolError& e) {  // refused: the join goes on without it
+    log_->debug("rendezvous '{}': no ON_CLOSE for the join record {}: {}", settings_.runId, key,
+                e.what());
+  }
+}
+
 RoundJoiner::Step RoundJoiner::tryJoin(const RendezvousKeys& keys, Attempt a) {
   lastReadiness_ = CloseReadiness{};
   const int64_t slot = store_.add(keys.count(a.g), 1);
   if (slot < kFrozen && slot <= settings_.maxNodes) {
     a.slot = slot;
     a.record = encodeJoinRecord(JoinRecord{slot, a.history.rank, a.history.generation, node_});
+    // ON_CLOSE first: once the record is visible, this agent's death withdraws it.
+    withdrawOnClose(keys.node(a.g, slot), a.record);
     store_.set(keys.node(a.g, slot), a.record);
     if (slot == settings_.maxNodes) closer_.tryClose(keys, a.g);
   }
@@ -117,8 +135,11 @@ RoundJoiner::Wait RoundJoiner::awaitMembership(const RendezvousKeys& keys, const
   const auto period = leader ? slice_ * 4 : pollEvery_;
   Clock::time_point minSeenAt = leader ? Clock::now() : kNever;
   Clock::time_point closingSeenAt = kNever;
+  // closeOnceAccounted: the leader's first look comes at once (the round may be ready already);
+  // considerClosing() keeps later ones short while a previous round's members rejoin.
+  const auto firstLook = leader && settings_.closeOnceAccounted ? kAccountedLook : period;
   Clock::time_point lookAgain = std::min(
-      Clock::now() + period, leader ? minSeenAt + settings_.lastCallTimeout : kNever);
+      Clock::now() + firstLook, leader ? minSeenAt + settings_.lastCallTimeout : kNever);
   while (true) {
     if (auto value = awaitKey(mine, std::min(a.deadline, lookAgain))) {
       return decodeAssignment(*value);
@@ -160,6 +181,15 @@ Clock::time_point RoundJoiner::considerClosing(const RendezvousKeys& keys, const
       minSeenAt + settings_.lastCallTimeout + heartbeatTimeout_ * backupRank(a.slot, joined);
   if (!leader && now < closeAt) return closeAt;
   lastReadiness_ = closer_.readiness(keys, a.g, count);
+  if (settings_.closeOnceAccounted && leader && lastReadiness_.hasPrevious) {
+    // Everybody of the previous round is back or gone: close now. Else look again soon (the
+    // leader's looks are O(1) each: readiness() reads only what changed).
+    if (lastReadiness_.ready) {
+      closer_.tryClose(keys, a.g);
+      return now + slice_;
+    }
+    return std::min(closeAt, now + std::min<std::chrono::milliseconds>(slice_, kAccountedLook));
+  }
   if (now < closeAt) return closeAt;
   if (lastReadiness_.ready) closer_.tryClose(keys, a.g);
   return now + slice_;
@@ -244,7 +274,7 @@ void RoundJoiner::logProgress(const Attempt& a, int64_t count, Clock::time_point
   } else if (joined < settings_.minNodes) {
     what = "min_nodes=" + std::to_string(settings_.minNodes) + " nodes to join";
   } else if (a.slot == settings_.minNodes && now < lastCallEnds) {
-    what = "the last call (" + seconds(lastCallEnds - now) + " left)";
+    what = "the last call (" + durationText(std::chrono::duration_cast<std::chrono::milliseconds>(lastCallEnds - now)) + " left)";
   } else if (!lastReadiness_.awaited.empty()) {
     std::string who;
     for (const auto& w : lastReadiness_.awaited) who += (who.empty() ? "" : ", ") + w;
@@ -254,7 +284,7 @@ void RoundJoiner::logProgress(const Attempt& a, int64_t count, Clock::time_point
   }
   log_->info("rendezvous '{}' round {}: waiting for {}; {} node(s) joined (min {}, max {}); {} "
              "left of join_timeout", settings_.runId, a.g, what, joined, settings_.minNodes,
-             settings_.maxNodes, seconds(a.deadline - now));
+             settings_.maxNodes, durationText(std::chrono::duration_cast<std::chrono::milliseconds>(a.deadline - now)));
 }
 
 void RoundJoiner::throwJoinTimeout(const RendezvousKeys& keys, int64_t g, bool withdrew) {

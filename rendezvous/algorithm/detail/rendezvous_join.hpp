@@ -18,6 +18,14 @@
 // fewer than maxNodes members it ends the round with kScaleUp (running agents re-rendezvous, free
 // of charge) and joins the next one; otherwise it waits as a spare until the round ends.
 //
+// An agent that dies while joining withdraws too: right before writing its record it arms ddprun's
+// ON_CLOSE on its store connection (ddprund, a store an agent hosts): "if this connection closes,
+// compareSet the record to kDied", so once its record is visible the closer, which reads the
+// records only after freezing the counter, does not count it dead. The registration stays for
+// the round (a member that dies before its heartbeat thread armed its own ON_CLOSE leaves kDied
+// for its watchers, see rendezvous_monitor.hpp) and is replaced at the next join. Without
+// ON_CLOSE (etcd, torch's server) a dead joiner is found only by its silent heartbeat.
+//
 // An agent whose join times out withdraws: it compareSets its record to kWithdrawn, then reads the
 // join counter. Not frozen: the closer (who reads records only after freezing) will not count it.
 // Frozen: the closer may have read the record first, so it waits for the result and, when listed,
@@ -104,6 +112,9 @@ class RoundJoiner {
   int64_t backupRank(int64_t slot, int64_t joined) const;
   static constexpr int64_t kBackups = 3;
   Wait withdraw(const RendezvousKeys& keys, const Attempt& a);
+  // Arms ON_CLOSE on this agent's store connection (when it has it): "if this connection closes,
+  // compareSet `key` from `record` to kDied", replacing the previous round's registration.
+  void withdrawOnClose(const std::string& key, const std::string& record);
   void markGone(const RendezvousKeys& keys, const MemberHistory& history);
   // A round closed without this agent (`n` members): scale it up, or wait as a spare.
   Step handleLate(const RendezvousKeys& keys, int64_t g, int n, Clock::time_point deadline);
@@ -120,6 +131,7 @@ class RoundJoiner {
   RoundCloser closer_;
   CloseReadiness lastReadiness_;
   Clock::time_point nextProgress_;
+  std::string armedRecord_;  // the join record key ON_CLOSE guards ("" = none)
   std::shared_ptr<spdlog::logger> log_;
 };
 

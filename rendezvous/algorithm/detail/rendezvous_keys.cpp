@@ -20,6 +20,8 @@ constexpr KindName kKindNames[] = {
     {RendezvousEventKind::kJobFailed, "jobfailed"},
     {RendezvousEventKind::kStoreLost, "storelost"},
 };
+// r/<g>/end's kind of a round an agent's verdict ended (kJobFailed, RoundEnd::verdict).
+constexpr const char* kVerdictName = "verdict";
 
 // What peek() passes as `expected`: compareSet then returns it for a missing key without writing,
 // and the current value otherwise (no stored value equals it).
@@ -94,6 +96,7 @@ std::string encodeRoundEnd(const RoundEnd& end) {
   for (const auto& entry : kKindNames) {
     if (entry.kind == end.kind) name = entry.name;
   }
+  if (end.kind == RendezvousEventKind::kJobFailed && end.verdict) name = kVerdictName;
   if (end.lostRank >= 0) name += "/" + std::to_string(end.lostRank);
   return name + "|" + end.detail;
 }
@@ -109,6 +112,10 @@ RoundEnd decodeRoundEnd(const std::string& value) {
   }
   for (const auto& entry : kKindNames) {
     if (name == entry.name) end.kind = entry.kind;
+  }
+  if (name == kVerdictName) {
+    end.kind = RendezvousEventKind::kJobFailed;
+    end.verdict = true;
   }
   return end;
 }
@@ -140,7 +147,8 @@ RoundEnd explainRoundEnd(Store& store, const RendezvousKeys& keys, int64_t g) {
       const JobEnd job = decodeJobEnd(*ended);
       // The lost rank stays: a node declared lost in that round learns it was dropped.
       if (!job.succeeded) {
-        end = {RendezvousEventKind::kJobFailed, job.reason, end.lostRank, end.removed};
+        end = {RendezvousEventKind::kJobFailed, job.reason, end.lostRank, end.removed,
+               job.verdict};
       }
     }
   }
@@ -148,7 +156,8 @@ RoundEnd explainRoundEnd(Store& store, const RendezvousKeys& keys, int64_t g) {
 }
 
 std::string encodeJobEnd(const JobEnd& end) {
-  return std::string(end.succeeded ? "ok" : "failed") + "|" + std::to_string(end.unixMs) + "|" +
+  const char* status = end.succeeded ? "ok" : end.verdict ? "verdict" : "failed";
+  return std::string(status) + "|" + std::to_string(end.unixMs) + "|" +
          std::to_string(end.generation) + "|" + end.reason;
 }
 
@@ -163,8 +172,9 @@ JobEnd decodeJobEnd(const std::string& value) {
   const auto ms = parseNumber<int64_t>(text.substr(a + 1, b - a - 1));
   const auto gen = parseNumber<int64_t>(text.substr(b + 1, c - b - 1));
   const auto status = text.substr(0, a);
-  if (!ms || !gen || (status != "ok" && status != "failed")) return end;
+  if (!ms || !gen || (status != "ok" && status != "failed" && status != "verdict")) return end;
   end.succeeded = status == "ok";
+  end.verdict = status == "verdict";
   end.unixMs = *ms;
   end.generation = *gen;
   end.reason = value.substr(c + 1);

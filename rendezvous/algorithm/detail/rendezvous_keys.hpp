@@ -7,9 +7,13 @@
 //
 // Every other key lives under `rdzv/<runId>/<N>/` (incarnation N):
 //
+//   job                   the fingerprint of the job that holds incarnation N (compareSet by its
+//                         first agent; RendezvousSettings::jobFingerprint): agents of another job
+//                         are refused before they touch anything else
 //   ended                 tombstone, set once when the job ended: "<ok|failed>|<unix ms>|
 //                         <generation>|<reason>" (exit barrier done / budget spent, conflicting
-//                         ranks). Kept after the job's other keys are deleted.
+//                         ranks), "verdict|..." when an agent's verdict ended it (reportVerdict).
+//                         Kept after the job's other keys are deleted.
 //   failures              every failure record, appended as "<byte length>\n<record>". Kept with
 //                         the tombstone when the job failed (dropped nodes print the summary).
 //   round                 hint: the newest round number; moved past g only after r/<g>/end is set,
@@ -23,7 +27,9 @@
 //   r/<g>/count           join counter of round g (add); once closed it holds kFrozen + joins
 //   r/<g>/closer          slot of the agent that closed round g (compareSet election)
 //   r/<g>/node/<slot>     the join record of the agent that drew `slot` (1-based), or kWithdrawn
-//                         once that agent gave up (compareSet: atomic with respect to the closer)
+//                         once that agent gave up (compareSet: atomic with respect to the closer),
+//                         or kDied once its store connection closed (the ON_CLOSE it armed when
+//                         it joined, against ddprund or a store an agent hosts)
 //   r/<g>/as/<slot>       the assignment of the agent that drew `slot`: the round header and its
 //                         place (rendezvous_plan.hpp); the only round value a member reads
 //   r/<g>/result          the round header alone (closed: node count, world size, or an error);
@@ -31,7 +37,8 @@
 //   r/<g>/roster          every member's join record in node-rank order: read only by the agent
 //                         closing the next round (its closing rule), never by every agent
 //   r/<g>/hb/<rank>       heartbeat counter of node rank `rank` (add, one per keep-alive tick)
-//   r/<g>/end             why round g ended: "<kind>[/<lost rank>]|<detail>" (first reason wins)
+//   r/<g>/end             why round g ended: "<kind>[/<lost rank>]|<detail>" (first reason wins;
+//                         kind "verdict": kJobFailed by an agent's verdict)
 //   r/<g>/gone            node ranks of round g known gone (left, withdrew): "<rank>\n" appended
 //   r/<g>/failcount       failure reports in round g (add); only the first spends a restart
 //   r/<g>/exit, r/<g>/done   exit barrier counter and the key its last arrival sets
@@ -85,6 +92,13 @@ namespace ddp::detail {
 inline constexpr int64_t kFrozen = 1'000'000'000;
 // The join record of an agent that withdrew (its join timed out).
 inline constexpr std::string_view kWithdrawn = "-";
+// The join record of an agent whose store connection closed before it was done with the record
+// (its process died): set by the server through the ON_CLOSE the agent armed when it joined.
+inline constexpr std::string_view kDied = "x";
+// A heartbeat counter as the closer creates it: its node has not beaten in the round yet.
+inline constexpr std::string_view kNoHeartbeatYet = "0";
+// A join record that still stands for a joining (or joined) agent.
+inline bool isLiveRecord(std::string_view value) { return value != kWithdrawn && value != kDied; }
 
 class RendezvousKeys {
  public:
@@ -93,6 +107,7 @@ class RendezvousKeys {
   static std::string owner() { return "rdzv/_owner"; }
   static std::string incarnationOf(const std::string& runId) { return "rdzv/" + runId + "/inc"; }
 
+  std::string job() const { return root_ + "job"; }
   std::string ended() const { return root_ + "ended"; }
   std::string failures() const { return root_ + "failures"; }
   std::string round() const { return root_ + "round"; }
@@ -158,6 +173,7 @@ struct RoundEnd {
   std::string detail;
   int lostRank = -1;  // kPeerLost: the node rank declared lost or gone, when one was
   bool removed = false;  // read back: the round's keys are gone (not stored)
+  bool verdict = false;  // kJobFailed by an agent's verdict (stored as the kind "verdict")
 };
 
 std::string encodeRoundEnd(const RoundEnd& end);
@@ -182,6 +198,7 @@ struct JobEnd {
   int64_t unixMs = 0;
   int64_t generation = -1;
   std::string reason;
+  bool verdict = false;  // failed by an agent's verdict (stored as the status "verdict")
 };
 std::string encodeJobEnd(const JobEnd& end);
 // A value this version did not write decodes as a failure whose reason is the value.

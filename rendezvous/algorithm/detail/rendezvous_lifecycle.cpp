@@ -33,6 +33,19 @@ int64_t startNextIncarnation(Store& store, const std::string& runId, int64_t end
   return parseCount(key, store.compareSet(key, std::to_string(ended), std::to_string(ended + 1)));
 }
 
+IncarnationClaim claimIncarnation(Store& store, const RendezvousKeys& keys,
+                                  const std::string& fingerprint, const std::string& self) {
+  if (fingerprint.empty()) return IncarnationClaim::kJoined;
+  const std::string held = store.compareSet(keys.job(), "", fingerprint);
+  if (held == fingerprint) return IncarnationClaim::kJoined;
+  // The job holding it may have ended since the caller looked: its id is free again.
+  if (store.check({keys.ended()})) return IncarnationClaim::kEnded;
+  throw Error("rendezvous '" + keys.runId() + "': another job is running under this run id on "
+              "this rendezvous store (it runs: " + held + "; this one: " + fingerprint +
+              "); give each job its own --rdzv-id (or PET_RDZV_ID), or start this one after "
+              "the other ended (" + self + ")");
+}
+
 void checkStoreOwner(Store& store, const std::string& runId, const std::string& self) {
   const auto owner = peek(store, RendezvousKeys::owner());
   if (!owner || *owner == runId) return;
@@ -76,7 +89,7 @@ void deleteEndedJob(Store& store, const RendezvousKeys& keys, const JobEnd& end,
   const int64_t low = lowValue ? parseCount(keys.low(), *lowValue) : 0;
   const int64_t last = hintValue ? parseCount(keys.round(), *hintValue) : low;
   for (int64_t g = low; g <= last; ++g) deleteRound(store, keys, g, maxNodes);
-  for (const auto& key : {keys.restarts(), keys.formed(), keys.low(), keys.metrics()}) {
+  for (const auto& key : {keys.restarts(), keys.formed(), keys.low(), keys.metrics(), keys.job()}) {
     store.deleteKey(key);
   }
   if (end.succeeded) store.deleteKey(keys.failures());

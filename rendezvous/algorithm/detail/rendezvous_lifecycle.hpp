@@ -30,6 +30,19 @@ IncarnationState readIncarnation(Store& store, const std::string& runId);
 // did; returns the incarnation now current. One round trip.
 int64_t startNextIncarnation(Store& store, const std::string& runId, int64_t ended);
 
+// Whether an agent may join incarnation `keys`.
+enum class IncarnationClaim {
+  kJoined,  // the incarnation holds this agent's job (or no job yet: now it does)
+  kEnded    // it ended meanwhile: read the run's incarnation again
+};
+
+// Claims incarnation `keys` for the job `fingerprint` — the first agent's fingerprint is kept —
+// or checks the claim. Throws Error naming both jobs (and `self`) when another job holds it: two
+// jobs met under one run id on one store; nothing of the running job is touched. An empty
+// fingerprint claims nothing and is never refused. One round trip (two on a mismatch).
+IncarnationClaim claimIncarnation(Store& store, const RendezvousKeys& keys,
+                                  const std::string& fingerprint, const std::string& self);
+
 // Throws Error when the store is hosted by an agent of another run (rdzv/_owner names another
 // run id): two jobs meet on one port. One round trip.
 void checkStoreOwner(Store& store, const std::string& runId, const std::string& self);

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "rendezvous/algorithm/detail/rendezvous_text.hpp"
+#include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp::detail {
@@ -12,6 +14,9 @@ namespace {
 
 // The least a store call is given, even when heartbeatTimeout is nearly used up.
 constexpr std::chrono::milliseconds kMinCallBudget{50};
+// The pause before a failed call is tried again (a refused connection retries within its own
+// connect budget, so this never spins).
+constexpr std::chrono::milliseconds kRetryAfter{50};
 // The most clearing ON_CLOSE may take when leaving a round (the destructor waits for it).
 constexpr std::chrono::milliseconds kMaxDisarmBudget{1000};
 
@@ -29,6 +34,8 @@ RoundMonitor::RoundMonitor(Store& store, StoreConnector connect,
                            const RendezvousSettings& settings)
     : interval_(settings.keepAliveInterval),
       heartbeatTimeout_(effectiveHeartbeatTimeout(settings)),
+      probeEvery_(std::clamp<std::chrono::milliseconds>(heartbeatTimeout_ / 6, kMinCallBudget,
+                                                        std::max(interval_, kMinCallBudget))),
       log_(logger("rdzv")),
       random_(static_cast<std::minstd_rand::result_type>(jitterSeed(this))),
       link_(store, std::move(connect)) {}
@@ -125,19 +132,18 @@ void RoundMonitor::run() {
     } else if (tickNow) {
       const auto started = Clock::now();
       const bool ok = tick(round, epoch);
-      const auto now = Clock::now();
-      const auto reportAt = lastOk_ + heartbeatTimeout_;
-      // After a failure, try again soon enough to report the loss at reportAt, not later.
-      const auto retryAt = now >= reportAt ? now + interval_
-                                           : std::max(now + kMinCallBudget,
-                                                      std::min(now + interval_, reportAt));
       lock.lock();
       ticking_ = false;
       wake_.notify_all();
-      if (epoch == epoch_) nextTick_ = ok ? started + interval_ : retryAt;
+      // After a failure, beat again as soon as the store answers: the next attempt follows at
+      // once, and it is in flight when a stalled store wakes up.
+      if (epoch == epoch_) nextTick_ = ok ? started + interval_ : Clock::now() + kRetryAfter;
       continue;
     } else if (link_.canWait() && endSeenEpoch_ != epoch) {
-      awaitEnd(round, epoch, next);
+      const bool ok = awaitEnd(round, epoch, next);
+      lock.lock();
+      if (!ok && epoch == epoch_) nextTick_ = std::min(nextTick_, Clock::now() + kRetryAfter);
+      continue;
     } else {
       lock.lock();
       wake_.wait_until(lock, next, [&] { return stop_ || kick_ || epoch_ != epoch; });
@@ -149,16 +155,23 @@ void RoundMonitor::run() {
 
 void RoundMonitor::prepare(const MonitoredRound& round, uint64_t epoch) {
   preparedEpoch_ = epoch;
-  lastOk_ = Clock::now();
-  failing_ = false;
+  const auto now = Clock::now();
+  unansweredSince_.reset();
+  restartClocks_ = false;
+  overloaded_ = false;
   watched_.clear();
   for (const auto& peer : round.watched) {
-    watched_.push_back(Watched{peer.rank, peer.host, "", lastOk_});
+    watched_.push_back(Watched{peer.rank, peer.host, peer.slot, "", now, false});
   }
-  // Connect and arm ON_CLOSE at once: an agent that dies before its first tick is noticed too.
+  // Connect and arm ON_CLOSE at once: an agent that dies before its first tick is noticed too;
+  // and, on a connection of its own (its calls have budgets), look at the peers once: one that
+  // died while the round formed ends it at once.
   try {
-    link_.use(callBudget(lastOk_));
+    Store& store = link_.use(callBudget(now));
     arm(round, epoch);
+    if (link_.ownsConnection() && !readRoundEnd(store, round.keys, round.generation)) {
+      watchPeers(store, round);
+    }
   } catch (const std::exception& e) {
     log_->debug("heartbeat connection for round {} not ready: {}", round.generation, e.what());
     dropConnection();  // the ticks try again and report a lasting failure
@@ -166,66 +179,103 @@ void RoundMonitor::prepare(const MonitoredRound& round, uint64_t epoch) {
 }
 
 bool RoundMonitor::tick(const MonitoredRound& round, uint64_t epoch) {
+  const auto sentAt = Clock::now();
+  const auto budget = callBudget(sentAt);
   try {
-    Store& store = link_.use(callBudget(Clock::now()));
+    Store& store = link_.use(budget);
     // The end first: a round whose keys were deleted (this node was away) has no heartbeat keys
     // left to bump or to watch. An ended round is still heartbeated: the next round waits for
     // members that are still stopping their workers.
     const auto end = readRoundEnd(store, round.keys, round.generation);
+    // ON_CLOSE again after a reconnect, before the beat: a counter past kNoHeartbeatYet tells the
+    // watchers that this node's death ends the round by itself.
+    if (!end) arm(round, epoch);
     if (!end || !end->removed) store.add(round.keys.heartbeat(round.generation, round.rank), 1);
     if (end) {
       handleEnd(store, round, epoch, *end);
     } else {
       watchPeers(store, round);
-      arm(round, epoch);  // again after a reconnect
     }
-    lastOk_ = Clock::now();
-    failing_ = false;
+    storeAnswered(round);
     return true;
   } catch (const std::exception& e) {
-    storeFailed(round, epoch, e);
+    storeFailed(round, epoch, e, sentAt, budget);
     return false;
   }
 }
 
-void RoundMonitor::awaitEnd(const MonitoredRound& round, uint64_t epoch, Clock::time_point until) {
-  const auto left = remaining(until);
-  if (left.count() <= 0) return;
+bool RoundMonitor::awaitEnd(const MonitoredRound& round, uint64_t epoch, Clock::time_point until) {
+  // One slice: its CANCEL_WAIT is a request the store must answer, so a stall shows within
+  // probeEvery_ even between ticks.
+  const auto sliceEnd = std::min(until, Clock::now() + probeEvery_);
+  const auto left = remaining(sliceEnd);
+  if (left.count() <= 0) return true;
+  // The budget bounds the CANCEL_WAIT that ends a wait without the key.
+  const auto budget = callBudget(sliceEnd);
   try {
-    // The budget bounds the CANCEL_WAIT that ends a wait without the key.
-    Store& store = link_.use(callBudget(until));
+    Store& store = link_.use(budget);
     store.wait({round.keys.end(round.generation)}, left);
     checkEnd(store, round, epoch);
-  } catch (const TimeoutError&) {
-    // Nothing ended before the next tick, or the wait was interrupted.
+  } catch (const TimeoutError& e) {
+    // Nothing ended within the slice, or the wait was interrupted; its CANCEL_WAIT answered or not.
+    if (!link_.usable()) {
+      storeFailed(round, epoch, e, sliceEnd, budget);
+      return false;
+    }
   } catch (const std::exception& e) {
     log_->debug("waiting for the end of round {} failed: {}", round.generation, e.what());
-    dropConnection();  // the next tick opens a new connection and counts the failure
+    storeFailed(round, epoch, e, Clock::now(), budget);
+    return false;
   }
+  storeAnswered(round);
+  return true;
 }
 
 void RoundMonitor::storeFailed(const MonitoredRound& round, uint64_t epoch,
-                               const std::exception& e) {
+                               const std::exception& e, Clock::time_point sentAt,
+                               std::chrono::milliseconds budget) {
   dropConnection();
-  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - lastOk_);
-  if (!failing_) {  // one warning per outage, not one per tick
+  const auto now = Clock::now();
+  if (!unansweredSince_) {  // one warning per outage, not one per attempt
+    // A process stopped or starved past the call's budget must not blame the store for that time.
+    unansweredSince_ = std::max(sentAt, now - budget);
     log_->warn("rendezvous store call failed during heartbeat of round {}: {}", round.generation,
                e.what());
   }
-  failing_ = true;
+  restartClocks_ = true;  // this node could not see its peers' heartbeats meanwhile
+  // A store that said it is out of descriptors (at any call of this outage) is alive: say so,
+  // not that it was lost.
+  overloaded_ = overloaded_ || dynamic_cast<const OverloadedError*>(&e) != nullptr;
+  const auto silent =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - *unansweredSince_);
   if (silent >= heartbeatTimeout_) {
+    const bool overloaded = overloaded_;
     deliver({RendezvousEventKind::kStoreLost, round.generation,
-             "the rendezvous store has not answered for " + msText(silent) + " (heartbeat_timeout " +
-                 msText(heartbeatTimeout_) + "): " + e.what()},
+             std::string(overloaded ? "the rendezvous store is overloaded and has not served this "
+                                      "node's heartbeat for "
+                                    : "the rendezvous store has not answered for ") +
+                 msText(silent) + " (heartbeat_timeout " + msText(heartbeatTimeout_) + "): " +
+                 e.what()},
             epoch);
   }
 }
 
+void RoundMonitor::storeAnswered(const MonitoredRound& round) {
+  if (!unansweredSince_) return;
+  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(
+      Clock::now() - *unansweredSince_);
+  unansweredSince_.reset();
+  overloaded_ = false;
+  log_->info("the rendezvous store answers the heartbeat of round {} again after {}; the peers' "
+             "silence is counted from this node's next look", round.generation, msText(silent));
+}
+
 std::chrono::milliseconds RoundMonitor::callBudget(Clock::time_point at) const {
   // While the store answers, a call gets a whole interval: after this process itself was stopped
-  // or starved past lastOk + heartbeatTimeout, the store still deserves a fair chance.
-  if (!failing_) return interval_;
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(lastOk_ + heartbeatTimeout_ - at);
+  // or starved, the store still deserves a fair chance.
+  if (!unansweredSince_) return interval_;
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(*unansweredSince_ + heartbeatTimeout_ - at);
   return std::max(kMinCallBudget, std::min(interval_, left));
 }
 
@@ -263,30 +313,54 @@ void RoundMonitor::dropConnection() {
 
 void RoundMonitor::watchPeers(Store& store, const MonitoredRound& round) {
   if (watched_.empty()) return;
+  const int64_t g = round.generation;
   std::vector<std::string> names;
-  for (const auto& peer : watched_) {
-    names.push_back(round.keys.heartbeat(round.generation, peer.rank));
+  for (const auto& peer : watched_) names.push_back(round.keys.heartbeat(g, peer.rank));
+  // A peer that never beat may have died after the closer read its join record and before its
+  // heartbeat connection armed ON_CLOSE: the ON_CLOSE it armed when it joined turned that record
+  // into kDied. Read in the same request, only until the peer's first beat.
+  std::vector<size_t> unproven;
+  for (size_t i = 0; i < watched_.size(); ++i) {
+    if (watched_[i].beaten || watched_[i].slot <= 0) continue;
+    unproven.push_back(i);
+    names.push_back(round.keys.node(g, watched_[i].slot));
   }
   const auto values = store.multiGet(names);
   const auto now = Clock::now();
+  const Watched* died = nullptr;
+  for (size_t k = 0; k < unproven.size() && died == nullptr; ++k) {
+    if (values[watched_.size() + k] == kDied) died = &watched_[unproven[k]];
+  }
+  // After this node's own calls failed, every silence starts again from this look.
+  const bool restart = std::exchange(restartClocks_, false);
   const Watched* lost = nullptr;
   for (size_t i = 0; i < watched_.size(); ++i) {
     Watched& peer = watched_[i];
-    if (values[i] != peer.value) {
+    peer.beaten = peer.beaten || values[i] != kNoHeartbeatYet;
+    if (restart || values[i] != peer.value) {
       peer.value = values[i];
       peer.changedAt = now;
     } else if (now - peer.changedAt >= heartbeatTimeout_ && lost == nullptr) {
       lost = &peer;
     }
   }
-  if (lost == nullptr || store.check({round.keys.exitDone(round.generation)})) return;
-  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - lost->changedAt);
-  const std::string detail = "node rank " + std::to_string(lost->rank) + " (" + lost->host +
-                             ") sent no heartbeat for " + msText(silent) +
-                             " (heartbeat_timeout " + msText(heartbeatTimeout_) + "), seen by node rank " +
-                             std::to_string(round.rank);
-  endRound(store, round.keys, round.generation,
-           {RendezvousEventKind::kPeerLost, detail, lost->rank});
+  if (died == nullptr && lost == nullptr) return;
+  if (store.check({round.keys.exitDone(g)})) return;
+  std::string detail;
+  if (died != nullptr) {
+    lost = died;
+    detail = "node rank " + std::to_string(died->rank) + " (" + died->host +
+             ") died before its first heartbeat (its connection to the rendezvous store closed "
+             "while it joined round " + std::to_string(g) + "), seen by node rank " +
+             std::to_string(round.rank);
+  } else {
+    const auto silent =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - lost->changedAt);
+    detail = "node rank " + std::to_string(lost->rank) + " (" + lost->host +
+             ") sent no heartbeat for " + msText(silent) + " (heartbeat_timeout " +
+             msText(heartbeatTimeout_) + "), seen by node rank " + std::to_string(round.rank);
+  }
+  endRound(store, round.keys, g, {RendezvousEventKind::kPeerLost, detail, lost->rank});
 }
 
 void RoundMonitor::checkEnd(Store& store, const MonitoredRound& round, uint64_t epoch) {
@@ -304,7 +378,7 @@ void RoundMonitor::handleEnd(Store& store, const MonitoredRound& round, uint64_t
       store.check({round.keys.exitDone(g)})) {
     return;
   }
-  deliver({end.kind, g, end.detail, end.lostRank, end.removed}, epoch);
+  deliver({end.kind, g, end.detail, end.lostRank, end.removed, end.verdict}, epoch);
 }
 
 void RoundMonitor::deliver(const RendezvousEvent& event, uint64_t epoch) {

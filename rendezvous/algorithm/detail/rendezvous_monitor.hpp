@@ -26,20 +26,31 @@
 //   * readRoundEnd(): the round hint             how everybody learns the round ended (a
 //                                              deleted round reads as ended too).
 // Between ticks, on an own connection that can be interrupted (TcpStoreClient, InMemoryStore), it
-// waits on r/<g>/end until the next tick, so a round's end is seen within milliseconds; enter(),
-// exit(), setCallback() and the destructor interrupt that wait.
+// waits on r/<g>/end, in slices of probeEvery = clamp(heartbeatTimeout / 6, 50 ms,
+// keepAliveInterval) up to the next tick, so a round's end is seen within milliseconds and a slice
+// whose CANCEL_WAIT goes unanswered shows a stalled store within probeEvery; enter(), exit(),
+// setCallback() and the destructor interrupt that wait.
 // A watched counter that has not changed for heartbeatTimeout on this observer's steady clock
 // (no clock synchronisation) makes the observer end the round with kPeerLost naming the lost rank
 // (one compareSet; the first reason wins), unless the round's exit barrier already completed. A kPeerLost end found
 // after the exit barrier completed (an agent died after everybody succeeded) is not delivered.
 //
-// Store loss: `lastOk` is when the store last answered a whole tick. A call gets keepAliveInterval
-// while the store answers, and clamp(lastOk + heartbeatTimeout - now, 50 ms, keepAliveInterval)
-// once a call failed; a failed tick is retried at once up to lastOk + heartbeatTimeout; a failure
-// seen at or after lastOk + heartbeatTimeout is reported as kStoreLost. So a store that stops
-// answering is reported heartbeatTimeout (+ at most one keepAliveInterval) after its last answer,
-// never after read_timeout; a node that was itself stopped for a while gives the store a whole
-// interval before judging it.
+// Store stalls and loss, each judged on this node's own steady clock:
+//   * `unansweredSince` is when this node sent the first request the store has left unanswered
+//     (for a call that failed only after this process itself was stopped past the call's budget:
+//     the failure minus that budget); cleared by the next answer.
+//   * A call gets keepAliveInterval while the store answers, and clamp(unansweredSince +
+//     heartbeatTimeout - now, 50 ms, keepAliveInterval) after that.
+//   * A failed tick (or a failed wait) is retried 50 ms later, not a keep-alive later: the attempt
+//     in flight when a stalled store wakes up is answered at once, so every node beats again within
+//     milliseconds of the store's return.
+//   * A failure seen at or after unansweredSince + heartbeatTimeout is reported as kStoreLost. So
+//     a stall shorter than heartbeatTimeout is never a loss, and one longer than heartbeatTimeout +
+//     probeEvery always is (heartbeatTimeout + keepAliveInterval on a connection that cannot wait:
+//     etcd, a shared store); never read_timeout.
+//   * An observer whose own store calls failed does not count that time against its peers: its
+//     first successful look at the watched counters after a failure restarts every peer's silence
+//     clock. A peer then has a whole heartbeatTimeout from that look to beat again.
 //
 // Thread safety: all methods are safe from any thread. The callback runs on the monitor thread, at
 // most once per generation, never after clearCallback() returns (except when clearCallback() is
@@ -109,8 +120,10 @@ class RoundMonitor {
   struct Watched {
     int rank = 0;
     std::string host;
+    int64_t slot = 0;  // its join slot (its join record)
     std::string value;
     Clock::time_point changedAt;
+    bool beaten = false;  // its counter moved past the closer's "0"
   };
   // ON_CLOSE registrations held on the current connection, and for which round.
   struct Armed {
@@ -122,19 +135,24 @@ class RoundMonitor {
   void interrupt();
   void prepare(const MonitoredRound& round, uint64_t epoch);
   bool tick(const MonitoredRound& round, uint64_t epoch);
-  void awaitEnd(const MonitoredRound& round, uint64_t epoch, Clock::time_point until);
+  // False when a store call failed (the caller retries soon).
+  bool awaitEnd(const MonitoredRound& round, uint64_t epoch, Clock::time_point until);
   void watchPeers(Store& store, const MonitoredRound& round);
   void checkEnd(Store& store, const MonitoredRound& round, uint64_t epoch);
   void handleEnd(Store& store, const MonitoredRound& round, uint64_t epoch, const RoundEnd& end);
   void arm(const MonitoredRound& round, uint64_t epoch);
   void disarm();
   void dropConnection();
-  void storeFailed(const MonitoredRound& round, uint64_t epoch, const std::exception& e);
+  // A call sent at `sentAt` with `budget` failed with `e`.
+  void storeFailed(const MonitoredRound& round, uint64_t epoch, const std::exception& e,
+                   Clock::time_point sentAt, std::chrono::milliseconds budget);
+  void storeAnswered(const MonitoredRound& round);
   std::chrono::milliseconds callBudget(Clock::time_point at) const;
   void deliver(const RendezvousEvent& event, uint64_t epoch);
 
   const std::chrono::milliseconds interval_;
   const std::chrono::milliseconds heartbeatTimeout_;
+  const std::chrono::milliseconds probeEvery_;
   std::shared_ptr<spdlog::logger> log_;
 
   std::mutex mutex_;
@@ -159,8 +177,9 @@ class RoundMonitor {
   uint64_t endSeenEpoch_ = UINT64_MAX;
   std::optional<Armed> armed_;
   std::vector<Watched> watched_;
-  Clock::time_point lastOk_;
-  bool failing_ = false;
+  std::optional<Clock::time_point> unansweredSince_;  // see the header comment
+  bool restartClocks_ = false;  // a call failed since the watched counters were last read
+  bool overloaded_ = false;  // a call of the current outage met a busy notice (OverloadedError)
 
   std::thread thread_;  // started by the first enter(), under mutex_
 };

@@ -36,8 +36,9 @@ Placement parsePlacement(std::string_view text, size_t& pos) {
   p.baseRoleRank = parseField<int>(f[2], kWhat);
   p.roleWorldSize = parseField<int>(f[3], kWhat);
   while (pos < text.size()) {
-    const auto peer = splitFields(nextLine(text, pos, kWhat), 2, kWhat);
-    p.watched.push_back(PeerHost{parseField<int>(peer[0], kWhat), unescapeField(peer[1])});
+    const auto peer = splitFields(nextLine(text, pos, kWhat), 3, kWhat);
+    p.watched.push_back(PeerHost{parseField<int>(peer[0], kWhat), unescapeField(peer[1]),
+                                 parseField<int64_t>(peer[2], kWhat)});
   }
   return p;
 }
@@ -63,7 +64,8 @@ std::string encodeAssignment(const Assignment& a) {
   out += std::to_string(p.nodeRank) + '\t' + std::to_string(p.baseRank) + '\t' +
          std::to_string(p.baseRoleRank) + '\t' + std::to_string(p.roleWorldSize) + '\n';
   for (const auto& peer : p.watched) {
-    out += std::to_string(peer.rank) + '\t' + escapeField(peer.host) + '\n';
+    out += std::to_string(peer.rank) + '\t' + escapeField(peer.host) + '\t' +
+           std::to_string(peer.slot) + '\n';
   }
   return out;
 }
@@ -89,7 +91,9 @@ RoundPlan planRound(const RoundMembership& roster) {
     const NodeDescriptor& node = roster.members[rank].node;
     int& roleBase = roleSize[node.role];
     Placement p{rank, plan.header.worldSize, roleBase, 0, {}};
-    for (int peer : watchedBy(rank, n)) p.watched.push_back({peer, roster.members[peer].node.host});
+    for (int peer : watchedBy(rank, n)) {
+      p.watched.push_back({peer, roster.members[peer].node.host, roster.members[peer].slot});
+    }
     plan.bySlot.emplace_back(roster.members[rank].slot, Assignment{{}, std::move(p)});
     plan.header.worldSize += node.localWorldSize;
     roleBase += node.localWorldSize;

@@ -10,7 +10,7 @@
 //
 //   header line   <generation> \t <restarts used> \t <node count> \t <world size> \t <error>
 //   member line   <node rank> \t <base rank> \t <base role rank> \t <role world size>
-//   peer lines    <node rank> \t <host>        one per watched peer, ascending rank
+//   peer lines    <node rank> \t <host> \t <join slot>   one per watched peer, ascending rank
 //
 // A result (and the assignment of a slot that is no member: it withdrew, or never wrote its
 // record) is the header line alone. A non-empty error means the round could not form
@@ -47,6 +47,7 @@ struct RoundHeader {
 struct PeerHost {
   int rank = 0;
   std::string host;
+  int64_t slot = 0;  // its join slot in the round (its record: r/<g>/node/<slot>)
 };
 
 // A member's place in its round.

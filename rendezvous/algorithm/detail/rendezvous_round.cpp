@@ -88,14 +88,42 @@ std::optional<RendezvousEvent> RoundState::awaitRoundEnd(std::chrono::millisecon
   return std::nullopt;
 }
 
-RendezvousEvent RoundState::reportFailure(const std::string& failureRecordJson) {
+RendezvousEvent RoundState::reportFailure(const std::string& failureRecordJson,
+                                          const std::string& verdict) {
   const int64_t g = requireRound("reportFailure()").generation;
   store_.append(keys_->failures(), frameRecord(failureRecordJson));
   // The round already ended (a lost peer, a scale-up, an earlier report): its cause stands.
   if (store_.check({keys_->end(g)})) return eventOf(g, explainRoundEnd(store_, *keys_, g));
   // Only the first failure of a generation spends a restart: one generation fails once.
   if (store_.add(keys_->failCount(g), 1) != 1) return awaitFailureDecision(g);
+  if (!verdict.empty()) return endWithVerdict(g, verdict);
   return spendRestart(g);
+}
+
+// The generation's first report carries a verdict: the job ends instead of restarting, nothing
+// spent. The tombstone first, as spendRestart does, so a node that rejoins learns the verdict.
+RendezvousEvent RoundState::endWithVerdict(int64_t g, const std::string& verdict) {
+  JobEnd job = jobEndNow(false, g, verdict);
+  job.verdict = true;
+  store_.compareSet(keys_->ended(), "", encodeJobEnd(job));
+  RoundEnd end{RendezvousEventKind::kJobFailed, verdict};
+  end.verdict = true;
+  endRound(store_, *keys_, g, end);
+  log_->error("rendezvous '{}': {}", settings_.runId, verdict);
+  return eventOf(g, explainRoundEnd(store_, *keys_, g));
+}
+
+RecoveryResult RoundState::recordRecovery(const std::string& failureRecordJson) {
+  const int64_t g = requireRound("recordRecovery()").generation;
+  // The round already ended (a lost peer, a scale-up, a failure reported): its cause stands.
+  if (store_.check({keys_->end(g)})) return RoundEnded{eventOf(g, explainRoundEnd(store_, *keys_, g))};
+  const int64_t used = store_.add(keys_->restarts(), 1);
+  if (used <= settings_.maxRestarts) {
+    store_.append(keys_->failures(), frameRecord(failureRecordJson));
+    return RecoveryGranted{int(used)};
+  }
+  // Not recovered: the node's record of the failed generation (job_summary.hpp) says what failed.
+  return RoundEnded{failBudgetSpent(g)};
 }
 
 RendezvousEvent RoundState::spendRestart(int64_t g) {
@@ -109,6 +137,11 @@ RendezvousEvent RoundState::spendRestart(int64_t g) {
     endRound(store_, *keys_, g, end);
     return eventOf(g, explainRoundEnd(store_, *keys_, g));
   }
+  return failBudgetSpent(g);
+}
+
+RendezvousEvent RoundState::failBudgetSpent(int64_t g) {
+  const int rank = current_->result.nodeRank;
   const std::string reason = "workers failed on node rank " + std::to_string(rank) + " (" +
                              node_.host + ") in generation " + std::to_string(g) +
                              " and the job's restart budget (max_restarts=" +

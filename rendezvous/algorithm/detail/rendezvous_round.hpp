@@ -54,7 +54,10 @@ class RoundState {
   void publishWorkerStore(const std::string& addr, uint16_t port);
   WorkerStoreResult workerStore();
   std::optional<RendezvousEvent> awaitRoundEnd(std::chrono::milliseconds timeout);
-  RendezvousEvent reportFailure(const std::string& failureRecordJson);
+  // reportVerdict() when `verdict` is not empty.
+  RendezvousEvent reportFailure(const std::string& failureRecordJson,
+                                const std::string& verdict = {});
+  RecoveryResult recordRecovery(const std::string& failureRecordJson);
   std::vector<std::string> failureRecords();
   ExitBarrierResult exitBarrier(std::chrono::milliseconds timeout);
   void leave();
@@ -70,9 +73,12 @@ class RoundState {
   const Current& requireRound(const char* what) const;
   RendezvousEvent awaitFailureDecision(int64_t g);
   RendezvousEvent spendRestart(int64_t g);
+  // The restart budget is spent: ends the job (failed) with a reason naming this node.
+  RendezvousEvent failBudgetSpent(int64_t g);
+  RendezvousEvent endWithVerdict(int64_t g, const std::string& verdict);
   void finishLeaving(int64_t g, int nodes);
   static RendezvousEvent eventOf(int64_t g, const RoundEnd& end) {
-    return RendezvousEvent{end.kind, g, end.detail, end.lostRank, end.removed};
+    return RendezvousEvent{end.kind, g, end.detail, end.lostRank, end.removed, end.verdict};
   }
 
   Store& store_;

@@ -2,15 +2,19 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <boost/asio/steady_timer.hpp>
 
 #include "rendezvous/security/address_allowlist.hpp"
 #include "rendezvous/security/peer_owner.hpp"
+#include "rendezvous/server/detail/busy_notice.hpp"
 
 namespace ddp::detail {
 namespace asio = boost::asio;
@@ -19,6 +23,7 @@ using asio::ip::tcp;
 namespace {
 
 constexpr unsigned char kTlsHandshakeRecord = 0x16;
+using OtherLocalUsers = StoreServerOptions::OtherLocalUsers;
 
 std::string peerText(const tcp::endpoint& ep) {
   const auto addr = unmapped(ep.address());
@@ -29,39 +34,80 @@ std::string peerText(const tcp::endpoint& ep) {
 struct Refusal {
   RefusalKind kind;
   std::string reason;
+  bool busy = false;  // out of descriptors: the client gets a busy notice saying `reason`
 };
 
-// Why `socket` may not be served, or nullopt.
-std::optional<Refusal> refusalFor(ServerCore& core, tcp::socket& socket, const tcp::endpoint& peer) {
+using Verdict = std::variant<PeerIdentity, Refusal>;
+
+bool trusted(const StoreServerOptions& opts, uid_t uid) {
+  return uid == ::geteuid() || uid == 0 ||
+         std::find(opts.trustedUids.begin(), opts.trustedUids.end(), uid) != opts.trustedUids.end();
+}
+
+// A local process of another user (`who`), or one whose owner is unknown.
+Verdict foreignLocal(const StoreServerOptions& opts, PeerIdentity identity, RefusalKind kind,
+                     const std::string& who) {
+  if (opts.otherLocalUsers == OtherLocalUsers::kServe) return identity;
+  if (opts.otherLocalUsers == OtherLocalUsers::kAuthenticate && !opts.token.empty()) {
+    identity.tokenExempt = false;  // its address says nothing about who it is
+    return identity;
+  }
+  const uid_t self = ::geteuid();
+  const std::string served = "this store serves uid " + std::to_string(self) +
+                             (opts.trustedUids.empty() ? "" : ", the users allowed") +
+                             (self == 0 ? "" : " and root");
+  return Refusal{kind, who + "; " + served + (opts.otherLocalUsers == OtherLocalUsers::kRefuse
+                                                  ? " only)"
+                                                  : " only: see --allow-users, --token-file)")};
+}
+
+// Who owns a local peer decides (admission.hpp, rule 2).
+Verdict judgeOwner(ServerCore& core, tcp::socket& socket, const tcp::endpoint& peer,
+                   PeerIdentity identity) {
+  const auto& opts = core.options;
+  boost::system::error_code ec;
+  const tcp::endpoint local = socket.local_endpoint(ec);
+  if (ec) return Refusal{RefusalKind::kLocalUser, "cannot read the connection's local address: " + ec.message()};
+  const PeerOwner owner = core.peerOwners->owner(local, peer);
+  switch (owner.kind) {
+    case PeerOwner::Kind::kRemote:
+      return identity;
+    case PeerOwner::Kind::kLocal:
+      identity.key = "uid " + std::to_string(owner.uid);
+      if (trusted(opts, owner.uid)) return identity;
+      return foreignLocal(opts, identity, RefusalKind::kLocalUser,
+                          "a local process of another user (uid " + std::to_string(owner.uid));
+    case PeerOwner::Kind::kUnknown:
+      break;
+  }
+  if (owner.errorNumber == EMFILE || owner.errorNumber == ENFILE) {
+    return Refusal{RefusalKind::kOverload,
+                   "out of file descriptors (RLIMIT_NOFILE " + std::to_string(core.fdLimit) +
+                       ") to tell which user owns this local connection (" + owner.error + ")",
+                   true};
+  }
+  if (opts.trustUnknownLocalOwner) return identity;
+  return foreignLocal(opts, identity, RefusalKind::kOwnerUnknown,
+                      "cannot tell which user owns this local connection (" + owner.error +
+                          "), so it counts as another user's (docs/security.md: unverified local "
+                          "clients");
+}
+
+// May `socket` be served, and as whom?
+Verdict verdictFor(ServerCore& core, tcp::socket& socket, const tcp::endpoint& peer) {
   const auto& opts = core.options;
   if (!opts.allow.contains(peer.address())) {
     return Refusal{RefusalKind::kAddress, "address not allowed (allowed: " + opts.allow.describe() + ")"};
   }
-  if (!opts.sameUserLocalPeers) return std::nullopt;
-  boost::system::error_code ec;
-  const tcp::endpoint local = socket.local_endpoint(ec);
-  if (ec) return Refusal{RefusalKind::kLocalUser, "cannot read the connection's local address: " + ec.message()};
-  const PeerOwner owner = localPeerOwner(local, peer);
-  if (owner.kind == PeerOwner::Kind::kUnknown) {
-    if (!core.ownerLookupWarned) {
-      core.ownerLookupWarned = true;
-      core.log->warn("{}: cannot tell which user owns a local connection ({}); local clients are "
-                     "accepted by address only",
-                     opts.name, owner.error);
-    }
-    return std::nullopt;
-  }
-  const uid_t self = ::geteuid();
-  if (owner.kind == PeerOwner::Kind::kLocal && owner.uid != self && owner.uid != 0) {
-    return Refusal{RefusalKind::kLocalUser, "a local process of another user (uid " +
-                                                std::to_string(owner.uid) + "; this store serves uid " +
-                                                std::to_string(self) + " only)"};
-  }
-  return std::nullopt;
+  PeerIdentity identity{unmapped(peer.address()).to_string(),
+                        opts.allowUnauthenticated.contains(peer.address())};
+  if (!core.peerOwners) return identity;
+  return judgeOwner(core, socket, peer, std::move(identity));
 }
 
-void startSession(SessionStream stream, const std::shared_ptr<ServerCore>& core) {
-  std::make_shared<StoreSession>(std::move(stream), core)->start();
+void startSession(SessionStream stream, const std::shared_ptr<ServerCore>& core,
+                  const PeerIdentity& identity) {
+  std::make_shared<StoreSession>(std::move(stream), core, identity)->start();
 }
 
 }  // namespace
@@ -70,9 +116,10 @@ void startSession(SessionStream stream, const std::shared_ptr<ServerCore>& core)
 // allowed to be).
 class TlsAdmission : public std::enable_shared_from_this<TlsAdmission> {
  public:
-  TlsAdmission(tcp::socket socket, std::shared_ptr<ServerCore> core, std::string peer)
+  TlsAdmission(tcp::socket socket, std::shared_ptr<ServerCore> core, std::string peer,
+               PeerIdentity identity)
       : socket_(std::move(socket)), core_(std::move(core)), peer_(std::move(peer)),
-        timer_(socket_.get_executor()) {}
+        identity_(std::move(identity)), timer_(socket_.get_executor()) {}
 
   ~TlsAdmission() { core_->handshaking.erase(this); }
 
@@ -102,21 +149,19 @@ class TlsAdmission : public std::enable_shared_from_this<TlsAdmission> {
   }
 
   void admitPlain() {
-    boost::system::error_code ec;
-    const auto remote = socket_.remote_endpoint(ec);
-    if (ec || !core_->options.allowUnauthenticated.contains(remote.address())) {
+    if (!identity_.tokenExempt) {
       return refuse(RefusalKind::kPlain, "a plain TCP connection to a TLS server (plain only from addresses allowed "
                     "without a token)");
     }
     finish();
-    startSession(SessionStream(std::move(socket_)), core_);
+    startSession(SessionStream(std::move(socket_)), core_, identity_);
   }
 
   void onHandshake(const boost::system::error_code& ec) {
     if (done_) return;
     if (ec) return refuse(RefusalKind::kTls, "TLS handshake failed: " + ec.message());
     finish();
-    startSession(SessionStream(std::move(tls_)), core_);
+    startSession(SessionStream(std::move(tls_)), core_, identity_);
   }
 
   void refuse(RefusalKind kind, const std::string& reason) {
@@ -140,6 +185,7 @@ class TlsAdmission : public std::enable_shared_from_this<TlsAdmission> {
   tcp::socket socket_;
   std::shared_ptr<ServerCore> core_;
   std::string peer_;
+  PeerIdentity identity_;
   asio::steady_timer timer_;
   std::unique_ptr<SessionStream::TlsStream> tls_;
   unsigned char first_ = 0;
@@ -150,14 +196,22 @@ void admit(tcp::socket socket, const std::shared_ptr<ServerCore>& core) {
   boost::system::error_code ec;
   const tcp::endpoint peer = socket.remote_endpoint(ec);
   if (ec) return;  // already gone
-  if (auto refusal = refusalFor(*core, socket, peer)) {
+  Verdict verdict = verdictFor(*core, socket, peer);
+  if (auto* refusal = std::get_if<Refusal>(&verdict)) {
     core->refusals.refused(*core->log, core->options.name, peerText(peer), refusal->kind,
-                           refusal->reason);
+                           refusal->reason + (refusal->busy ? "; told it so" : ""));
+    if (refusal->busy) {
+      bump(core->counters.outOfDescriptors);
+      ++core->storeStats.outOfDescriptors;
+      return sendBusyAndClose(socket, core->options.name + ": " + refusal->reason);
+    }
     socket.close(ec);
     return;
   }
-  if (!core->tls) return startSession(SessionStream(std::move(socket)), core);
-  std::make_shared<TlsAdmission>(std::move(socket), core, peerText(peer))->start();
+  auto& identity = std::get<PeerIdentity>(verdict);
+  if (!core->tls) return startSession(SessionStream(std::move(socket)), core, identity);
+  std::make_shared<TlsAdmission>(std::move(socket), core, peerText(peer), std::move(identity))
+      ->start();
 }
 
 void cancelAdmissions(ServerCore& core) {

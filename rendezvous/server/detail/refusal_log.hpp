@@ -1,8 +1,8 @@
 // RefusalLog: the warnings a StoreServer logs when it refuses a client (an address outside the
-// allowlist, another user's local process, no token, a failed TLS handshake), rate-limited so a
-// scan or a misconfigured fleet cannot flood the log: at most one line per kind of refusal per
-// window (5 s), which says how many refusals of that kind the previous lines left out. Kinds are
-// limited apart, so a flood of one kind hides no other kind.
+// allowlist, another user's local process, no token, a failed TLS handshake, no descriptor left),
+// rate-limited so a scan or a misconfigured fleet cannot flood the log: at most one line per kind
+// of refusal per window (5 s), which says how many refusals of that kind the previous lines left
+// out. Kinds are limited apart, so a flood of one kind hides no other kind.
 //
 //   ddprund: refused a connection from 127.0.0.2:40112: address not in --allow (127.0.0.1/32)
 //   ddprund: refused a connection from 10.0.0.9:5133: no token ... (41 more refused since the last
@@ -13,6 +13,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -26,7 +27,11 @@ enum class RefusalKind : uint8_t {
   kPlain,      // plain TCP to a TLS server
   kTls,        // a TLS handshake that failed or did not come in time
   kToken,      // a request before the token, a wrong or missing token
+  kUnauthenticated,  // no token in time, or closed to make room for others (unauthenticated.hpp)
+  kOwnerUnknown,     // the kernel could not say which user owns a local connection
+  kOverload,   // out of file descriptors, or at the connection limit (a busy notice was sent)
 };
+inline constexpr std::size_t kRefusalKinds = 8;
 
 class RefusalLog {
  public:
@@ -54,7 +59,7 @@ class RefusalLog {
     uint64_t suppressed = 0;
   };
   std::chrono::milliseconds window_;
-  std::array<Window, 5> windows_{};
+  std::array<Window, kRefusalKinds> windows_{};
   uint64_t total_ = 0;
 };
 

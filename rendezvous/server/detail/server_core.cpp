@@ -1,5 +1,8 @@
 #include "rendezvous/server/detail/server_core.hpp"
 
+#include <algorithm>
+
+#include "rendezvous/base/fd_limit.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp::detail {
@@ -10,10 +13,45 @@ std::size_t budgetOf(const StoreServerOptions& options) {
   return options.maxMemoryBytes > 0 ? options.maxMemoryBytes : defaultMemoryBudget();
 }
 
+// The options with their defaults resolved against this process's descriptor limit.
+StoreServerOptions resolved(StoreServerOptions options, uint64_t fdLimit) {
+  if (options.maxConnections == 0) options.maxConnections = connectionRoom(fdLimit);
+  if (options.maxUnauthenticated == 0) {
+    options.maxUnauthenticated = std::max<std::size_t>(1, options.maxConnections / 2);
+  }
+  return options;
+}
+
+bool needsOwners(const StoreServerOptions& o) {
+  return o.otherLocalUsers != StoreServerOptions::OtherLocalUsers::kServe || !o.token.empty();
+}
+
 }  // namespace
 
-ServerCore::ServerCore(StoreServerOptions opts)
-    : options(std::move(opts)), budget(budgetOf(options)), state(budget), log(logger("store")) {}
+ServerCore::ServerCore(StoreServerOptions opts, boost::asio::any_io_executor io)
+    : connectionLimitAuto(opts.maxConnections == 0),
+      options(resolved(std::move(opts), currentFdLimit().soft)),
+      budget(budgetOf(options)),
+      state(budget),
+      log(logger("store")),
+      fdLimit(currentFdLimit().soft) {
+  if (needsOwners(options)) {
+    peerOwners = options.peerOwners ? options.peerOwners : std::make_shared<PeerOwnerLookup>();
+  }
+  if (!options.token.empty()) {
+    unauthenticated = std::make_unique<UnauthenticatedConnections>(
+        std::move(io), UnauthenticatedConnections::Limits{options.helloTimeout,
+                                                          options.maxUnauthenticatedPerPeer,
+                                                          options.maxUnauthenticated});
+  }
+}
+
+void ServerCore::countUnauthenticated() {
+  if (!unauthenticated) return;
+  counters.unauthenticatedOpen.store(unauthenticated->size(), std::memory_order_relaxed);
+  counters.unauthenticatedClosed.store(unauthenticated->closed(), std::memory_order_relaxed);
+}
+
 
 void ServerCore::warn(const std::string& message) {
   if (const auto suffix = warnings.admit(WarningLimiter::Clock::now())) {
@@ -48,6 +86,10 @@ ServerStats ServerCore::stats() const {
   s.connectionsAccepted = get(counters.accepted);
   s.connectionsOpen = get(counters.open);
   s.connectionsRefused = get(counters.refused);
+  s.outOfDescriptors = get(counters.outOfDescriptors);
+  s.unauthenticatedClosed = get(counters.unauthenticatedClosed);
+  s.unauthenticatedOpen = get(counters.unauthenticatedOpen);
+  s.connectionLimit = options.maxConnections;
   s.closedBadInput = get(counters.closedBadInput);
   s.closedMemory = get(counters.closedMemory);
   s.requests = get(counters.requests);

@@ -2,7 +2,8 @@
 // the store, the rate limit of client-provoked warnings, the open sessions, the counters that
 // StoreServer::stats() reports and the StoreStats that StoreServer::snapshot() copies, and the
 // transport and admission state (the TLS context, connections still in their TLS handshake, the
-// log of refused clients; admission.hpp). Owned by the server and kept alive by its sessions.
+// log of refused clients, the owner lookup of local peers, the tracker of connections that have not
+// presented the token yet; admission.hpp). Owned by the server and kept alive by its sessions.
 //
 // Thread safety: everything is owned by the server's io_context thread, except `counters` and the
 // budget's used()/peak(), which other threads may read (relaxed atomics, one writer).
@@ -22,6 +23,7 @@
 #include "rendezvous/server/detail/memory_budget.hpp"
 #include "rendezvous/server/detail/refusal_log.hpp"
 #include "rendezvous/server/detail/store_state.hpp"
+#include "rendezvous/server/detail/unauthenticated.hpp"
 #include "rendezvous/server/detail/warning_limiter.hpp"
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/server/store_stats.hpp"
@@ -39,6 +41,9 @@ class TlsAdmission;
 struct ServerCounters {
   std::atomic<uint64_t> accepted{0};
   std::atomic<uint64_t> refused{0};          // past --max-connections
+  std::atomic<uint64_t> outOfDescriptors{0};  // accepts that failed for want of a descriptor
+  std::atomic<uint64_t> unauthenticatedClosed{0};  // UnauthenticatedConnections::closed()
+  std::atomic<uint64_t> unauthenticatedOpen{0};    // gauge: UnauthenticatedConnections::size()
   std::atomic<uint64_t> closedBadInput{0};   // malformed input, ADD/BARRIER misuse or overflow
   std::atomic<uint64_t> closedMemory{0};     // the memory budget refused a request
   std::atomic<uint64_t> requests{0};
@@ -56,7 +61,9 @@ inline void drop(std::atomic<uint64_t>& gauge) {
 }
 
 struct ServerCore {
-  explicit ServerCore(StoreServerOptions opts);
+  // Resolves options.maxConnections 0 to connectionRoom() of the descriptor limit; with a token,
+  // starts the bounds on unauthenticated connections (timers on `io`).
+  ServerCore(StoreServerOptions opts, boost::asio::any_io_executor io);
 
   // Logs a warning a client provoked (bad input, a refused connection), rate-limited: at most
   // 10 per 10 s, then one line with the count of what was suppressed.
@@ -75,6 +82,8 @@ struct ServerCore {
     if (journal->compactionDue()) journal->compact(state.snapshot());
   }
 
+  // options.maxConnections was 0: the connection limit comes from the descriptor limit.
+  bool connectionLimitAuto;
   StoreServerOptions options;
   MemoryBudget budget;  // declared before everything charged to it, so destroyed after it
   StoreState state;
@@ -92,7 +101,14 @@ struct ServerCore {
   std::shared_ptr<boost::asio::ssl::context> tls;
   std::unordered_set<TlsAdmission*> handshaking;
   RefusalLog refusals;
-  bool ownerLookupWarned = false;
+  // Who owns a local connection (admission.hpp); set when the options need to know.
+  std::shared_ptr<PeerOwnerLookup> peerOwners;
+  // With a token: the connections that have not presented it yet (unauthenticated.hpp).
+  std::unique_ptr<UnauthenticatedConnections> unauthenticated;
+  // The soft RLIMIT_NOFILE at construction (for "out of descriptors" lines).
+  uint64_t fdLimit = 0;
+  // Refreshes counters.unauthenticated* from the tracker (after it changed).
+  void countUnauthenticated();
 };
 
 }  // namespace ddp::detail

@@ -24,14 +24,15 @@ constexpr std::size_t kDecoderSlack = 64 * 1024;
 }  // namespace
 
 SessionProtocol::SessionProtocol(std::shared_ptr<ServerCore> core, std::string peer,
-                                 bool tokenExempt)
+                                 PeerIdentity identity)
     : core_(std::move(core)),
       decoder_(core_->options.limits, core_->options.legacyDialect),
       input_(core_->budget, core_->options.limits.maxRequestBytes),
       out_(core_->budget),
       peer_(std::move(peer)),
+      peerKey_(std::move(identity.key)),
       id_(core_->nextSessionId++),
-      auth_(core_->options.token, tokenExempt) {}
+      auth_(core_->options.token, identity.tokenExempt) {}
 
 SessionProtocol::~SessionProtocol() { disconnect(!core_->stopped); }
 
@@ -161,7 +162,12 @@ bool SessionProtocol::handle(const wire::Request& request) {
 
 std::optional<SessionProtocol::Outcome> SessionProtocol::admit(const wire::Request& request) {
   if (request.op == wire::Op::kHello) noteHello(request);
+  const bool before = auth_.authenticated();
   const SessionAuth::Decision decision = auth_.check(request);
+  if (!before && auth_.authenticated() && core_->unauthenticated) {
+    core_->unauthenticated->remove(id_);  // it holds the token: no longer bounded as a stranger
+    core_->countUnauthenticated();
+  }
   if (decision.verdict == SessionAuth::Verdict::kServe) return std::nullopt;
   core_->refusals.refused(*core_->log, core_->options.name, peer_, RefusalKind::kToken,
                           decision.reason);

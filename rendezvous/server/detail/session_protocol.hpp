@@ -32,7 +32,14 @@
 
 namespace ddp::detail {
 
-class SessionProtocol : public StoreClient {
+// Who a connection's peer is, as admission found it (admission.hpp): for the token check and the
+// bounds on unauthenticated connections.
+struct PeerIdentity {
+  std::string key;           // "uid 1000" for a local process, else the address ("10.0.0.3")
+  bool tokenExempt = false;  // served without the token (options.allowUnauthenticated)
+};
+
+class SessionProtocol : public ServerConnection {
  public:
   enum class Outcome {
     kContinue,   // keep reading
@@ -42,9 +49,9 @@ class SessionProtocol : public StoreClient {
     kCloseWhenWritten,  // write what output() holds (a refusal), then close; read nothing more
   };
 
-  // `peer` names the remote end in log lines ("10.0.0.2:41234"); `tokenExempt`: its address is in
-  // options.allowUnauthenticated (no token needed).
-  SessionProtocol(std::shared_ptr<ServerCore> core, std::string peer, bool tokenExempt = false);
+  // `peer` names the remote end in log lines ("10.0.0.2:41234"); `identity`: who it is (no token
+  // needed when identity.tokenExempt).
+  SessionProtocol(std::shared_ptr<ServerCore> core, std::string peer, PeerIdentity identity = {});
   ~SessionProtocol() override;
 
   // Where the next read goes (at least one byte). nullopt: the pending request cannot fit in the
@@ -65,6 +72,9 @@ class SessionProtocol : public StoreClient {
   const std::string& closeReason() const { return reason_; }
   const std::string& peer() const { return peer_; }
   uint64_t id() const { return id_; }
+  // "uid 1000" or the peer's address (PeerIdentity::key).
+  const std::string& peerKey() const { return peerKey_; }
+  bool authenticated() const { return auth_.authenticated(); }
   wire::Dialect dialect() const { return decoder_.dialect(); }
   // Bytes of the input buffer (for tests of the per-connection footprint).
   std::size_t inputCapacity() const { return input_.capacity(); }
@@ -94,6 +104,7 @@ class SessionProtocol : public StoreClient {
   Charge decoderCharge_;
   std::size_t need_ = 0;  // from NeedMore: bytes the pending request needs in all
   std::string peer_;
+  std::string peerKey_;
   std::string client_;    // " (client=ddprun, host=..., ...)" once it said HELLO, for log lines
   std::string reason_;
   uint64_t id_ = 0;

@@ -19,27 +19,24 @@ std::string endpointString(const SessionStream::Socket& socket) {
   return addr.to_string() + ":" + std::to_string(ep.port());
 }
 
-// True when the peer's address needs no token (options.allowUnauthenticated).
-bool exemptFromToken(const ServerCore& core, const SessionStream::Socket& socket) {
-  boost::system::error_code ec;
-  const auto remote = socket.remote_endpoint(ec);
-  return !ec && core.options.allowUnauthenticated.contains(remote.address());
-}
-
 // A gather list of at most this many buffers is kept between writes.
 constexpr std::size_t kKeepGather = 16;
 
 }  // namespace
 
-StoreSession::StoreSession(SessionStream stream, std::shared_ptr<ServerCore> core)
-    : SessionProtocol(core, endpointString(stream.socket()),
-                      exemptFromToken(*core, stream.socket())),
+StoreSession::StoreSession(SessionStream stream, std::shared_ptr<ServerCore> core,
+                           const PeerIdentity& identity)
+    : SessionProtocol(core, endpointString(stream.socket()), identity),
       stream_(std::move(stream)),
       writing_(core->budget) {}
 
 StoreSession::~StoreSession() {
   if (!closed_) drop(core_->counters.open);
   core_->sessions.erase(this);
+  if (core_->unauthenticated) {
+    core_->unauthenticated->remove(id());
+    core_->countUnauthenticated();
+  }
 }
 
 void StoreSession::start() {
@@ -47,7 +44,18 @@ void StoreSession::start() {
   bump(core_->counters.accepted);
   bump(core_->counters.open);
   core_->log->debug("{}: connection {} from {}", core_->options.name, id(), peer());
+  if (core_->unauthenticated && !authenticated()) {
+    // Bounded until it presents the token; this may close an older stranger to make room.
+    core_->unauthenticated->add(id(), *this, peerKey());
+    core_->countUnauthenticated();
+  }
   readMore();
+}
+
+void StoreSession::expel(const std::string& reason) {
+  core_->refusals.refused(*core_->log, core_->options.name, peer(), RefusalKind::kUnauthenticated,
+                          reason);
+  close("");
 }
 
 void StoreSession::close(const std::string& reason) {
@@ -63,6 +71,10 @@ void StoreSession::close(const std::string& reason) {
   // A server that stops applies no ON_CLOSE registration: its peers did not go away.
   disconnect(!core_->stopped);
   core_->sessions.erase(this);
+  if (core_->unauthenticated) {
+    core_->unauthenticated->remove(id());
+    core_->countUnauthenticated();
+  }
   const bool durable = !core_->journal || core_->journal->durable() >= core_->journal->committed();
   if (!reason.empty() && !writeActive_ && !output().empty() && durable) {
     // Replies to the requests that preceded the bad one, best effort (never blocks), as torch's

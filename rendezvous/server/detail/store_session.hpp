@@ -14,7 +14,8 @@
 // (see wire_codec.hpp), created only when needed. When the peer closes (or the connection breaks,
 // or its input is malformed) the session's ON_CLOSE registrations are applied and logged at info;
 // when the server stops they are not. A request the token check refuses closes the session (after
-// HELLO's refusal reply is written, when it was a HELLO).
+// HELLO's refusal reply is written, when it was a HELLO). On a server with a token, a session that
+// has not presented it yet is counted in core.unauthenticated, which may close it (expel()).
 //
 // Thread safety: everything runs on the server's io_context thread; no locks.
 #pragma once
@@ -33,15 +34,20 @@
 namespace ddp::detail {
 
 class StoreSession final : public SessionProtocol,
+                           public UnauthenticatedConnections::Member,
                            public std::enable_shared_from_this<StoreSession> {
  public:
-  StoreSession(SessionStream stream, std::shared_ptr<ServerCore> core);
+  // `identity`: who admission found the peer to be (admission.hpp).
+  StoreSession(SessionStream stream, std::shared_ptr<ServerCore> core, const PeerIdentity& identity);
   ~StoreSession() override;
 
   // Registers with the core and starts reading. Non-blocking.
   void start();
   // Closes the socket and drops the session's waits; logs `reason` (rate-limited) when non-empty.
   void close(const std::string& reason);
+
+  // UnauthenticatedConnections::Member: closed before it presented the token.
+  void expel(const std::string& reason) override;
 
  protected:
   void repliesReady() override { flush(); }

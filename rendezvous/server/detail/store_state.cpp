@@ -41,7 +41,7 @@ std::optional<int64_t> parseLegacyInt(std::string_view text) {
   return -value;
 }
 
-bool StoreState::apply(const wire::Request& r, StoreClient& client, OutputQueue& out,
+bool StoreState::apply(const wire::Request& r, ServerConnection& client, OutputQueue& out,
                        std::string& reason, const Blob* buffer) {
   refusedForMemory_ = false;
   switch (r.op) {
@@ -105,7 +105,7 @@ void StoreState::wakeAll(std::string_view key) {
   if (waits_.empty()) return;
   woken_.clear();
   waits_.wakeAll(key, woken_);
-  for (StoreClient* c : woken_) c->onWaitComplete();
+  for (ServerConnection* c : woken_) c->onWaitComplete();
 }
 
 bool StoreState::setValue(const wire::Request& r, const Blob* buffer, std::string& reason) {
@@ -248,7 +248,7 @@ void StoreState::snapshot(std::size_t budget, StoreSnapshot& out) const {
   }
 }
 
-bool StoreState::wait(const wire::Request& r, StoreClient& client, OutputQueue& out,
+bool StoreState::wait(const wire::Request& r, ServerConnection& client, OutputQueue& out,
                       std::string& reason) {
   int64_t missing = 0;
   for (auto key : r.keys) {
@@ -264,7 +264,7 @@ bool StoreState::wait(const wire::Request& r, StoreClient& client, OutputQueue& 
   return true;
 }
 
-bool StoreState::barrier(const wire::Request& r, StoreClient& client, OutputQueue& out,
+bool StoreState::barrier(const wire::Request& r, ServerConnection& client, OutputQueue& out,
                          std::string& reason) {
   int64_t count = 1;
   if (const Blob* old = table_.find(r.key)) {
@@ -299,7 +299,7 @@ bool StoreState::queuePush(const wire::Request& r, const Blob* buffer, std::stri
   if (!value || !table_.queuePush(r.key, std::move(*value))) {
     return refuse(reason, "QUEUE_PUSH", r.key.size() + r.value.size());
   }
-  if (StoreClient* woken = waits_.wakeOne(r.key)) woken->onWaitComplete();
+  if (ServerConnection* woken = waits_.wakeOne(r.key)) woken->onWaitComplete();
   return true;
 }
 

@@ -6,6 +6,9 @@
 //   * GET / MULTI_GET of a missing key reply an empty value (torch 1.13 closes the connection).
 //   * COMPARE_SET that stores a value wakes waiters of the key (torch 1.13 does not).
 //   * WATCH_KEY is answered with 03 but no change events are ever pushed.
+// BARRIER follows torch's libuv server (the only one that has it): the counter goes up by one; at
+// world_size the caller is answered and the key's waiters woken, below it the caller waits as a
+// one-key WAIT does, so the next change of the key releases it (docs/ddprund.md "BARRIER").
 // Everything else follows the legacy server byte for byte, including its WAIT bookkeeping: a WAIT
 // overwrites the connection's awaited count, duplicate keys are counted twice, and a wait that a
 // 1.13 client gave up on stays registered (its late 00 reaches the client, as upstream). Duplicate
@@ -71,13 +74,13 @@ class StoreState {
   // memory budget cannot hold); `reason` then says why and nothing of the request was applied.
   // `buffer`, when given, holds the request's bytes: a large value that fills most of it is kept
   // by reference (the caller must then not write into that buffer again).
-  bool apply(const wire::Request& request, StoreClient& client, OutputQueue& out,
+  bool apply(const wire::Request& request, ServerConnection& client, OutputQueue& out,
              std::string& reason, const Blob* buffer = nullptr);
 
   // Drops every wait registration of `client` (connection closed). The data stays. With
   // `applyOnClose` (the peer closed or the connection broke; not when the server stops) its
   // ON_CLOSE registrations are applied as COMPARE_SETs first, waking waiters; returns them.
-  std::vector<AppliedOnClose> disconnect(StoreClient& client, bool applyOnClose);
+  std::vector<AppliedOnClose> disconnect(ServerConnection& client, bool applyOnClose);
 
   std::size_t numKeys() const { return table_.numKeys(); }
   // Whether the last apply() that returned false was refused by the memory budget (rather than
@@ -96,7 +99,7 @@ class StoreState {
   // apply() of a request tagged by REQUEST_ID (client, sequence): one already applied is answered
   // with its kept reply instead; a new one is applied and its reply kept (and journaled).
   bool applyTagged(const wire::Request& request, uint64_t clientId, uint64_t sequence,
-                   StoreClient& client, OutputQueue& out, std::string& reason,
+                   ServerConnection& client, OutputQueue& out, std::string& reason,
                    const Blob* buffer = nullptr);
   // From now on every change is staged in `journal` (the caller commits).
   void attachJournal(Journal* journal);
@@ -129,8 +132,9 @@ class StoreState {
   bool compareSet(std::string_view key, std::string_view expected, std::string_view desired,
                   const Blob* buffer, OutputQueue* out, std::string& reason);
   bool add(const wire::Request& r, OutputQueue& out, std::string& reason);
-  bool wait(const wire::Request& r, StoreClient& client, OutputQueue& out, std::string& reason);
-  bool barrier(const wire::Request& r, StoreClient& client, OutputQueue& out,
+  bool wait(const wire::Request& r, ServerConnection& client, OutputQueue& out,
+            std::string& reason);
+  bool barrier(const wire::Request& r, ServerConnection& client, OutputQueue& out,
                std::string& reason);
   bool queuePush(const wire::Request& r, const Blob* buffer, std::string& reason);
   bool queuePop(std::string_view key, OutputQueue& out, std::string& reason);
@@ -138,9 +142,9 @@ class StoreState {
   bool storeNumber(std::string_view key, int64_t value, std::string& reason);
   // ddprun's extension (store_state_extension.cpp).
   void hello(OutputQueue& out) const;
-  bool onClose(const wire::Request& r, StoreClient& client, OutputQueue& out,
+  bool onClose(const wire::Request& r, ServerConnection& client, OutputQueue& out,
                std::string& reason);
-  void onCloseClear(const wire::Request& r, StoreClient& client, OutputQueue& out) const;
+  void onCloseClear(const wire::Request& r, ServerConnection& client, OutputQueue& out) const;
 
   MemoryBudget& budget_;
   StoreTable table_;
@@ -151,7 +155,7 @@ class StoreState {
   // data sees whether it is still the same one.
   std::string instance_;
   static std::string newInstanceId();
-  std::vector<StoreClient*> woken_;  // scratch of wakeAll()
+  std::vector<ServerConnection*> woken_;  // scratch of wakeAll()
   bool refusedForMemory_ = false;
 };
 

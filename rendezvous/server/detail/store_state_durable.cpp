@@ -19,7 +19,7 @@ std::string flatten(const OutputQueue& queue) {
 }  // namespace
 
 bool StoreState::applyTagged(const wire::Request& r, uint64_t clientId, uint64_t sequence,
-                             StoreClient& client, OutputQueue& out, std::string& reason,
+                             ServerConnection& client, OutputQueue& out, std::string& reason,
                              const Blob* buffer) {
   if (!wire::changesStore(r.op)) return apply(r, client, out, reason, buffer);
   if (const auto kept = requestIds_.seen(clientId, sequence)) {

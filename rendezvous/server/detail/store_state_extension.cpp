@@ -18,7 +18,7 @@ std::size_t onCloseCost(std::string_view key, std::string_view expected,
 
 }  // namespace
 
-std::vector<AppliedOnClose> StoreState::disconnect(StoreClient& client, bool applyOnClose) {
+std::vector<AppliedOnClose> StoreState::disconnect(ServerConnection& client, bool applyOnClose) {
   waits_.unpark(client);
   std::vector<AppliedOnClose> applied;
   const std::vector<OnCloseAction> actions = std::move(client.onClose_);
@@ -53,7 +53,7 @@ void StoreState::hello(OutputQueue& out) const {
   });
 }
 
-bool StoreState::onClose(const wire::Request& r, StoreClient& client, OutputQueue& out,
+bool StoreState::onClose(const wire::Request& r, ServerConnection& client, OutputQueue& out,
                          std::string& reason) {
   auto& actions = client.onClose_;
   auto it = std::find_if(actions.begin(), actions.end(),
@@ -78,7 +78,7 @@ bool StoreState::onClose(const wire::Request& r, StoreClient& client, OutputQueu
   return true;
 }
 
-void StoreState::onCloseClear(const wire::Request& r, StoreClient& client,
+void StoreState::onCloseClear(const wire::Request& r, ServerConnection& client,
                               OutputQueue& out) const {
   auto& actions = client.onClose_;
   auto& charges = client.onCloseCharges_;

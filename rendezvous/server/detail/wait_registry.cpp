@@ -7,14 +7,14 @@ WaitRegistry::~WaitRegistry() {
   for (auto& [key, waiters] : keys_) {
     for (WaitNode* node = waiters.head; node != nullptr;) {
       WaitNode* next = node->next;
-      StoreClient& client = *node->client;
+      ServerConnection& client = *node->client;
       client.waits_.erase(&waiters);
       node = next;
     }
   }
 }
 
-bool WaitRegistry::park(StoreClient& client, std::string_view key, int64_t count) {
+bool WaitRegistry::park(ServerConnection& client, std::string_view key, int64_t count) {
   auto it = keys_.find(key);
   if (it != keys_.end()) {
     auto mine = client.waits_.find(&it->second);
@@ -46,21 +46,21 @@ bool WaitRegistry::park(StoreClient& client, std::string_view key, int64_t count
 }
 
 bool WaitRegistry::countDown(const WaitNode& node) {
-  StoreClient& client = *node.client;
+  ServerConnection& client = *node.client;
   // The legacy server decrements once per listed key and wakes when the count hits zero exactly.
   const bool crosses = client.awaited_ > 0 && client.awaited_ <= node.count;
   client.awaited_ -= node.count;
   return crosses;
 }
 
-void WaitRegistry::wakeAll(std::string_view key, std::vector<StoreClient*>& woken) {
+void WaitRegistry::wakeAll(std::string_view key, std::vector<ServerConnection*>& woken) {
   if (keys_.empty()) return;
   auto it = keys_.find(key);
   if (it == keys_.end()) return;
   KeyWaiters& waiters = it->second;
   for (WaitNode* node = waiters.head; node != nullptr;) {
     WaitNode* next = node->next;
-    StoreClient* client = node->client;
+    ServerConnection* client = node->client;
     if (countDown(*node)) woken.push_back(client);
     client->waits_.erase(&waiters);  // destroys *node
     node = next;
@@ -68,14 +68,14 @@ void WaitRegistry::wakeAll(std::string_view key, std::vector<StoreClient*>& woke
   keys_.erase(it);
 }
 
-StoreClient* WaitRegistry::wakeOne(std::string_view key) {
+ServerConnection* WaitRegistry::wakeOne(std::string_view key) {
   auto it = keys_.find(key);
   if (it == keys_.end()) return nullptr;
   KeyWaiters& waiters = it->second;
-  StoreClient* woken = nullptr;
+  ServerConnection* woken = nullptr;
   while (waiters.head != nullptr && woken == nullptr) {
     WaitNode& node = *waiters.head;
-    StoreClient* client = node.client;
+    ServerConnection* client = node.client;
     if (countDown(node)) woken = client;
     waiters.head = node.next;
     if (waiters.head != nullptr) waiters.head->prev = nullptr;
@@ -92,7 +92,7 @@ void WaitRegistry::unlink(WaitNode& node) {
   if (waiters.head == nullptr) keys_.erase(keys_.find(std::string_view(*waiters.key)));
 }
 
-void WaitRegistry::unpark(StoreClient& client) {
+void WaitRegistry::unpark(ServerConnection& client) {
   for (auto& [key, node] : client.waits_) unlink(node);
   client.waits_.clear();
   client.awaited_ = 0;

@@ -1,5 +1,5 @@
 // WaitRegistry: which connections wait for which keys (WAIT, BARRIER), with every operation
-// O(1) per registration, and StoreClient, a connection as the store sees it.
+// O(1) per registration, and ServerConnection, a connection as the store sees it.
 //
 // A connection holds at most one registration per key; a key listed again (in the same WAIT, or
 // by an earlier WAIT still registered) raises the registration's count instead. Counting keeps
@@ -25,12 +25,12 @@
 
 namespace ddp::detail {
 
-class StoreClient;
+class ServerConnection;
 struct KeyWaiters;
 
 // One client's registration under one key.
 struct WaitNode {
-  StoreClient* client = nullptr;
+  ServerConnection* client = nullptr;
   KeyWaiters* key = nullptr;
   WaitNode* prev = nullptr;
   WaitNode* next = nullptr;
@@ -53,11 +53,12 @@ struct OnCloseAction {
   std::string desired;
 };
 
-// A connection as the store sees it: it can be parked in WAIT / BARRIER and woken, and it may
-// hold ON_CLOSE registrations.
-class StoreClient {
+// One client's connection as the store server sees it (the server side of a session, not a
+// client library): it can be parked in WAIT / BARRIER and woken, and it may hold ON_CLOSE
+// registrations. SessionProtocol is the real one; tests fake it.
+class ServerConnection {
  public:
-  virtual ~StoreClient() = default;
+  virtual ~ServerConnection() = default;
 
  protected:
   // The connection's wait completed: it must send STOP_WAITING (00). Called on the owning
@@ -84,19 +85,21 @@ class WaitRegistry {
 
   // Registers `client` under `key` `count` more times. False (nothing registered) when the
   // budget cannot hold a new registration.
-  bool park(StoreClient& client, std::string_view key, int64_t count);
+  bool park(ServerConnection& client, std::string_view key, int64_t count);
   // `key` was created: every registration under it counts its client down and is consumed.
   // Appends the clients whose count reached zero, in registration order.
-  void wakeAll(std::string_view key, std::vector<StoreClient*>& woken);
+  void wakeAll(std::string_view key, std::vector<ServerConnection*>& woken);
   // QUEUE_PUSH rule: registrations under `key` are consumed in order until one client's count
   // reaches zero; returns that client (or nullptr).
-  StoreClient* wakeOne(std::string_view key);
+  ServerConnection* wakeOne(std::string_view key);
   // Drops every registration of `client` and zeroes its count (CANCEL_WAIT, disconnect).
-  void unpark(StoreClient& client);
+  void unpark(ServerConnection& client);
 
   bool empty() const { return keys_.empty(); }
   // Registrations held by `client` (one per key).
-  static std::size_t registrationsOf(const StoreClient& client) { return client.waits_.size(); }
+  static std::size_t registrationsOf(const ServerConnection& client) {
+    return client.waits_.size();
+  }
 
  private:
   struct Hash {

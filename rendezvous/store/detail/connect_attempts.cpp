@@ -19,9 +19,11 @@ std::chrono::milliseconds since(ConnectAttempts::Clock::time_point start) {
 ConnectAttempts::ConnectAttempts(const TcpStoreClientOptions& options, std::string endpoint)
     : options_(options), endpoint_(std::move(endpoint)), start_(Clock::now()), nextReport_(start_) {}
 
-void ConnectAttempts::failed(const std::string& target, const std::string& reason) {
+void ConnectAttempts::failed(const std::string& target, const std::string& reason,
+                             bool overloaded) {
   ++attempts_;
   last_ = target + ": " + reason;
+  if (overloaded) overload_ = last_;
   auto kind = std::find_if(kinds_.begin(), kinds_.end(), [&](auto& k) { return k.first == last_; });
   if (kind == kinds_.end()) kinds_.emplace_back(last_, 1);
   else ++kind->second;
@@ -41,10 +43,14 @@ std::string ConnectAttempts::summary() const {
 }
 
 void ConnectAttempts::giveUp(bool resolved) const {
-  const std::string budget = formatBudget(options_.connectTimeout);
+  const std::string budget = durationText(options_.connectTimeout);
   if (!resolved)
     throw NetworkError("could not resolve the host of " + endpoint_ + " within " + budget + " (" +
                        summary() + ")");
+  if (!overload_.empty()) {
+    throw OverloadedError("timed out after " + budget + " connecting to " + overload_ + " (" +
+                          summary() + ")");
+  }
   throw TimeoutError("timed out after " + budget + " connecting to " + endpoint_ + " (" +
                      summary() + ")");
 }

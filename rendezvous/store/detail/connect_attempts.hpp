@@ -29,14 +29,17 @@ class ConnectAttempts {
 
   // Records one failed attempt and reports progress when due (calls the callback; never throws
   // unless the callback does).
-  void failed(const std::string& target, const std::string& reason);
+  // `overloaded`: the server answered with a busy notice (wire_codec.hpp).
+  void failed(const std::string& target, const std::string& reason, bool overloaded = false);
 
   // "57 attempts: 57x 10.0.0.1:29400: Connection refused" (at most 4 kinds of failure listed).
   std::string summary() const;
 
   // The error for a loop that ran out of budget: NetworkError when the host name never resolved
   // (a DNS failure is not a usage error: the name may be right and the DNS late), TimeoutError
-  // otherwise. Both one line, naming the endpoint, the budget and summary().
+  // otherwise — OverloadedError, "... connecting to X: store overloaded: <reason> (...)", when an
+  // attempt met a busy notice (the server is alive: later attempts that ran out of time do not
+  // make it lost). All one line, naming the endpoint, the budget and summary().
   [[noreturn]] void giveUp(bool resolved) const;
 
  private:
@@ -46,6 +49,7 @@ class ConnectAttempts {
   Clock::time_point nextReport_;
   int attempts_ = 0;
   std::string last_;
+  std::string overload_;  // the last failure that was a busy notice ("" = none)
   std::vector<std::pair<std::string, int>> kinds_;  // failure text -> count, first seen first
 };
 

@@ -60,34 +60,6 @@ int64_t jsonInt(const json& object, const char* field, int64_t fallback) {
   throw ProtocolError(std::string("etcd sent a non-integer '") + field + "': " + it->dump());
 }
 
-EtcdEndpoint parseEtcdEndpoint(std::string_view text, bool tlsByDefault) {
-  std::string_view rest = text;
-  bool tls = tlsByDefault;
-  if (rest.starts_with("https://")) {
-    rest.remove_prefix(8);
-    tls = true;
-  } else if (rest.starts_with("http://")) {
-    rest.remove_prefix(7);
-    tls = false;
-  }
-  while (rest.ends_with('/')) rest.remove_suffix(1);
-  std::size_t colon = rest.rfind(':');
-  if (colon == std::string_view::npos) {
-    throw ConfigError("etcd endpoint '" + std::string(text) + "' needs host:port");
-  }
-  EtcdEndpoint endpoint{std::string(rest.substr(0, colon)), std::string(rest.substr(colon + 1)), tls};
-  if (endpoint.host.size() >= 2 && endpoint.host.front() == '[' && endpoint.host.back() == ']') {
-    endpoint.host = endpoint.host.substr(1, endpoint.host.size() - 2);
-  }
-  unsigned port = 0;
-  auto [ptr, ec] = std::from_chars(endpoint.port.data(), endpoint.port.data() + endpoint.port.size(), port);
-  if (endpoint.host.empty() || ec != std::errc() || ptr != endpoint.port.data() + endpoint.port.size() ||
-      port == 0 || port > 65535) {
-    throw ConfigError("etcd endpoint '" + std::string(text) + "' needs host:port with a port 1-65535");
-  }
-  return endpoint;
-}
-
 // One HTTP/1.1 keep-alive connection (plain or TLS: EtcdHttpStream).
 class EtcdClient::Connection {
  public:

@@ -45,11 +45,6 @@ struct EtcdEndpoint {
   std::string text() const { return host + ":" + port; }
 };
 
-// Parses "host:port", "http://host:port", "https://host:port" or "[v6]:port"; without a scheme
-// the endpoint is https when `tlsByDefault`. Throws ConfigError for a missing or non-numeric
-// port, or an empty host.
-EtcdEndpoint parseEtcdEndpoint(std::string_view text, bool tlsByDefault = false);
-
 class EtcdClient {
  public:
   using Clock = std::chrono::steady_clock;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <random>
 
+#include "rendezvous/base/duration_text.hpp"
+#include "rendezvous/base/endpoint.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
 
@@ -123,7 +125,7 @@ void ResumableConnection::reconnect(Clock::time_point until, std::exception_ptr 
     if (left <= std::chrono::milliseconds::zero()) std::rethrow_exception(loss);
     if (round == 0) {
       log->warn("connection to the store at {} lost; reconnecting (for up to {})",
-                conn_->endpoint(), formatBudget(left));
+                conn_->endpoint(), durationText(left));
     }
     TcpStoreClientOptions options = options_;
     options.connectTimeout = left;
@@ -134,17 +136,21 @@ void ResumableConnection::reconnect(Clock::time_point until, std::exception_ptr 
       log->info("reconnected to the store at {}; {} unacknowledged change{} sent again",
                 conn_->endpoint(), unacked_.size(), unacked_.size() == 1 ? "" : "s");
       return;
+    } catch (const OverloadedError& e) {  // the server is up but out of descriptors
+      throw OverloadedError(notRegained() + e.what());
     } catch (const TimeoutError& e) {
-      throw NetworkError("connection to the store at " + formatEndpoint(options_.host,
-                                                                         options_.port) +
-                         " lost and not regained within " +
-                         formatBudget(serverDurable_ ? options_.reconnectBudget
-                                                     : kVolatileReconnect) +
-                         (serverDurable_ ? "" : " (a store that keeps no data)") + ": " + e.what());
+      throw NetworkError(notRegained() + e.what());
     } catch (const NetworkError&) {
       if (!conn_ || !conn_->lost()) throw;  // lost again while restoring: try again
     }
   }
+}
+
+std::string ResumableConnection::notRegained() const {
+  return "connection to the store at " + formatEndpoint({options_.host, options_.port}) +
+         " lost and not regained within " +
+         durationText(serverDurable_ ? options_.reconnectBudget : kVolatileReconnect) +
+         (serverDurable_ ? "" : " (a store that keeps no data)") + ": ";
 }
 
 // Says HELLO, registers the ON_CLOSE actions and sends the unacknowledged changes again.

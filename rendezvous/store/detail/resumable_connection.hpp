@@ -39,6 +39,7 @@ class ResumableConnection {
   const std::string& endpoint() const { return conn_->endpoint(); }
   wire::Dialect dialect() const { return conn_->dialect(); }
   void throwIfFailed() const { conn_->throwIfFailed(); }
+  bool failed() const { return conn_->failed(); }
   void send(const wire::Request& request, Clock::time_point deadline, const std::string& what);
   std::optional<StoreReply> receive(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
                                     const std::string& what, int interruptFd = -1);
@@ -87,6 +88,8 @@ class ResumableConnection {
   };
   void reconnect(Clock::time_point until, std::exception_ptr loss);
   void restore(Clock::time_point until);
+  // "connection to the store at X lost and not regained within B: ", for the final error.
+  std::string notRegained() const;
   void acknowledged() { unacked_.clear(); }
 
   TcpStoreClientOptions options_;

@@ -10,6 +10,7 @@
 
 #include "rendezvous/base/backoff.hpp"
 #include "rendezvous/store/detail/connect_attempts.hpp"
+#include "rendezvous/base/endpoint.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/security/tls_context.hpp"
 
@@ -19,11 +20,6 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using boost::system::error_code;
 
-std::string formatEndpoint(const std::string& host, uint16_t port) {
-  const bool ipv6Literal = host.find(':') != std::string::npos && host.front() != '[';
-  return (ipv6Literal ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
 std::chrono::steady_clock::time_point deadlineAfter(std::chrono::milliseconds budget) {
   using Clock = std::chrono::steady_clock;
   const auto now = Clock::now();
@@ -32,15 +28,6 @@ std::chrono::steady_clock::time_point deadlineAfter(std::chrono::milliseconds bu
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now);
   if (budget >= room) return Clock::time_point::max();
   return now + budget;
-}
-
-std::string formatBudget(std::chrono::milliseconds budget) {
-  const int64_t ms = budget.count();
-  if (ms < 1000) return std::to_string(ms) + " ms";
-  if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f s", static_cast<double>(ms) / 1000.0);
-  return text;
 }
 
 std::string formatKeys(const std::vector<std::string>& keys) {
@@ -89,7 +76,7 @@ std::string describe(const error_code& ec) {
 StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
     : options_(options),
       tls_(options.tls.enabled() ? makeClientTlsContext(options.tls) : nullptr),
-      endpoint_(formatEndpoint(options.host, options.port)),
+      endpoint_(formatEndpoint({options.host, options.port})),
       dialect_(toWire(options.dialect)),
       socket_(io_) {
   const auto deadline = deadlineAfter(options_.connectTimeout);
@@ -114,7 +101,8 @@ StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
       const tcp::endpoint address = entry.endpoint();
       const std::string failure = attempt(address, std::min(deadline, Clock::now() + share));
       if (failure.empty()) return;
-      attempts.failed(formatEndpoint(address.address().to_string(), address.port()), failure);
+      attempts.failed(formatSocketEndpoint(address), failure,
+                      overloaded_);
     }
   } while (backoff.sleepBefore(deadline));
   attempts.giveUp(resolved);
@@ -122,6 +110,8 @@ StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
 
 std::string StoreConnection::attempt(const tcp::endpoint& address, Clock::time_point deadline) {
   in_.clear();
+  firstReply_ = true;
+  overloaded_ = false;
   if (const error_code ec = socket_.connect(address, deadline)) return describe(ec);
   if (tls_) {
     std::string failure = socket_.startTls(tls_->native_handle(), options_.host, deadline);
@@ -145,6 +135,7 @@ std::string StoreConnection::handshake(Clock::time_point deadline) {
   wire::encodeRequest(out_, dialect_, ping);
   if (const error_code ec = socket_.writeAll(out_, deadline)) return "handshake: " + describe(ec);
   for (;;) {
+    if (std::string busy = busyNotice(); !busy.empty()) return busy;
     const auto result = wire::decodeReply(in_, wire::Op::kPing);
     if (const auto* reply = std::get_if<wire::Reply>(&result)) {
       in_.erase(0, reply->size);
@@ -152,9 +143,21 @@ std::string StoreConnection::handshake(Clock::time_point deadline) {
       return "PING echoed " + std::to_string(reply->nonce) + " instead of " + std::to_string(nonce);
     }
     if (const error_code ec = socket_.readSome(in_, deadline)) {
+      if (!in_.empty() && wire::decodeBusyNotice(in_).kind != wire::BusyNotice::Kind::kNone) {
+        return "the store closed the connection in the middle of a busy notice";
+      }
       return "no PING echo (is it a v2 TCPStore server?): " + describe(ec);
     }
   }
+}
+
+std::string StoreConnection::busyNotice() {
+  if (!firstReply_) return {};
+  const wire::BusyNotice notice = wire::decodeBusyNotice(in_);
+  if (notice.kind == wire::BusyNotice::Kind::kNone) firstReply_ = false;
+  if (notice.kind != wire::BusyNotice::Kind::kNotice) return {};
+  overloaded_ = true;
+  return "store overloaded: " + notice.reason;
 }
 
 void StoreConnection::throwIfFailed() const {
@@ -197,6 +200,11 @@ std::optional<StoreReply> StoreConnection::receive(wire::Op op, std::size_t keyC
                                                    const std::string& what, int interruptFd) {
   throwIfFailed();
   for (;;) {
+    if (std::string busy = busyNotice(); !busy.empty()) {  // v1: no handshake came first
+      const OverloadedError error("the store at " + endpoint_ + " refused " + what + ": " + busy);
+      markFailed(std::make_exception_ptr(error));
+      throw error;
+    }
     const auto result = wire::decodeReply(in_, op, keyCount, options_.maxValueBytes);
     if (const auto* reply = std::get_if<wire::Reply>(&result)) {
       StoreReply owned{reply->integer, reply->status, reply->nonce, reply->version,
@@ -221,7 +229,7 @@ std::optional<StoreReply> StoreConnection::receive(wire::Op op, std::size_t keyC
 StoreReply StoreConnection::expect(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
                                    std::chrono::milliseconds budget, const std::string& what) {
   if (auto reply = receive(op, keyCount, deadline, what)) return std::move(*reply);
-  const std::string message = "timed out after " + formatBudget(budget) +
+  const std::string message = "timed out after " + durationText(budget) +
                               " waiting for the reply to " + what + " from " + endpoint_;
   markFailed(std::make_exception_ptr(
       NetworkError("connection to the store at " + endpoint_ + " is unusable: an earlier " +

@@ -23,6 +23,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
 
+#include "rendezvous/base/duration_text.hpp"
 #include "rendezvous/store/detail/deadline_socket.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
@@ -39,12 +40,8 @@ struct StoreReply {
   std::vector<std::string> values;
 };
 
-// "host:port", with brackets around IPv6 literals.
-std::string formatEndpoint(const std::string& host, uint16_t port);
 // now + budget, saturating (a budget of milliseconds::max() means "no deadline").
 std::chrono::steady_clock::time_point deadlineAfter(std::chrono::milliseconds budget);
-// "30 s", "1.5 s", "250 ms".
-std::string formatBudget(std::chrono::milliseconds budget);
 // "[a, b]" with non-printable bytes escaped and long keys shortened.
 std::string formatKeys(const std::vector<std::string>& keys);
 
@@ -53,8 +50,10 @@ class StoreConnection {
   using Clock = std::chrono::steady_clock;
 
   // Connects and handshakes, reporting progress to options.onConnectProgress while attempts
-  // fail. Throws TimeoutError summarising the attempts when connectTimeout passes, NetworkError
-  // when the host never resolved within it, ConfigError when the TLS files cannot be used.
+  // fail. Throws TimeoutError summarising the attempts when connectTimeout passes (OverloadedError
+  // when an attempt got the server's busy notice: out of descriptors, at its connection limit),
+  // NetworkError when the host never resolved within it, ConfigError when the TLS files
+  // cannot be used.
   explicit StoreConnection(const TcpStoreClientOptions& options);
 
   const std::string& endpoint() const { return endpoint_; }
@@ -62,6 +61,8 @@ class StoreConnection {
 
   // Rethrows the sticky failure, if any.
   void throwIfFailed() const;
+  // True once a sticky failure is set.
+  bool failed() const { return failure_ != nullptr; }
 
   // Encodes and writes `request`. `what` names it for errors ("GET of key 'k'"). Throws
   // NetworkError / TimeoutError (both leave the connection failed).
@@ -96,6 +97,9 @@ class StoreConnection {
   // One connect + handshake attempt to one address; returns an error text, empty on success.
   std::string attempt(const boost::asio::ip::tcp::endpoint& address, Clock::time_point deadline);
   std::string handshake(Clock::time_point deadline);
+  // While the first reply is awaited: "store overloaded: <reason>" once in_ holds a whole busy
+  // notice (wire_codec.hpp), else "".
+  std::string busyNotice();
   [[noreturn]] void failNetwork(const std::string& what, const boost::system::error_code& ec);
 
   TcpStoreClientOptions options_;
@@ -108,6 +112,8 @@ class StoreConnection {
   std::string out_;  // scratch for encoding
   std::string farewell_;
   std::exception_ptr failure_;
+  bool firstReply_ = true;   // nothing but a busy notice was read yet
+  bool overloaded_ = false;  // the last attempt got a busy notice
   bool closedByServer_ = false;
   bool lost_ = false;
 };

@@ -1,8 +1,11 @@
-// Cursor: a bounds-checked reader over the front of a byte buffer, and the parsing helpers that
-// wire_codec.cpp (torch's ops) and wire_extension.cpp (ddprun's extension ops) share.
+// Cursor: a bounds-checked reader over the front of a byte buffer, and the helpers that
+// request_decoder.cpp (the server's decoding), client_codec.cpp (the client's encoding and reply
+// decoding), wire_codec.cpp (opcode tables, names) and wire_extension.cpp (ddprun's extension ops)
+// share.
 // Pure; a Cursor is used by one thread at a time.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +17,9 @@
 #include "rendezvous/wire/wire_codec.hpp"
 
 namespace ddp::wire::detail {
+
+static_assert(std::endian::native == std::endian::little,
+              "the TCPStore wire format is little-endian; big-endian hosts need byte swaps");
 
 // A bounds-checked reader over the front of a byte buffer. The first failure sticks: later reads
 // return false, and result() tells NeedMore (with the size needed) from Malformed.
@@ -84,6 +90,10 @@ class Cursor {
 // u64 n, then n keys (pairs: key, value) into `list.keys`, within the limits. Resumes where an
 // earlier call on the same request stopped (see KeyList).
 bool parseKeyList(Cursor& c, const WireLimits& limits, bool pairs, KeyList& list);
+
+// The op of an opcode byte in `dialect` (v1a, v1b, or v2 with ddprun's extension ops); nullopt for
+// an unknown byte, and for kUnknown and kV1 (the decoder tells v1a from v1b itself).
+std::optional<Op> opOfCode(Dialect dialect, uint8_t code);
 
 // ---- ddprun's extension (wire_extension.cpp) --------------------------------------------------
 

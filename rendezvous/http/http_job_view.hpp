@@ -1,6 +1,6 @@
 // JobView: one job as the status pages show it, read from its keys in the rendezvous store
 // (rendezvous/algorithm/detail/rendezvous_keys.hpp has the layout; the status keys it lists —
-// r/<g>/status/<rank>, metrics, history — are written by the agents, launcher/status_publisher.hpp).
+// r/<g>/status/<rank>, metrics, history — are written by the agents, launcher/status/status_publisher.hpp).
 //
 // readJob() reads through a KeySource, so ddprund (a snapshot its io thread copied) and an agent
 // (its own connection to the rendezvous store) build the same view with the same code. It makes
@@ -65,7 +65,10 @@ struct JobView {
   std::string roundEndDetail;
   std::vector<NodeView> nodes;   // of the newest formed round, by node rank
   nlohmann::json history = nlohmann::json::array();   // ended generations, oldest first
-  nlohmann::json failures = nlohmann::json::array();  // failure records, oldest first
+  nlohmann::json failures = nlohmann::json::array();  // failure records, oldest first (a record
+                                                      // with "quorum" >= 0: recovered in place)
+  // Records recovered in place among `failures`.
+  int64_t recoveriesInPlace() const;
   nlohmann::json points = nlohmann::json::array();    // metric points, oldest first
   std::vector<std::string> problems;  // values that could not be read
 };
@@ -73,7 +76,9 @@ struct JobView {
 // Reads job `runId` (its current incarnation). Throws what the source throws.
 JobView readJob(KeySource& source, const std::string& runId);
 
-// The JSON of /status for these jobs: {"jobs": [...]} plus `server` when it is not null.
+// The JSON of /status for these jobs: {"jobs": [...]} plus `server` when it is not null. Each
+// job's "recoveries" lists its recoveries in place (docs/recovery.md): generation, quorum, the
+// node that made it and the ranks it replaced, oldest first.
 nlohmann::json statusJson(const std::vector<JobView>& jobs, const nlohmann::json& server);
 
 // One JSON object per line (the metrics and history keys); malformed lines are skipped.

@@ -1,4 +1,4 @@
-#include "rendezvous/server/http_job_view.hpp"
+#include "rendezvous/http/http_job_view.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -17,17 +17,6 @@ std::optional<int64_t> number(const std::optional<std::string>& text) {
   const auto r = std::from_chars(text->data(), text->data() + text->size(), value);
   if (r.ec != std::errc() || r.ptr != text->data() + text->size()) return std::nullopt;
   return value;
-}
-
-const char* endName(RendezvousEventKind kind) {
-  switch (kind) {
-    case RendezvousEventKind::kScaleUp: return "scale-up";
-    case RendezvousEventKind::kPeerLost: return "peer lost";
-    case RendezvousEventKind::kRestartRequested: return "restart";
-    case RendezvousEventKind::kJobFailed: return "job failed";
-    case RendezvousEventKind::kStoreLost: return "store lost";
-  }
-  return "ended";
 }
 
 void readNodes(KeySource& source, const detail::RendezvousKeys& keys, int64_t g, JobView& job) {
@@ -111,6 +100,31 @@ json nodeJson(const NodeView& n) {
           {"heartbeat_age_s", age}, {"status", n.status}};
 }
 
+// The failure records of workers replaced in place (their "quorum" is >= 0), oldest first: one
+// entry per record, for the status page's recovery timeline and /metrics.
+json recoveriesOf(const JobView& j) {
+  json out = json::array();
+  for (const auto& r : j.failures) {
+    if (!r.is_object() || r.value("quorum", int64_t(-1)) < 0) continue;
+    json ranks = json::array(), how = json::array();
+    for (const auto& f : r.value("failures", json::array())) {
+      if (!f.is_object()) continue;
+      ranks.push_back(f.value("global_rank", -1));
+      const int signal = f.value("signal", 0);
+      how.push_back(!f.value("hang", std::string()).empty() ? std::string("hung")
+                    : signal != 0 ? "signal " + std::to_string(signal)
+                                  : "exit " + std::to_string(f.value("exit_code", 0)));
+    }
+    out.push_back({{"generation", r.value("generation", int64_t(-1))},
+                   {"quorum", r.value("quorum", int64_t(-1))},
+                   {"node_rank", r.value("node_rank", -1)},
+                   {"host", r.value("host", std::string())},
+                   {"ranks", ranks},
+                   {"how", how}});
+  }
+  return out;
+}
+
 json jobJson(const JobView& j) {
   json nodes = json::array();
   for (const auto& n : j.nodes) nodes.push_back(nodeJson(n));
@@ -132,6 +146,7 @@ json jobJson(const JobView& j) {
           {"nodes", nodes},
           {"history", j.history},
           {"failures", j.failures},
+          {"recoveries", recoveriesOf(j)},
           {"points", j.points},
           {"problems", j.problems}};
 }
@@ -171,6 +186,14 @@ JobView readJob(KeySource& source, const std::string& runId) {
     job.state = job.roundEnd ? "restarting" : "running";
   }
   return job;
+}
+
+int64_t JobView::recoveriesInPlace() const {
+  int64_t n = 0;
+  for (const auto& r : failures) {
+    if (r.is_object() && r.value("quorum", int64_t(-1)) >= 0) ++n;
+  }
+  return n;
 }
 
 json statusJson(const std::vector<JobView>& jobs, const json& server) {

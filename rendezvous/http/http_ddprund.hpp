@@ -18,7 +18,7 @@
 #include <mutex>
 #include <string>
 
-#include "rendezvous/server/http_server.hpp"
+#include "rendezvous/http/http_server.hpp"
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/server/store_stats.hpp"
 

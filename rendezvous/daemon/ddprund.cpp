@@ -1,10 +1,11 @@
-#include "rendezvous/server/ddprund.hpp"
+#include "rendezvous/daemon/ddprund.hpp"
 
 #include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -12,14 +13,18 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "rendezvous/base/error.hpp"
+#include "rendezvous/base/fd_limit.hpp"
 #include "rendezvous/base/logging.hpp"
+#include "rendezvous/http/http_ddprund.hpp"
 #include "rendezvous/security/tls_context.hpp"
 #include "rendezvous/security/token.hpp"
-#include "rendezvous/server/http_ddprund.hpp"
 #include "rendezvous/server/store_server.hpp"
 
 namespace ddp {
 namespace {
+
+// A job of 16,384 ranks on 2,048 nodes holds about this many connections to its store.
+constexpr std::size_t kLargeJobConnections = 8192;
 
 // Writes "<port>\n" to a temporary file next to `path` and renames it over `path`, so a reader
 // never sees a partial file.
@@ -76,13 +81,29 @@ std::unique_ptr<DdprundStatus> startStatus(const DdprundOptions& options, StoreS
   }
 }
 
-}  // namespace
-
-int runDdprund(const DdprundOptions& options) {
-  setupLogging(options.logLevel);
+// Raises the descriptor limit and says what it holds: a warning when it holds fewer connections
+// than asked for (--max-connections), or than a large job needs.
+void raiseDescriptorLimit(const DdprundOptions& options) {
   auto log = logger("store");
-  boost::asio::io_context io(1);
+  const FdLimit limit = raiseFdLimit();
+  const std::size_t room = connectionRoom(limit.soft);
+  log->info("ddprund: file descriptors: {}: up to {} connections{}", limit.describe(),
+            options.maxConnections == 0 ? room : std::min(room, options.maxConnections),
+            options.maxConnections == 0 ? " (--max-connections auto)" : "");
+  if (options.maxConnections > room) {
+    log->warn("ddprund: --max-connections {} is more than RLIMIT_NOFILE {} holds (about {} "
+              "connections): past that, clients are told the store is out of file descriptors; "
+              "raise the hard limit (ulimit -Hn, systemd LimitNOFILE=)",
+              options.maxConnections, limit.soft, room);
+  } else if (options.maxConnections == 0 && room < kLargeJobConnections) {
+    log->warn("ddprund: RLIMIT_NOFILE {} holds only {} connections (each ddprun agent holds 2 or "
+              "3): raise the hard limit for large jobs (ulimit -Hn, systemd LimitNOFILE=)",
+              limit.soft, room);
+  }
+}
 
+// The server's options from the daemon's.
+StoreServerOptions serverOptionsOf(const DdprundOptions& options) {
   StoreServerOptions serverOptions;
   serverOptions.host = options.host;
   serverOptions.port = options.port;
@@ -95,7 +116,23 @@ int runDdprund(const DdprundOptions& options) {
   serverOptions.allowUnauthenticated = options.allowUnauthenticated;
   serverOptions.tls = options.tls;
   serverOptions.durability = options.durability;
+  serverOptions.otherLocalUsers = options.allowAnyLocalUser
+                                      ? StoreServerOptions::OtherLocalUsers::kServe
+                                      : StoreServerOptions::OtherLocalUsers::kAuthenticate;
+  serverOptions.trustedUids = options.allowUsers;
+  serverOptions.helloTimeout = options.helloTimeout;
+  serverOptions.maxUnauthenticatedPerPeer = options.maxUnauthenticatedPerPeer;
+  return serverOptions;
+}
 
+}  // namespace
+
+int runDdprund(const DdprundOptions& options) {
+  setupLogging(options.logLevel);
+  auto log = logger("store");
+  boost::asio::io_context io(1);
+  raiseDescriptorLimit(options);
+  StoreServerOptions serverOptions = serverOptionsOf(options);
   try {  // an unreadable token file or unusable TLS files are bad flags (exit 2)
     if (!options.tokenFile.empty()) serverOptions.token = readTokenFile(options.tokenFile);
     if (serverOptions.tls.enabled()) makeServerTlsContext(serverOptions.tls);
@@ -135,6 +172,18 @@ int runDdprund(const DdprundOptions& options) {
   io.run();
   status.reset();  // before the server it reads
   return kDdprundOk;
+}
+
+int runDdprundOrReport(const DdprundOptions& options) {
+  try {
+    return runDdprund(options);
+  } catch (const ConfigError& e) {
+    std::cerr << "ddprund: " << e.what() << std::endl;
+    return kDdprundBadFlags;
+  } catch (const std::exception& e) {
+    std::cerr << "ddprund: " << e.what() << std::endl;
+    return kDdprundCannotListen;
+  }
 }
 
 }  // namespace ddp

@@ -1,12 +1,12 @@
-#include "rendezvous/server/http_ddprund.hpp"
+#include "rendezvous/http/http_ddprund.hpp"
 
 #include <algorithm>
 #include <future>
 #include <unordered_map>
 
 #include "ddp_version.hpp"
-#include "rendezvous/server/http_metrics.hpp"
-#include "rendezvous/server/http_status_routes.hpp"
+#include "rendezvous/http/http_metrics.hpp"
+#include "rendezvous/http/http_status_routes.hpp"
 #include "rendezvous/store/rendezvous_key_names.hpp"
 
 namespace ddp {
@@ -95,9 +95,10 @@ HttpReply DdprundStatus::handle(const std::string& target) {
                       {"version", DDP_VERSION_STRING},
                       {"uptime_s", std::round(uptime)},
                       {"connections", snap->connections},
+                      {"connections_max", snap->connectionLimit},
                       {"keys", snap->keys},
                       {"truncated", snap->truncated}};
-    content.storeMetrics = storeMetricsText(*snap, residentMemoryBytes());
+    content.storeMetrics = storeMetricsText(*snap, processFigures());
     return content;
   });
 }

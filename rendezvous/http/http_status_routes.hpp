@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rendezvous/server/http_job_view.hpp"
-#include "rendezvous/server/http_server.hpp"
+#include "rendezvous/http/http_job_view.hpp"
+#include "rendezvous/http/http_server.hpp"
 
 namespace ddp {
 
@@ -28,7 +28,7 @@ namespace ddp {
 struct StatusContent {
   std::vector<JobView> jobs;
   nlohmann::json server;      // {"name": "ddprund", "version": ..., ...}
-  std::string storeMetrics;   // Prometheus families of the store (ddprund), or empty
+  std::string storeMetrics;   // Prometheus families of the store (ddprund) or the process (agent)
 };
 
 // Answers `target`; calls `read` only for the routes that show jobs. Exceptions from `read`

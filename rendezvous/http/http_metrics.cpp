@@ -1,4 +1,6 @@
-#include "rendezvous/server/http_metrics.hpp"
+#include "rendezvous/http/http_metrics.hpp"
+
+#include "rendezvous/base/fd_limit.hpp"
 
 #include <unistd.h>
 
@@ -128,13 +130,62 @@ void perNode(TextWriter& w, const std::vector<JobView>& jobs, const std::string&
   }
 }
 
+
+// What connections the store holds, may hold and refused for want of room.
+void capacityMetrics(TextWriter& w, const StoreSnapshot& s) {
+  w.family("ddprund_connections_max", "gauge",
+           "Connections the store holds at most (--max-connections, by default what the "
+           "descriptor limit leaves).");
+  w.sample("ddprund_connections_max", {}, static_cast<double>(s.connectionLimit));
+  w.family("ddprund_out_of_descriptors_total", "counter",
+           "Connections the store had no file descriptor for (each told so when possible).");
+  w.sample("ddprund_out_of_descriptors_total", {}, static_cast<double>(s.stats.outOfDescriptors));
+  w.family("ddprund_connections_unauthenticated", "gauge",
+           "Open connections that have not presented the token yet (--token-file).");
+  w.sample("ddprund_connections_unauthenticated", {}, static_cast<double>(s.unauthenticated));
+  w.family("ddprund_unauthenticated_closed_total", "counter",
+           "Connections closed before presenting the token: --hello-timeout passed, or closed "
+           "to make room for others.");
+  w.sample("ddprund_unauthenticated_closed_total", {},
+           static_cast<double>(s.unauthenticatedClosed));
+}
+
+void processMetrics(TextWriter& w, const ProcessFigures& p) {
+  if (p.residentBytes > 0) {
+    w.family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+    w.sample("process_resident_memory_bytes", {}, static_cast<double>(p.residentBytes));
+  }
+  if (p.maxFds > 0) {
+    w.family("process_open_fds", "gauge", "Number of open file descriptors.");
+    w.sample("process_open_fds", {}, static_cast<double>(p.openFds));
+    w.family("process_max_fds", "gauge", "Maximum number of open file descriptors.");
+    w.sample("process_max_fds", {}, static_cast<double>(p.maxFds));
+  }
+}
+
 }  // namespace
 
-std::string storeMetricsText(const StoreSnapshot& s, std::size_t residentBytes) {
+ProcessFigures processFigures() {
+  ProcessFigures p;
+  p.residentBytes = residentMemoryBytes();
+  p.openFds = openFdCount();
+  const uint64_t soft = currentFdLimit().soft;
+  p.maxFds = soft == UINT64_MAX ? 0 : soft;
+  return p;
+}
+
+std::string processMetricsText(const ProcessFigures& process) {
+  TextWriter w;
+  processMetrics(w, process);
+  return w.str();
+}
+
+std::string storeMetricsText(const StoreSnapshot& s, const ProcessFigures& process) {
   TextWriter w;
   const auto& st = s.stats;
   w.family("ddprund_connections", "gauge", "Open store connections.");
   w.sample("ddprund_connections", {}, static_cast<double>(s.connections));
+  capacityMetrics(w, s);
   w.family("ddprund_connections_accepted_total", "counter", "Store connections accepted.");
   w.sample("ddprund_connections_accepted_total", {}, static_cast<double>(st.connectionsAccepted));
   w.family("ddprund_connections_refused_total", "counter",
@@ -156,10 +207,7 @@ std::string storeMetricsText(const StoreSnapshot& s, std::size_t residentBytes) 
            "Time the store's io thread spent copying the state this page shows.");
   w.sample("ddprund_status_snapshot_seconds", {},
            std::chrono::duration<double>(s.cost).count());
-  if (residentBytes > 0) {
-    w.family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-    w.sample("process_resident_memory_bytes", {}, static_cast<double>(residentBytes));
-  }
+  processMetrics(w, process);
   return w.str();
 }
 
@@ -182,6 +230,9 @@ std::string jobMetricsText(const std::vector<JobView>& jobs) {
   perJob(w, jobs, "ddprun_job_failure_records",
          "Failure records published (one per node and failed generation).",
          [](const JobView& j) { return std::optional<double>(static_cast<double>(j.failures.size())); });
+  perJob(w, jobs, "ddprun_job_recoveries_in_place",
+         "Failed workers the job replaced in place, the others running on (each spent a restart).",
+         [](const JobView& j) { return std::optional<double>(static_cast<double>(j.recoveriesInPlace())); });
   perJob(w, jobs, "ddprun_job_loss", "Loss of the job's newest metric point.",
          [](const JobView& j) { return lastPoint(j, "loss"); });
   perJob(w, jobs, "ddprun_job_samples_per_second", "Samples per second of the newest metric point.",

@@ -1,6 +1,6 @@
-#include "rendezvous/server/http_status_routes.hpp"
+#include "rendezvous/http/http_status_routes.hpp"
 
-#include "rendezvous/server/http_metrics.hpp"
+#include "rendezvous/http/http_metrics.hpp"
 
 namespace ddp {
 

@@ -1,10 +1,14 @@
 // The Prometheus text format (version 0.0.4) of the status pages' /metrics: the store server's
-// counters (ddprund only) and, for every job, its nodes, generation, restarts, failures, workers,
+// counters (ddprund only), the process's memory and descriptors (ddprund and agents) and, for every job, its nodes, generation, restarts, failures, workers,
 // last metric point and each node's heartbeat age. Every family has HELP and TYPE lines, counters
 // end in _total, units are seconds and bytes; `promtool check metrics` accepts the output
 // (tests/integration/status_promtool_test.sh).
 //
 //   ddprund_connections                     gauge    open store connections
+//   ddprund_connections_max                 gauge    the most it holds (--max-connections)
+//   ddprund_out_of_descriptors_total        counter  connections it had no descriptor for
+//   ddprund_connections_unauthenticated     gauge    open, token not presented yet
+//   ddprund_unauthenticated_closed_total    counter  closed before presenting the token
 //   ddprund_connections_accepted_total      counter
 //   ddprund_connections_refused_total       counter  over --max-connections
 //   ddprund_requests_total{op}              counter  requests applied, by op ("set", "add", ...)
@@ -14,6 +18,7 @@
 //   ddprund_keys                            gauge    keys and queues held
 //   ddprund_status_snapshot_seconds         gauge    io-thread time of the last status snapshot
 //   process_resident_memory_bytes           gauge
+//   process_open_fds, process_max_fds       gauge    descriptors open, the soft RLIMIT_NOFILE
 //   ddprun_job_info{job,incarnation,state}  gauge    1 per job
 //   ddprun_job_nodes{job}                   gauge    nodes of the newest formed round
 //   ddprun_job_generation{job}              gauge
@@ -33,13 +38,24 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/server/http_job_view.hpp"
+#include "rendezvous/http/http_job_view.hpp"
 #include "rendezvous/server/store_stats.hpp"
 
 namespace ddp {
 
-// The ddprund_* families, from a snapshot; `residentBytes` 0 leaves the process family out.
-std::string storeMetricsText(const StoreSnapshot& snapshot, std::size_t residentBytes);
+// The process_* figures of this process (0 where unknown: that family is left out).
+struct ProcessFigures {
+  std::size_t residentBytes = 0;
+  std::size_t openFds = 0;
+  std::size_t maxFds = 0;  // the soft RLIMIT_NOFILE
+};
+ProcessFigures processFigures();
+
+// The process_* families alone (an agent's pages).
+std::string processMetricsText(const ProcessFigures& process);
+
+// The ddprund_* and process_* families, from a snapshot.
+std::string storeMetricsText(const StoreSnapshot& snapshot, const ProcessFigures& process);
 
 // The ddprun_* families of `jobs`.
 std::string jobMetricsText(const std::vector<JobView>& jobs);

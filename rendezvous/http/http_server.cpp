@@ -1,4 +1,4 @@
-#include "rendezvous/server/http_server.hpp"
+#include "rendezvous/http/http_server.hpp"
 
 #include <optional>
 #include <thread>
@@ -11,8 +11,10 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "rendezvous/base/endpoint.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
+#include "rendezvous/server/listen_address.hpp"
 
 namespace ddp {
 namespace asio = boost::asio;
@@ -23,28 +25,6 @@ using asio::ip::tcp;
 namespace {
 
 constexpr std::size_t kHeaderLimit = 8 * 1024;
-
-std::string formatEndpoint(const tcp::endpoint& ep) {
-  const auto addr = ep.address();
-  if (addr.is_v6()) return "[" + addr.to_string() + "]:" + std::to_string(ep.port());
-  return addr.to_string() + ":" + std::to_string(ep.port());
-}
-
-tcp::endpoint resolve(asio::io_context& io, std::string host, uint16_t port) {
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  boost::system::error_code ec;
-  const auto addr = asio::ip::make_address(host, ec);
-  if (!ec) return {addr, port};
-  tcp::resolver resolver(io);
-  const auto results = resolver.resolve(host, std::to_string(port), ec);
-  if (ec || results.empty()) {
-    throw NetworkError("cannot resolve the status address '" + host +
-                       "': " + (ec ? ec.message() : std::string("no addresses")));
-  }
-  return results.begin()->endpoint();
-}
 
 }  // namespace
 
@@ -78,31 +58,10 @@ class HttpServer::Impl : public std::enable_shared_from_this<Impl> {
   class Session;
 
   void listen() {
-    auto endpoint = resolve(io_, options_.host, options_.port);
-    boost::system::error_code ec;
-    bindTo(endpoint, ec);
-    if (ec == asio::error::address_family_not_supported && endpoint.address().is_v6() &&
-        endpoint.address().is_unspecified()) {
-      endpoint = tcp::endpoint(asio::ip::address_v4::any(), options_.port);
-      bindTo(endpoint, ec);
-    }
-    if (ec) {
-      throw NetworkError("cannot listen on " + formatEndpoint(endpoint) + " (" + options_.name +
-                         "): " + ec.message());
-    }
+    openListener(acceptor_, resolveListenAddress(io_, options_.host, options_.port, "status"),
+                 options_.name, {});
     port_ = acceptor_.local_endpoint().port();
-    address_ = formatEndpoint(acceptor_.local_endpoint());
-  }
-
-  void bindTo(const tcp::endpoint& endpoint, boost::system::error_code& ec) {
-    boost::system::error_code ignored;
-    acceptor_.close(ignored);
-    acceptor_.open(endpoint.protocol(), ec);
-    if (ec) return;
-    acceptor_.set_option(tcp::acceptor::reuse_address(true), ignored);
-    if (endpoint.address().is_v6()) acceptor_.set_option(asio::ip::v6_only(false), ignored);
-    acceptor_.bind(endpoint, ec);
-    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    address_ = formatSocketEndpoint(acceptor_.local_endpoint());
   }
 
   void run() {
