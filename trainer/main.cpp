@@ -22,6 +22,9 @@ int parseAndRun(int argc, char** argv) {
   app.add_option("--fail-at-step", train.failAtStep,
                  "fault injection: exit non-zero after this many steps (generation 0 only)");
   app.add_option("--fail-rank", train.failRank, "rank that --fail-at-step applies to");
+  app.add_option("--fail-generations", train.failGenerations,
+                 "--fail-at-step fires in generations 0 .. N-1 (default 1: generation 0 only)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--hang-at-step", train.hangAtStep,
                  "fault injection: sleep for good inside the step after this many (generation 0 "
                  "only; tests of ddprun --hang-timeout)");

@@ -55,13 +55,13 @@ bool cudaDevicesPresent() {
 #endif
 }
 
-std::unique_ptr<Model> makeModel(const std::string& device, const MlpShape& shape, int deviceIndex,
+std::unique_ptr<Model> makeModel(TrainDevice device, const MlpShape& shape, int deviceIndex,
                                  bool bf16) {
-  if (device == "cpu") {
+  if (device == TrainDevice::kCpu) {
     if (bf16) throw ConfigError("model: bf16 autocast needs device \"cuda\"");
     return std::make_unique<CpuMlp>(shape);
   }
-  if (device == "cuda") {
+  if (device == TrainDevice::kCuda) {
 #ifdef DDP_TRAINER_CUDA
     return std::make_unique<CudaMlp>(shape, deviceIndex, bf16);
 #else
@@ -70,7 +70,7 @@ std::unique_ptr<Model> makeModel(const std::string& device, const MlpShape& shap
                       "(configure with -DDDP_WITH_CUDA=ON)");
 #endif
   }
-  throw ConfigError("model: unknown device \"" + device + "\" (use cpu or cuda)");
+  throw ConfigError("model: device \"auto\" is not resolved (resolveDeviceAndBackend)");
 }
 
 }  // namespace ddp

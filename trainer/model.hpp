@@ -99,11 +99,16 @@ std::vector<TensorRange> mlpTensors(const MlpShape& shape);
 // buffer of numParams floats. Same seed => same parameters on every rank.
 std::vector<float> initMlpParams(const MlpShape& shape, uint64_t seed);
 
+// Where a model runs. kAuto is a configuration's "auto", resolved (train_config.hpp:
+// resolveDeviceAndBackend) before a model is made.
+enum class TrainDevice { kAuto, kCpu, kCuda };
+
 // True when this build has CUDA support and at least one device is visible.
 bool cudaDevicesPresent();
 
-// "cpu" or "cuda". Throws ConfigError for an unknown device or "cuda" in a build without CUDA.
-std::unique_ptr<Model> makeModel(const std::string& device, const MlpShape& shape, int deviceIndex,
+// A model on `device` (resolved: cpu or cuda). Throws ConfigError for kAuto (resolve it first:
+// resolveDeviceAndBackend), cuda in a build without CUDA, or bf16 on cpu.
+std::unique_ptr<Model> makeModel(TrainDevice device, const MlpShape& shape, int deviceIndex,
                                  bool bf16);
 
 }  // namespace ddp

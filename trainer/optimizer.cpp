@@ -10,6 +10,19 @@ namespace ddp {
 Optimizer::Optimizer(Model& model, OptimizerConfig config, int worldSize)
     : model_(model), config_(std::move(config)) {
   if (config_.baseWorldSize <= 0) throw ConfigError("optimizer: base_world_size must be >= 1");
+  setWorldSize(worldSize);
+  int buffers = 0;
+  if (config_.type == "sgd") {
+    buffers = 1;
+  } else if (config_.type == "adamw") {
+    buffers = 2;
+  } else {
+    throw ConfigError("optimizer: unknown type \"" + config_.type + "\" (use sgd or adamw)");
+  }
+  for (int i = 0; i < buffers; ++i) state_.push_back(model_.allocBuffer(model_.numParams()));
+}
+
+void Optimizer::setWorldSize(int worldSize) {
   const float ratio = float(worldSize) / float(config_.baseWorldSize);
   if (config_.lrScaling == "none") {
     scale_ = 1.0f;
@@ -20,15 +33,6 @@ Optimizer::Optimizer(Model& model, OptimizerConfig config, int worldSize)
   } else {
     throw ConfigError("optimizer: lr_scaling \"" + config_.lrScaling + "\" (use none, linear or sqrt)");
   }
-  int buffers = 0;
-  if (config_.type == "sgd") {
-    buffers = 1;
-  } else if (config_.type == "adamw") {
-    buffers = 2;
-  } else {
-    throw ConfigError("optimizer: unknown type \"" + config_.type + "\" (use sgd or adamw)");
-  }
-  for (int i = 0; i < buffers; ++i) state_.push_back(model_.allocBuffer(model_.numParams()));
 }
 
 float Optimizer::lrAt(int64_t step) const {

@@ -37,6 +37,9 @@ class Optimizer {
   // Throws ConfigError for an unknown type or scaling rule, or a non-positive base world size.
   Optimizer(Model& model, OptimizerConfig config, int worldSize);
 
+  // The world size the LR scaling follows from now on (a quorum recovered in place with another
+  // world size). Throws ConfigError like the constructor.
+  void setWorldSize(int worldSize);
   // Learning rate used for 0-based step `step`.
   float lrAt(int64_t step) const;
   // Clips, then updates the parameters from the (already reduced) gradients. Returns the global

@@ -135,12 +135,21 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::tryCreate(Communicator& inner,
   void* base = nullptr;
   char name[kNameBytes] = {};
   if (me == 0) std::strncpy(name, createSegment(bytes, &base).c_str(), kNameBytes - 1);
+  // The name goes once every rank has it mapped (or gave up), and whenever a peer's failure throws
+  // out of the collectives below (then any rank that knows it removes it: rank 0 may be the one
+  // that died). A name left behind holds its memory in /dev/shm until the next boot.
+  struct Unlink {
+    const char* name;
+    bool owner;
+    ~Unlink() {
+      if (name[0] != '\0' && (owner || std::uncaught_exceptions() > 0)) shm_unlink(name);
+    }
+  } unlink{name, me == 0};
   inner.broadcast(name, kNameBytes, 0);
   if (name[0] == '\0') return nullptr;
   if (me != 0) base = openSegment(name, bytes);
   float mapped = base ? 1.0f : 0.0f;
   inner.allreduce(&mapped, 1, DataType::kFloat32, ReduceOp::kSum);
-  if (me == 0) shm_unlink(name);  // every rank has it mapped (or gave up): the name can go
   if (mapped < float(n)) {
     if (base) munmap(base, bytes);
     return nullptr;
@@ -253,6 +262,12 @@ void ShmAllreduce::waitForPeer(int peer, uint32_t target, Clock::time_point dead
     syscall(SYS_futex, seqWord(peer), FUTEX_WAIT, seen, &slice, nullptr, 0);
     if (reached(word.load(std::memory_order_acquire), target)) return;
     checkPeerAlive(peer);
+    if (options_.quorumEpoch != nullptr &&
+        options_.quorumEpoch->load(std::memory_order_acquire) != options_.quorumEpochSeen) {
+      throw CommError("shared-memory allreduce on rank " + std::to_string(rank()) + " of " +
+                      std::to_string(size()) + ": the agent published a new quorum while this rank "
+                      "waited for rank " + std::to_string(peer) + "; the communicator is now unusable");
+    }
     if (Clock::now() >= deadline) {
       throw CommError("shared-memory allreduce on rank " + std::to_string(rank()) + " of " +
                       std::to_string(size()) + ": rank " + std::to_string(peer) + " (pid " +

@@ -14,18 +14,22 @@
 // 50 us, then futex waits of at most 10 ms, between which it checks the collective's budget and
 // whether a peer has left: its destructor sets a flag next to its sequence word (a rank that is
 // done; a rank unwinding from its own error does not, so that its failure is recorded before the
-// peers' collateral CommErrors), and a pidfd per peer catches one that exited or was killed.
+// peers' collateral CommErrors), and a pidfd per peer catches one that exited or was killed; with
+// in-place recovery, a new quorum on the agent's board ends the wait too.
 //
 // Set-up (tryCreate) is a collective over the inner communicator: the ranks exchange boot id,
 // IPC/PID namespace and pid; if they differ anywhere, or the segment cannot be created, sized or
 // opened on some rank, every rank gets nullptr and keeps using the inner communicator. Rank 0
-// unlinks the segment's name as soon as every rank has mapped it, so a killed job leaves nothing
-// in /dev/shm.
+// unlinks the segment's name as soon as every rank has mapped it, and every rank that knows the
+// name does when the set-up fails (a peer died during it), so a killed job leaves nothing in
+// /dev/shm; ddprun removes the segments of a worker that died before it could
+// (workerExitStatus, launcher/workers/worker_process.hpp).
 //
 // Thread safety: like every Communicator, one collective at a time per object; collectives may run
 // on another thread than the one that built it. Errors are sticky (CommError).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +46,11 @@ struct ShmAllreduceOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // budget per collective
   std::size_t chunkFloats = std::size_t(1) << 20;                // per-rank slot (4 MiB)
   std::string hostKey;  // tests: replaces the boot id / namespace identity ("" = the real one)
+  // In-place recovery (worker_runtime/elastic_group.hpp): while this word still reads
+  // quorumEpochSeen the group is current; once it moves (the agent published a new quorum), a
+  // rank waiting for its peers gives up with CommError within 10 ms. Null: not watched.
+  const std::atomic<uint32_t>* quorumEpoch = nullptr;
+  uint32_t quorumEpochSeen = 0;
 };
 
 class ShmAllreduce final : public Communicator {

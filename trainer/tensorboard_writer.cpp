@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "rendezvous/base/error.hpp"
+#include "rendezvous/base/local_address.hpp"
 #include "rendezvous/base/logging.hpp"
 #include "trainer/crc32c.hpp"
 
@@ -86,10 +87,8 @@ std::string TensorBoardWriter::frame(const std::string& data) {
 TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  char host[256] = "localhost";
-  ::gethostname(host, sizeof(host) - 1);
   const std::string base = "events.out.tfevents." + std::to_string(static_cast<int64_t>(now())) +
-                           "." + host + "." + std::to_string(::getpid()) + ".";
+                           "." + hostName() + "." + std::to_string(::getpid()) + ".";
   // Created exclusively: two runs (or writers) starting in the same second never share a file.
   for (int n = 0;; ++n) {
     path_ = dir / (base + std::to_string(n));

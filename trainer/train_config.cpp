@@ -23,7 +23,8 @@ const std::map<std::string, Setter>& setters() {
   static const std::map<std::string, Setter> table = {
       {"data", set<std::string>([](TrainConfig& c) -> auto& { return c.data; })},
       {"hidden", set<std::vector<int>>([](TrainConfig& c) -> auto& { return c.hidden; })},
-      {"device", set<std::string>([](TrainConfig& c) -> auto& { return c.device; })},
+      {"device",
+       [](TrainConfig& c, const nlohmann::json& v) { c.device = parseTrainDevice(v.get<std::string>()); }},
       {"bf16", set<bool>([](TrainConfig& c) -> auto& { return c.bf16; })},
       {"seed", set<uint64_t>([](TrainConfig& c) -> auto& { return c.seed; })},
       {"epochs", set<int64_t>([](TrainConfig& c) -> auto& { return c.epochs; })},
@@ -48,7 +49,8 @@ const std::map<std::string, Setter>& setters() {
       {"shm_allreduce", set<bool>([](TrainConfig& c) -> auto& { return c.shmAllreduce; })},
       {"comm_overlap", set<std::string>([](TrainConfig& c) -> auto& { return c.commOverlap; })},
       {"check_params_every", set<int64_t>([](TrainConfig& c) -> auto& { return c.checkParamsEvery; })},
-      {"backend", set<std::string>([](TrainConfig& c) -> auto& { return c.backend; })},
+      {"backend",
+       [](TrainConfig& c, const nlohmann::json& v) { c.backend = parseCommBackend(v.get<std::string>()); }},
       {"comm_timeout_s", set<double>([](TrainConfig& c) -> auto& { return c.commTimeoutS; })},
       {"checkpoint_dir", set<std::string>([](TrainConfig& c) -> auto& { return c.checkpointDir; })},
       {"checkpoint_every", set<int64_t>([](TrainConfig& c) -> auto& { return c.checkpointEvery; })},
@@ -107,12 +109,57 @@ void validateTrainConfig(const TrainConfig& c) {
   require(c.logEvery >= 1, "log_every must be >= 1");
   require(c.checkpointEvery >= 0, "checkpoint_every must be >= 0");
   require(c.commTimeoutS > 0, "comm_timeout_s must be > 0");
-  require(c.device == "auto" || c.device == "cpu" || c.device == "cuda",
-          "device must be auto, cpu or cuda (got '" + c.device + "')");
   require(c.commOverlap == "auto" || c.commOverlap == "on" || c.commOverlap == "off",
           "comm_overlap must be auto, on or off (got '" + c.commOverlap + "')");
-  require(c.backend == "auto" || c.backend == "gloo" || c.backend == "nccl",
-          "backend must be auto, gloo or nccl (got '" + c.backend + "')");
+}
+
+TrainDevice parseTrainDevice(const std::string& name) {
+  if (name == "auto") return TrainDevice::kAuto;
+  if (name == "cpu") return TrainDevice::kCpu;
+  if (name == "cuda") return TrainDevice::kCuda;
+  throw ConfigError("config: device must be auto, cpu or cuda (got '" + name + "')");
+}
+
+CommBackend parseCommBackend(const std::string& name) {
+  if (name == "auto") return CommBackend::kAuto;
+  if (name == "gloo") return CommBackend::kGloo;
+  if (name == "nccl") return CommBackend::kNccl;
+  throw ConfigError("config: backend must be auto, gloo or nccl (got '" + name + "')");
+}
+
+std::string deviceName(TrainDevice device) {
+  switch (device) {
+    case TrainDevice::kAuto: return "auto";
+    case TrainDevice::kCpu: return "cpu";
+    case TrainDevice::kCuda: return "cuda";
+  }
+  return "?";
+}
+
+std::string backendName(CommBackend backend) {
+  switch (backend) {
+    case CommBackend::kAuto: return "auto";
+    case CommBackend::kGloo: return "gloo";
+    case CommBackend::kNccl: return "nccl";
+  }
+  return "?";
+}
+
+void resolveDeviceAndBackend(TrainConfig& c, bool cudaPresent) {
+  if (c.backend == CommBackend::kAuto && c.device != TrainDevice::kAuto) {
+    c.backend = c.device == TrainDevice::kCuda ? CommBackend::kNccl : CommBackend::kGloo;
+  }
+  if (c.backend == CommBackend::kAuto) {
+    c.backend = cudaPresent ? CommBackend::kNccl : CommBackend::kGloo;
+  }
+  if ((c.device == TrainDevice::kCuda && c.backend == CommBackend::kGloo) ||
+      (c.device == TrainDevice::kCpu && c.backend == CommBackend::kNccl)) {
+    throw ConfigError("config: device '" + deviceName(c.device) + "' cannot use backend '" +
+                      backendName(c.backend) + "' (cuda needs nccl, cpu needs gloo)");
+  }
+  if (c.device == TrainDevice::kAuto) {
+    c.device = c.backend == CommBackend::kNccl ? TrainDevice::kCuda : TrainDevice::kCpu;
+  }
 }
 
 }  // namespace ddp

@@ -9,6 +9,10 @@
 //   tensorboard_dir, log_every, progress_seconds.
 // Relative paths are used as given (relative to the worker's working directory).
 //
+// device and backend are parsed into enums with the file (one grammar each); "auto" in either is
+// resolved once, by resolveDeviceAndBackend(), before anything builds a model or a communicator.
+// Ranges are checked once, by validateTrainConfig(), once every override is in.
+//
 // Thread safety: a plain value.
 #pragma once
 
@@ -18,13 +22,14 @@
 #include <vector>
 
 #include "trainer/optimizer.hpp"
+#include "worker_runtime/communicator.hpp"
 
 namespace ddp {
 
 struct TrainConfig {
   std::string data;                   // dataset directory (train make-data --out)
   std::vector<int> hidden{128, 128};  // hidden layer widths
-  std::string device = "auto";        // auto | cpu | cuda (auto: cuda when present, else cpu)
+  TrainDevice device = TrainDevice::kAuto;  // auto | cpu | cuda (auto: cuda when present, else cpu)
   bool bf16 = false;                  // CUDA only: bf16 GEMMs, fp32 accumulate and master weights
   uint64_t seed = 0;                  // sampler seed (seed + epoch) and parameter init seed
   int64_t epochs = 1;                 // epochs to run
@@ -40,7 +45,7 @@ struct TrainConfig {
   std::string commOverlap = "auto";   // auto | on | off: reduce buckets on a communication
                                       // thread during backward (auto: overlapGradientAllreduce)
   int64_t checkParamsEvery = 0;       // hash-compare parameters across ranks every N steps (0 = off)
-  std::string backend = "auto";       // auto | gloo | nccl
+  CommBackend backend = CommBackend::kAuto;  // auto | gloo | nccl (auto: follows the device)
   double commTimeoutS = 300.0;        // communicator setup and per-collective budget
   std::string checkpointDir;          // "" = no checkpoints
   int64_t checkpointEvery = 100;      // steps between checkpoints (0 = only at the end)
@@ -56,5 +61,19 @@ TrainConfig loadTrainConfig(const std::filesystem::path& file);
 TrainConfig parseTrainConfig(const std::string& text, const std::string& source);
 // Checks ranges (batch_size >= 1, ...). Throws ConfigError naming the key.
 void validateTrainConfig(const TrainConfig& config);
+
+// "auto" | "cpu" | "cuda" and "auto" | "gloo" | "nccl" (the config keys and --backend). Throw
+// ConfigError naming the key and the text.
+TrainDevice parseTrainDevice(const std::string& name);
+CommBackend parseCommBackend(const std::string& name);
+// "auto", "cpu", "cuda"; "auto", "gloo", "nccl". Never throw.
+std::string deviceName(TrainDevice device);
+std::string backendName(CommBackend backend);
+
+// Resolves "auto" once: the backend follows the device (cuda: nccl, cpu: gloo); with both auto,
+// nccl on cuda when `cudaPresent` (train passes cudaDevicesPresent()), else gloo on cpu; a device
+// left auto follows the backend. Afterwards neither is auto. Throws ConfigError when the two do
+// not fit (cuda needs nccl, cpu needs gloo). Pure.
+void resolveDeviceAndBackend(TrainConfig& config, bool cudaPresent);
 
 }  // namespace ddp

@@ -7,13 +7,14 @@
 #include "rendezvous/base/logging.hpp"
 #include "rendezvous/store/metric_points.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
+#include "trainer/crc32c.hpp"
 #include "trainer/model.hpp"
 #include "trainer/trainer.hpp"
 #include "worker_runtime/communicator.hpp"
+#include "worker_runtime/elastic_group.hpp"
 #include "worker_runtime/failure_sequence.hpp"
 #include "worker_runtime/progress.hpp"
 #include "worker_runtime/worker_env.hpp"
-#include "worker_runtime/worker_store.hpp"
 
 namespace ddp {
 namespace {
@@ -25,31 +26,33 @@ TrainConfig configWithOverrides(const TrainOptions& o) {
   if (o.metrics) c.metrics = *o.metrics;
   if (o.tensorboardDir) c.tensorboardDir = *o.tensorboardDir;
   if (o.maxSteps) c.maxSteps = *o.maxSteps;
-  if (o.backend) c.backend = *o.backend;
+  if (o.backend) c.backend = parseCommBackend(*o.backend);
   validateTrainConfig(c);
+  resolveDeviceAndBackend(c, cudaDevicesPresent());
   return c;
 }
 
-CommBackend backendFor(const std::string& name) {
-  if (name == "gloo") return CommBackend::kGloo;
-  if (name == "nccl") return CommBackend::kNccl;
-  return CommBackend::kAuto;
-}
-
-// Rank 0's metric points go to the worker store (ddprun's agent relays them to the status page);
-// the connection is opened at the first point, with a 2 s budget for it and for every call.
-std::function<void(const std::string&)> workerStorePublisher(const WorkerEnv& env) {
-  auto store = std::make_shared<std::unique_ptr<Store>>();
-  return [store, addr = env.masterAddr, port = env.masterPort](const std::string& point) {
-    if (!*store) {
+// Rank 0's metric points go to the worker store of its current quorum (ddprun's agent relays them
+// to the status page); the connection is opened at the first point (and again when the quorum's
+// store moved), with a 2 s budget for it and for every call.
+std::function<void(const std::string&)> workerStorePublisher(const ElasticGroup& group) {
+  struct Connection {
+    std::string host;
+    uint16_t port = 0;
+    std::unique_ptr<Store> store;
+  };
+  auto c = std::make_shared<Connection>();
+  return [c, &group](const std::string& point) {
+    if (!c->store || c->host != group.storeHost() || c->port != group.storePort()) {
       TcpStoreClientOptions options;
-      options.host = addr;
-      options.port = port;
+      options.host = c->host = group.storeHost();
+      options.port = c->port = group.storePort();
       options.connectTimeout = std::chrono::seconds(2);
       options.timeout = std::chrono::seconds(2);
-      *store = std::make_unique<TcpStoreClient>(options);
+      c->store.reset();
+      c->store = std::make_unique<TcpStoreClient>(options);
     }
-    writeMetricPoint(**store, point);
+    writeMetricPoint(*c->store, point);
   };
 }
 
@@ -69,47 +72,51 @@ int runTrain(const TrainOptions& o) {
   WorkerEnv env;
   if (distributed) env = WorkerEnv::fromEnvironment();
   setupLogging(o.logLevel, distributed ? "rank " + std::to_string(env.rank) : "");
-  TrainConfig config = configWithOverrides(o);
-  // The communicator follows the device: NCCL for CUDA, Gloo for CPU.
-  if (config.backend == "auto" && config.device != "auto") {
-    config.backend = config.device == "cuda" ? "nccl" : "gloo";
-  }
-  if (config.backend == "auto") config.backend = cudaDevicesPresent() ? "nccl" : "gloo";
-  if ((config.device == "cuda" && config.backend == "gloo") ||
-      (config.device == "cpu" && config.backend == "nccl")) {
-    throw ConfigError("config: device '" + config.device + "' cannot use backend '" +
-                      config.backend + "' (cuda needs nccl, cpu needs gloo)");
-  }
-  RunContext ctx{env.rank,     env.worldSize, env.localRank, env.restartCount, o.failAtStep,
-                 o.failRank,   o.hangAtStep,  o.hangRank,
-                 [](int64_t step) { reportProgress(step); }};  // for ddprun --hang-timeout
-  if (distributed && env.rank == 0 && env.masterPort != 0) ctx.publishPoint = workerStorePublisher(env);
-  ctx.localWorldSize = distributed ? env.localWorldSize : 0;
-  ctx.onInjectedFailure = [] { claimFailureSequence(); };
-
-  std::unique_ptr<Store> store;
-  std::unique_ptr<Communicator> comm;
+  const TrainConfig config = configWithOverrides(o);
+  // With ddprun --restart-scope=failed the group recovers in place, and rank and world size are
+  // the quorum's (a replacement process may start in a later quorum than its env names).
+  std::unique_ptr<ElasticGroup> group;
   const auto timeout = std::chrono::milliseconds(int64_t(config.commTimeoutS * 1000));
   if (distributed) {
-    store = connectWorkerStore(env, timeout);
     CommOptions options;
-    options.backend = backendFor(config.backend);
+    options.backend = config.backend;
     options.timeout = timeout;
-    comm = makeCommunicator(env, *store, options);
+    group = std::make_unique<ElasticGroup>(env, options);
   }
+  const GroupView view = group ? group->view() : GroupView{};
+  RunContext ctx{view.rank,  view.worldSize, env.localRank,  int(view.id.generation), o.failAtStep,
+                 o.failRank, o.hangAtStep,   o.hangRank,
+                 [](int64_t step) { reportProgress(step); }};  // for ddprun --hang-timeout
+  if (group) ctx.publishPoint = workerStorePublisher(*group);
+  ctx.localWorldSize = distributed ? view.localWorldSize : 0;
+  ctx.onInjectedFailure = [] { claimFailureSequence(); };
+  ctx.failGenerations = o.failGenerations;
+  ctx.group = group.get();
+  ctx.replacement = group && group->joinedLate();
   auto log = logger("trainer");
-  if (env.rank == 0) {
-    log->info("training {} on {} with world size {} (generation {})", config.data,
-              config.backend, env.worldSize, env.restartCount);
+  if (view.rank == 0 && !ctx.replacement) {
+    log->info("training {} on {} with world size {} (generation {}{})", config.data,
+              backendName(config.backend), view.worldSize, view.id.generation,
+              group && group->recoversInPlace() ? ", recovers in place" : "");
   }
-  TrainResult result = train(config, ctx, comm.get());
+  TrainResult result = train(config, ctx, group ? &group->comm() : nullptr);
   if (result.injectedFailure) {
     throw Error("injected failure: rank " + std::to_string(env.rank) + " stops at step " +
-                std::to_string(o.failAtStep) + " (--fail-at-step, generation 0)");
+                std::to_string(o.failAtStep) + " (--fail-at-step, generation 0" +
+                (o.failGenerations > 1
+                     ? " to " + std::to_string(o.failGenerations - 1) + ")"
+                     : ")"));
   }
-  if (env.rank == 0) {
-    log->info("done: {} steps, epoch {}, loss {:.4f}, {:.0f} samples/s", result.steps,
-              result.epoch, result.lastLoss, result.samplesPerS);
+  const int finalRank = group ? group->view().rank : 0;
+  if (finalRank == 0) {
+    // The parameters' CRC-32C: equal across runs means bit-identical training (the recovery tests).
+    log->info("done: {} steps, epoch {}, loss {:.4f}, {:.0f} samples/s, params crc32c {:08x}{}",
+              result.steps, result.epoch, result.lastLoss, result.samplesPerS,
+              crc32c(result.params.data(), result.params.size() * sizeof(float)),
+              result.recoveries > 0 ? ", " + std::to_string(result.recoveries) +
+                                          (result.recoveries == 1 ? " recovery" : " recoveries") +
+                                          " in place on this rank"
+                                    : "");
   }
   return 0;
 }

@@ -13,27 +13,14 @@
 
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
-#include "trainer/checkpoint.hpp"
 #include "trainer/crc32c.hpp"
-#include "trainer/distributed_sampler.hpp"
-#include "trainer/metrics.hpp"
-#include "trainer/model.hpp"
-#include "trainer/optimizer.hpp"
-#include "trainer/reducer.hpp"
-#include "trainer/sharded_dataset.hpp"
-#include "trainer/shm_allreduce.hpp"
+#include "trainer/detail/train_loop.hpp"
+#include "worker_runtime/elastic_group.hpp"
 
 namespace ddp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string resolveDevice(const TrainConfig& c) {
-  if (c.device != "auto") return c.device;
-  if (c.backend == "nccl") return "cuda";
-  if (c.backend == "gloo") return "cpu";
-  return cudaDevicesPresent() ? "cuda" : "cpu";
-}
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -50,97 +37,88 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
   while (true) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
-class TrainLoop {
- public:
-  TrainLoop(const TrainConfig& config, const RunContext& ctx, Communicator* comm)
-      : cfg_(config), ctx_(ctx), comm_(ctx.worldSize > 1 ? comm : nullptr) {
-    validateTrainConfig(cfg_);
+}  // namespace
+
+namespace detail {
+
+TrainLoop::TrainLoop(const TrainConfig& config, const RunContext& ctx, Communicator* comm)
+    : cfg_(config),
+      ctx_(ctx),
+      comm_(ctx.worldSize > 1 ? comm : nullptr),
+      group_(ctx.group),
+      startGeneration_(ctx.generation),
+      hasState_(!ctx.replacement) {
     if (ctx_.worldSize > 1 && !comm) throw ConfigError("trainer: world size > 1 needs a communicator");
     data_ = std::make_unique<ShardedDataset>(cfg_.data);
     shape_ = {int(data_->features()), cfg_.hidden, int(data_->classes())};
-    model_ = makeModel(resolveDevice(cfg_), shape_, ctx_.localRank, cfg_.bf16);
+    model_ = makeModel(cfg_.device, shape_, ctx_.localRank, cfg_.bf16);
     optimizer_ = std::make_unique<Optimizer>(*model_, cfg_.optimizer, ctx_.worldSize);
-    const bool oneNode = ctx_.localWorldSize == 0 || ctx_.localWorldSize == ctx_.worldSize;
-    if (comm_ && cfg_.shmAllreduce && oneNode && !model_->onDevice()) {
-      ShmAllreduceOptions shm;
-      shm.timeout = std::chrono::milliseconds(int64_t(cfg_.commTimeoutS * 1000));
-      gradComm_ = ShmAllreduce::tryCreate(*comm_, shm);
+    setUpSampler();
+    // The state first, then the collectives built on the communicator: the order in which the
+    // survivors of a recovery in place run them too (train_recovery.cpp), so a replacement
+    // process meets them there.
+    try {
+      restoreOrInit();
+      setUpCollectives();
+    } catch (const StateLost&) {
+      throw;
+    } catch (const CommError& e) {
+      // A peer failed while this rank met the others (a replacement taking the state, a new
+      // generation's ranks comparing theirs): recovered like a failed step, not by an exit that
+      // would cost this process and a restart.
+      if (!recoversInPlace()) throw;
+      recover(e.what());
     }
-    ReducerOptions reducer{std::size_t(cfg_.bucketMb * 1024 * 1024)};
-    reducer.overlap = decideOverlap();
-    if (comm_ && ctx_.rank == 0) {
-      logger("trainer")->info(
-          "gradient allreduce: {}, {} (comm_overlap {})",
-          gradComm_ ? "shared memory (all ranks on this host)" : "the communicator",
-          reducer.overlap ? "on a communication thread during backward"
-                          : "on the training thread after backward",
-          cfg_.commOverlap);
-    }
-    reducer_ = std::make_unique<Reducer>(*model_, gradComm_ ? gradComm_.get() : comm_, reducer);
-    sampler_ = std::make_unique<DistributedSampler>(SamplerOptions{
-        int64_t(data_->size()), ctx_.worldSize, ctx_.rank, cfg_.shuffle, cfg_.seed, cfg_.dropLast});
-    restoreOrInit();
-    if (ctx_.rank == 0) {
+    if (ctx_.rank == 0 && !metrics_) {
       metrics_ = std::make_unique<MetricsSink>(cfg_.metrics, cfg_.tensorboardDir, cfg_.progressSeconds);
       if (ctx_.publishPoint) metrics_->publishTo(ctx_.publishPoint);
     }
   }
 
-  TrainResult run();
+void TrainLoop::setUpCollectives() {
+  gradComm_.reset();
+  const bool oneNode = ctx_.localWorldSize == 0 || ctx_.localWorldSize == ctx_.worldSize;
+  if (comm_ && cfg_.shmAllreduce && oneNode && !model_->onDevice()) {
+    ShmAllreduceOptions shm;
+    shm.timeout = std::chrono::milliseconds(int64_t(cfg_.commTimeoutS * 1000));
+    if (recoversInPlace()) {
+      shm.quorumEpoch = group_->quorumEpoch();
+      shm.quorumEpochSeen = group_->builtAtEpoch();
+    }
+    gradComm_ = ShmAllreduce::tryCreate(*comm_, shm);
+  }
+  ReducerOptions reducer{std::size_t(cfg_.bucketMb * 1024 * 1024)};
+  reducer.overlap = decideOverlap();
+  if (comm_ && ctx_.rank == 0 && !collectivesLogged_) {
+    collectivesLogged_ = true;
+    logger("trainer")->info(
+        "gradient allreduce: {}, {} (comm_overlap {})",
+        gradComm_ ? "shared memory (all ranks on this host)" : "the communicator",
+        reducer.overlap ? "on a communication thread during backward"
+                        : "on the training thread after backward",
+        cfg_.commOverlap);
+  }
+  reducer_.reset();
+  reducer_ = std::make_unique<Reducer>(*model_, gradComm_ ? gradComm_.get() : comm_, reducer);
+}
 
- private:
-  void restoreOrInit();
-  bool decideOverlap() const;
-  float runStep(const std::vector<int64_t>& list, std::size_t& pos);
-  void afterStep(float loss, float gradNorm, bool last);
-  void reportMetrics(float loss, float gradNorm, bool logNow, bool last);
-  void checkParams();
-  void saveCheckpoint();
-  float meanOverRanks(float value);
-  int64_t plannedSteps(std::size_t firstEpochLeft) const;
-  bool finished() const;
-  void advanceEpoch();
-  // Collective on a scalar through a buffer of the model's memory kind (NCCL needs device memory).
-  float allreduceScalar(float value);
-  uint32_t broadcastWord(uint32_t value);
-
-  TrainConfig cfg_;
-  RunContext ctx_;
-  Communicator* comm_;
-  std::unique_ptr<ShardedDataset> data_;
-  MlpShape shape_;
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<ShmAllreduce> gradComm_;  // the reducer's, when all ranks share this host
-  std::unique_ptr<Reducer> reducer_;
-  std::unique_ptr<DistributedSampler> sampler_;
-  std::unique_ptr<MetricsSink> metrics_;
-  TrainState state_;
-  TrainResult result_;
-  std::vector<float> x_;
-  std::vector<int32_t> y_;
-  std::vector<int64_t> ids_;
-  int64_t totalSteps_ = 0, samplesSinceLog_ = 0, samplesThisRun_ = 0;
-  Clock::time_point lastLog_ = Clock::now();
-  float lastGradNorm_ = 0;
-  std::shared_ptr<float> scratch_;
-  double lossSinceLog_ = 0;  // sum of step losses since the last metrics line
-  int64_t stepsSinceLog_ = 0;
-  const GradReadyFn gradHook_ = [this](int t) { reducer_->markReady(t); };  // built once
-  const GradReadyFn noHook_;
-};
+void TrainLoop::setUpSampler() {
+  sampler_ = std::make_unique<DistributedSampler>(SamplerOptions{
+      int64_t(data_->size()), ctx_.worldSize, ctx_.rank, cfg_.shuffle, cfg_.seed, cfg_.dropLast});
+}
 
 void TrainLoop::restoreOrInit() {
   auto params = initMlpParams(shape_, cfg_.seed);
   state_ = {0, 0, 0, 0, ctx_.worldSize, ctx_.worldSize, ctx_.generation, cfg_.seed, cfg_.seed};
   std::optional<Checkpoint> ckpt;
-  if (ctx_.rank == 0 && !cfg_.checkpointDir.empty()) {
+  if (ctx_.rank == 0 && !ctx_.replacement && !cfg_.checkpointDir.empty()) {
     if (const std::size_t n = removeStaleTemporaries(cfg_.checkpointDir)) {
       logger("trainer")->info("removed {} temporary checkpoint file(s) a killed writer left in {}",
                               n, cfg_.checkpointDir);
     }
   }
-  if (!cfg_.checkpointDir.empty()) ckpt = loadCheckpoint(cfg_.checkpointDir);
+  // A replacement process takes the whole state from a peer (syncState), never from disk.
+  if (!cfg_.checkpointDir.empty() && !ctx_.replacement) ckpt = loadCheckpoint(cfg_.checkpointDir);
   if (ckpt) {
     if (ckpt->shape.inputs != shape_.inputs || ckpt->shape.hidden != shape_.hidden ||
         ckpt->shape.classes != shape_.classes || ckpt->optimizer != cfg_.optimizer.type) {
@@ -159,8 +137,14 @@ void TrainLoop::restoreOrInit() {
     }
   }
   model_->upload(params.data(), model_->params(), params.size());
-  // DDP's constructor broadcasts rank 0's parameters; doing the same guards against any drift.
-  if (comm_) comm_->broadcast(model_->params(), model_->numParams() * sizeof(float), 0);
+  if (recoversInPlace()) {
+    // The survivors of a recovery in place run syncState too: this is where a replacement
+    // process meets them (and where a fresh generation's ranks check they agree).
+    if (comm_) syncState();
+  } else if (comm_) {
+    // DDP's constructor broadcasts rank 0's parameters; doing the same guards against any drift.
+    comm_->broadcast(model_->params(), model_->numParams() * sizeof(float), 0);
+  }
   model_->zeroGrads();
 }
 
@@ -319,13 +303,23 @@ void TrainLoop::advanceEpoch() {
             state_.samplerSeed, state_.initSeed};
 }
 
-TrainResult TrainLoop::run() {
+void TrainLoop::injectFaults() {
+  if (ctx_.replacement) return;
+  if (ctx_.rank == ctx_.failRank && state_.step == ctx_.failAtStep &&
+      startGeneration_ < ctx_.failGenerations) {
+    result_.injectedFailure = true;
+    if (ctx_.onInjectedFailure) ctx_.onInjectedFailure();
+  }
+  if (ctx_.rank == ctx_.hangRank && state_.step == ctx_.hangAtStep && startGeneration_ == 0) {
+    injectedHang(ctx_.rank, state_.step);
+  }
+}
+
+void TrainLoop::trainUntilDone() {
   auto resume = sampler_->resume(state_.epoch, state_.shardBase, state_.consumed, state_.shardWorld);
   state_.shardBase = resume.base;
   state_.shardWorld = ctx_.worldSize;
   totalSteps_ = plannedSteps(resume.indices.size());
-  const auto start = Clock::now();
-  const int64_t firstStep = state_.step;
   std::vector<int64_t> list = std::move(resume.indices);
   while (!finished()) {
     if (list.empty()) {  // an epoch finished before the checkpoint, or nothing to sample
@@ -338,20 +332,33 @@ TrainResult TrainLoop::run() {
     }
     std::size_t pos = 0;
     while (pos < list.size() && !finished()) {
-      if (ctx_.generation == 0 && ctx_.rank == ctx_.failRank && state_.step == ctx_.failAtStep) {
-        result_.injectedFailure = true;
-        if (ctx_.onInjectedFailure) ctx_.onInjectedFailure();
-        return std::move(result_);
-      }
-      if (ctx_.generation == 0 && ctx_.rank == ctx_.hangRank && state_.step == ctx_.hangAtStep) {
-        injectedHang(ctx_.rank, state_.step);
-      }
+      injectFaults();
+      if (result_.injectedFailure) return;
+      // A step boundary: a quorum the agent published (a node added, a rank replaced) is joined
+      // here, before this rank starts collectives of the old one.
+      if (group_ && group_->quorumChanged()) throw QuorumChanged{};
       float loss = runStep(list, pos);
       if (pos >= list.size()) advanceEpoch();  // the checkpoint then points at the next epoch
       afterStep(loss, lastGradNorm_, finished());
       if (ctx_.onStep) ctx_.onStep(state_.step);
     }
     if (pos >= list.size()) list = finished() ? std::vector<int64_t>{} : sampler_->indices(state_.epoch);
+  }
+}
+
+TrainResult TrainLoop::run() {
+  const auto start = Clock::now();
+  const int64_t firstStep = state_.step;
+  while (true) {
+    try {
+      trainUntilDone();
+      break;
+    } catch (const QuorumChanged&) {
+      recover("the agent published a new quorum");
+    } catch (const CommError& e) {
+      if (!recoversInPlace()) throw;
+      recover(e.what());
+    }
   }
   double wall = std::chrono::duration<double>(Clock::now() - start).count();
   result_.steps = state_.step;
@@ -364,10 +371,10 @@ TrainResult TrainLoop::run() {
   return std::move(result_);
 }
 
-}  // namespace
+}  // namespace detail
 
 TrainResult train(const TrainConfig& config, const RunContext& context, Communicator* comm) {
-  TrainLoop loop(config, context, comm);
+  detail::TrainLoop loop(config, context, comm);
   return loop.run();
 }
 

@@ -22,6 +22,8 @@
 
 namespace ddp {
 
+class ElasticGroup;
+
 struct RunContext {
   int rank = 0;
   int worldSize = 1;
@@ -43,6 +45,17 @@ struct RunContext {
   // claimFailureSequence, so the injected failure takes its place in the job's failure order
   // before a peer notices this rank leave). May be empty.
   std::function<void()> onInjectedFailure{};
+  // --fail-generations: --fail-at-step fires in generations 0 .. failGenerations - 1 (a crash
+  // that repeats after every restart: ddprun's verdict tests). 1 = generation 0 only.
+  int failGenerations = 1;
+  // In-place recovery (docs/recovery.md): the group whose communicator `comm` is. With a group
+  // that recovers in place, a failed collective or a new quorum makes the loop rebuild the group
+  // and continue from a peer's state instead of throwing; rank and world size follow the quorum.
+  // Null: no recovery (comm alone).
+  ElasticGroup* group = nullptr;
+  // This process replaces a failed one inside its generation: its state comes from a peer (no
+  // checkpoint is read) and fault injection is off.
+  bool replacement = false;
 };
 
 struct TrainResult {
@@ -53,12 +66,16 @@ struct TrainResult {
   double samplesPerS = 0;       // all ranks' samples / wall time of this run's steps
   bool injectedFailure = false; // stopped by --fail-at-step
   bool resumed = false;         // started from a checkpoint
+  int recoveries = 0;           // quorums this rank recovered into in place
   std::vector<float> params;    // final parameters (host copy)
 };
 
-// Runs the whole training. `comm` may be null when worldSize is 1. Blocks for the whole run.
+// Runs the whole training. `config` is checked (validateTrainConfig) and its device resolved
+// (resolveDeviceAndBackend) by the caller; train checks neither again. `comm` may be null when
+// worldSize is 1. Blocks for the whole run.
 // Throws ConfigError (config, data, checkpoint mismatch), CommError (a collective failed or a
-// peer's parameters differ), ddp::Error (checkpoint or metrics I/O).
+// peer's parameters differ, and no recovery in place was possible), ddp::Error (checkpoint or
+// metrics I/O).
 TrainResult train(const TrainConfig& config, const RunContext& context, Communicator* comm);
 
 }  // namespace ddp

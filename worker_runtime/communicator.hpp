@@ -48,6 +48,13 @@ class Communicator {
 
   // CUDA only: the stream whose queued work collectives must follow (a cudaStream_t). No-op for Gloo.
   virtual void setStream(void* /*cudaStream*/) {}
+
+  // Makes a collective blocked on this communicator fail now (CommError), as if every peer had
+  // gone: for a peer that vanished without closing its connections (a network cut), which would
+  // otherwise hold the collective for its whole budget. The communicator is unusable after it.
+  // Any thread, while the communicator is alive (also during a collective on another thread);
+  // never blocks, never throws. Gloo: shuts its connections down; others: nothing.
+  virtual void abort() noexcept {}
 };
 
 struct CommOptions {

@@ -58,10 +58,11 @@ std::string exceptionChain(std::exception_ptr error) {
 
 void writeErrorFile(const std::string& path, const std::string& message,
                     const std::string& traceback, std::time_t timestamp,
-                    std::optional<int64_t> failureSeq) {
+                    std::optional<int64_t> failureSeq, std::optional<int64_t> step) {
   namespace fs = std::filesystem;
   nlohmann::json extra = {{"py_callstack", traceback}, {"timestamp", std::to_string(timestamp)}};
   if (failureSeq) extra["failure_seq"] = std::to_string(*failureSeq);
+  if (step) extra["step"] = std::to_string(*step);
   nlohmann::json doc = {{"message", {{"message", message}, {"extraInfo", extra}}}};
   const fs::path target(path);
   std::error_code ec;

@@ -11,6 +11,7 @@
 #include "rendezvous/store/tcp_store_client.hpp"
 #include "rendezvous/store/worker_store_keys.hpp"
 #include "worker_runtime/error_file.hpp"
+#include "worker_runtime/progress.hpp"
 
 namespace ddp {
 namespace {
@@ -70,7 +71,7 @@ void writePlaceholder(int64_t number) {
     writeErrorFile(path,
                    "ddp::Error: the worker failed (failure #" + std::to_string(number) +
                        ") and exited before it could describe the failure",
-                   "", std::time(nullptr), number);
+                   "", std::time(nullptr), number, lastReportedStep());
   } catch (const std::exception& e) {
     logger("worker")->warn("{}", e.what());
   }

@@ -1,7 +1,10 @@
 #include "worker_runtime/gloo_communicator.hpp"
 
+#include <sys/socket.h>
+
 #include <cstring>
 #include <exception>
+#include <set>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -17,6 +20,7 @@
 #include "rendezvous/base/local_address.hpp"
 #include "worker_runtime/detail/reductions.hpp"
 #include "worker_runtime/detail/ring_reduce_scatter.hpp"
+#include "worker_runtime/detail/socket_scan.hpp"
 #include "worker_runtime/worker_env.hpp"
 
 namespace ddp {
@@ -57,6 +61,7 @@ GlooCommunicator::GlooCommunicator(const WorkerEnv& env, Store& store, const Com
                      ? localAddressTowards(env.masterAddr, env.masterPort)
                      : options.bindAddress;
   auto start = std::chrono::steady_clock::now();
+  const std::set<int> before = detail::socketDescriptors();
   try {
     context_ = connect(rank_, size_, bindAddress_, store, options);
     // connectFullMesh can return on one side of a pair before the other side finished its
@@ -71,6 +76,7 @@ GlooCommunicator::GlooCommunicator(const WorkerEnv& env, Store& store, const Com
                     " could not build the Gloo communicator (bound to " + bindAddress_ +
                     ", budget " + std::to_string(timeout_.count()) + " ms): " + e.what());
   }
+  pairSockets_ = detail::connectionsOpenedSince(before, static_cast<uint16_t>(env.masterPort));
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - start);
   logger("worker")->debug("gloo communicator rank {} of {} on {} connected in {} ms", rank_, size_,
@@ -82,6 +88,8 @@ GlooCommunicator::~GlooCommunicator() {
   // connections close, since closing them is what makes the peers fail (failure_sequence.hpp).
   if (std::uncaught_exceptions() > 0) claimFailureSequence();
 }
+
+void GlooCommunicator::abort() noexcept { detail::shutDown(pairSockets_); }
 
 void GlooCommunicator::setTimeout(std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0) throw ConfigError("communicator timeout must be positive");

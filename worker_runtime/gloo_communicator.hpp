@@ -14,7 +14,8 @@
 // (buffer, count, type) are cached, so a reducer that reuses its bucket buffers pays no set-up per
 // call. bfloat16 is reduced by a custom Gloo reduction (float accumulate, round per addition).
 //
-// Thread safety: one collective at a time (callers serialise); any thread may drive it.
+// Thread safety: one collective at a time (callers serialise); any thread may drive it. abort()
+// may come from any thread, also while a collective runs.
 #pragma once
 
 #include <chrono>
@@ -24,6 +25,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "worker_runtime/communicator.hpp"
 
@@ -60,6 +62,9 @@ class GlooCommunicator final : public Communicator {
   // steady-state steps). Must not be called while a collective is in flight. Throws ConfigError
   // for a non-positive budget.
   void setTimeout(std::chrono::milliseconds timeout);
+  // Shuts down the connections to every peer (shutdown(2), the descriptors stay Gloo's): a
+  // collective blocked on a peer that vanished without a word fails at once, as on a closed pair.
+  void abort() noexcept override;
   // The local address the transport is bound to.
   const std::string& bindAddress() const { return bindAddress_; }
   // The underlying Gloo context, for benchmarks that call Gloo directly on the same connections.
@@ -79,6 +84,7 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<gloo::Context> context_;
   uint32_t tag_ = 0;
   std::exception_ptr error_;  // the sticky error, once a collective failed
+  std::vector<int> pairSockets_;  // the connections to the peers (Gloo's descriptors; abort())
   using CacheKey = std::tuple<void*, std::size_t, DataType>;
   std::map<CacheKey, std::unique_ptr<gloo::AllreduceOptions>> allreduceCache_;
 };

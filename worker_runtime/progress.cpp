@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -22,6 +23,9 @@ struct Reporter {
   std::string path;  // "" = not under a hang-detecting ddprun
   std::chrono::steady_clock::time_point lastSent{};
 };
+
+// -1 = no step reported yet (steps are counts, never negative).
+std::atomic<int64_t> lastStep{-1};
 
 Reporter& reporter() {
   static Reporter r;
@@ -58,7 +62,13 @@ void send(const std::string& path, const std::string& line) {
 
 }  // namespace
 
+std::optional<int64_t> lastReportedStep() {
+  const int64_t step = lastStep.load(std::memory_order_relaxed);
+  return step >= 0 ? std::optional<int64_t>(step) : std::nullopt;
+}
+
 void reportProgress(int64_t step) {
+  lastStep.store(step, std::memory_order_relaxed);
   Reporter& r = reporter();
   std::string path;
   {

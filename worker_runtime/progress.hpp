@@ -3,19 +3,28 @@
 //
 // The agent exports DDP_PROGRESS_FILE (its timer FIFO) to workers when --hang-timeout is given;
 // without it, or outside ddprun, reportProgress does nothing. A beat is one line of torch's file-
-// timer protocol (launcher/file_timer_request.hpp: the release of the scope "ddprun.progress", with
+// timer protocol (launcher/hang/file_timer_request.hpp: the release of the scope "ddprun.progress", with
 // the step), written like torch's FileTimerClient writes: open non-blocking, one atomic write,
 // close — so torchrun's own watchdog ignores it. Beats are sent at most every 100 ms (a worker
 // that steps faster reports the latest step then); a beat the agent cannot take (no reader, a full
 // pipe) is dropped, never waited for. SIGPIPE is kept from the process.
 //
+// The step is also kept, under ddprun or not: worker_main writes the last one into the error file
+// when the worker fails (extraInfo.step, error_file.hpp), so that ddprun's verdict
+// (docs/running.md "A verdict instead of a loop") knows the step a failure happened at.
+//
 // Thread safety: thread-safe. Never blocks (one open/write/close at most); never throws.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 namespace ddp {
 
 void reportProgress(int64_t step);
+
+// The step of the last reportProgress() call of this process; nullopt before the first. Never
+// blocks, never throws.
+std::optional<int64_t> lastReportedStep();
 
 }  // namespace ddp

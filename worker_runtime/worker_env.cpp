@@ -95,6 +95,11 @@ void readElastic(WorkerEnv& env) {
                       "' must be 'True' or 'False'");
   }
   env.useAgentStore = useAgentStore == "True";
+  env.quorumBoard = readVar("DDP_QUORUM_BOARD").value_or("");
+  if (!env.quorumBoard.empty()) {
+    env.quorumSlot = optionalInt("DDP_QUORUM_SLOT", env.localRank, 0);
+  }
+  env.stateFromPeer = readVar("DDP_STATE_FROM_PEER").value_or("") == "1";
 }
 
 }  // namespace

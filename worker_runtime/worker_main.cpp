@@ -8,6 +8,7 @@
 #include "rendezvous/base/logging.hpp"
 #include "worker_runtime/error_file.hpp"
 #include "worker_runtime/failure_sequence.hpp"
+#include "worker_runtime/progress.hpp"
 
 namespace ddp {
 
@@ -52,7 +53,8 @@ int reportFailure(std::exception_ptr error) {
   const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
   if (path != nullptr && *path != '\0') {
     try {
-      writeErrorFile(path, message, exceptionChain(error), std::time(nullptr), seq);
+      writeErrorFile(path, message, exceptionChain(error), std::time(nullptr), seq,
+                     lastReportedStep());
     } catch (const std::exception& e) {
       log->error("{}", e.what());
     }

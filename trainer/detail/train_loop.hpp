@@ -1,0 +1,106 @@
+// TrainLoop: the state and steps of one rank's training (trainer.hpp), shared by trainer.cpp (set-up
+// and the step loop) and train_recovery.cpp (recovery in place: a new quorum, the state from a
+// peer). Only train() uses it.
+//
+// Thread safety: one TrainLoop per rank, driven from one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rendezvous/base/error.hpp"
+#include "trainer/checkpoint.hpp"
+#include "trainer/distributed_sampler.hpp"
+#include "trainer/metrics.hpp"
+#include "trainer/model.hpp"
+#include "trainer/optimizer.hpp"
+#include "trainer/reducer.hpp"
+#include "trainer/sharded_dataset.hpp"
+#include "trainer/shm_allreduce.hpp"
+#include "trainer/trainer.hpp"
+#include "worker_runtime/state_agreement.hpp"
+
+namespace ddp::detail {
+
+class TrainLoop {
+ public:
+  TrainLoop(const TrainConfig& config, const RunContext& ctx, Communicator* comm);
+  TrainResult run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // The agent published a newer quorum: leave the step loop at a step boundary and recover.
+  struct QuorumChanged {};
+  // No rank of the quorum holds the training state (every process is new): recovery in place is
+  // impossible, the worker exits and the agents restart every worker.
+  class StateLost : public CommError {
+   public:
+    using CommError::CommError;
+  };
+
+  // -- trainer.cpp --
+  void setUpCollectives();  // gradComm_ (shared memory) and reducer_ for comm_
+  void setUpSampler();      // sampler_ for ctx_.rank / ctx_.worldSize
+  void restoreOrInit();
+  bool decideOverlap() const;
+  // Runs steps until the job is done (or throws CommError / QuorumChanged).
+  void trainUntilDone();
+  float runStep(const std::vector<int64_t>& list, std::size_t& pos);
+  void afterStep(float loss, float gradNorm, bool last);
+  void reportMetrics(float loss, float gradNorm, bool logNow, bool last);
+  void checkParams();
+  void saveCheckpoint();
+  float meanOverRanks(float value);
+  int64_t plannedSteps(std::size_t firstEpochLeft) const;
+  bool finished() const;
+  void advanceEpoch();
+  void injectFaults();
+  // Collective on a scalar through a buffer of the model's memory kind (NCCL needs device memory).
+  float allreduceScalar(float value);
+  uint32_t broadcastWord(uint32_t value);
+
+  // -- train_recovery.cpp --
+  bool recoversInPlace() const;
+  // Joins the newest quorum (retrying while recovery itself fails) and continues from the
+  // donor's state. Throws CommError when no quorum comes (the worker then exits).
+  void recover(const std::string& why);
+  // Collective: every rank's (step, hash); the donor's state to every rank that differs.
+  void syncState();
+  StateDigest digest();
+  void broadcastHost(std::vector<float>& values, int root);
+  void adoptQuorum();  // ctx_, comm_, metrics_ for the group's current view
+
+  TrainConfig cfg_;
+  RunContext ctx_;
+  Communicator* comm_;
+  ElasticGroup* group_;
+  const int startGeneration_;
+  std::unique_ptr<ShardedDataset> data_;
+  MlpShape shape_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<ShmAllreduce> gradComm_;  // the reducer's, when all ranks share this host
+  std::unique_ptr<Reducer> reducer_;
+  std::unique_ptr<DistributedSampler> sampler_;
+  std::unique_ptr<MetricsSink> metrics_;
+  TrainState state_;
+  TrainResult result_;
+  std::vector<float> x_;
+  std::vector<int32_t> y_;
+  std::vector<int64_t> ids_;
+  int64_t totalSteps_ = 0, samplesSinceLog_ = 0, samplesThisRun_ = 0;
+  Clock::time_point lastLog_ = Clock::now();
+  float lastGradNorm_ = 0;
+  std::shared_ptr<float> scratch_;
+  double lossSinceLog_ = 0;  // sum of step losses since the last metrics line
+  int64_t stepsSinceLog_ = 0;
+  bool collectivesLogged_ = false;  // the reducer's set-up is logged once, not after each recovery
+  bool hasState_;  // false for a replacement process until a peer handed it the state
+  const GradReadyFn gradHook_ = [this](int t) { reducer_->markReady(t); };  // built once
+  const GradReadyFn noHook_;
+};
+
+}  // namespace ddp::detail

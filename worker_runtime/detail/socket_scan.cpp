@@ -1,0 +1,88 @@
+#include "worker_runtime/detail/socket_scan.hpp"
+
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace ddp::detail {
+namespace {
+
+std::set<int> openedSince(const std::set<int>& before) {
+  std::set<int> opened;
+  for (int fd : socketDescriptors()) {
+    if (!before.count(fd)) opened.insert(fd);
+  }
+  return opened;
+}
+
+std::vector<int> pairSockets(const std::set<int>& fds, uint16_t storePort) {
+  std::vector<int> out;
+  for (int fd : fds) {
+    sockaddr_storage peer{};
+    socklen_t len = sizeof(peer);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;  // listener
+    uint16_t port = 0;
+    if (peer.ss_family == AF_INET) {
+      port = ntohs(reinterpret_cast<sockaddr_in*>(&peer)->sin_port);
+    } else if (peer.ss_family == AF_INET6) {
+      port = ntohs(reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port);
+    } else {
+      continue;
+    }
+    if (port != storePort) out.push_back(fd);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::set<int> socketDescriptors() {
+  std::set<int> out;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return out;
+  while (dirent* e = ::readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;
+    char target[64] = {};
+    const std::string link = std::string("/proc/self/fd/") + e->d_name;
+    if (::readlink(link.c_str(), target, sizeof(target) - 1) > 0 &&
+        std::strncmp(target, "socket:", 7) == 0) {
+      out.insert(static_cast<int>(fd));
+    }
+  }
+  ::closedir(dir);
+  return out;
+}
+
+
+std::vector<int> connectionsOpenedSince(const std::set<int>& before, uint16_t storePort) {
+  return pairSockets(openedSince(before), storePort);
+}
+
+std::vector<int> listenersOpenedSince(const std::set<int>& before) {
+  std::vector<int> out;
+  for (int fd : openedSince(before)) {
+    int listening = 0;
+    socklen_t size = sizeof(listening);
+    sockaddr_storage self{};
+    socklen_t selfLen = sizeof(self);
+    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) == 0 && listening &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &selfLen) == 0 &&
+        (self.ss_family == AF_INET || self.ss_family == AF_INET6)) {
+      out.push_back(fd);
+    }
+  }
+  return out;
+}
+
+void shutDown(const std::vector<int>& fds) noexcept {
+  for (int fd : fds) ::shutdown(fd, SHUT_RDWR);
+}
+
+}  // namespace ddp::detail

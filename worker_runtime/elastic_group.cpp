@@ -1,0 +1,432 @@
+#include "worker_runtime/elastic_group.hpp"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
+#include "rendezvous/quorum/quorum_board.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
+#include "rendezvous/store/worker_store_keys.hpp"
+#include "worker_runtime/detail/socket_scan.hpp"
+#include "worker_runtime/worker_store.hpp"
+
+namespace ddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A store whose waits give up as soon as the quorum board moves: a communicator being built for a
+// quorum that a newer one replaced would otherwise wait its whole budget for ranks that are gone.
+class SupersededStore final : public Store {
+ public:
+  SupersededStore(Store& inner, const QuorumBoardReader* board, uint32_t epoch)
+      : inner_(inner), board_(board), epoch_(epoch) {}
+  void set(const std::string& k, const std::string& v) override { inner_.set(k, v); }
+  std::string get(const std::string& k) override {
+    wait({k}, inner_.timeout());
+    return inner_.get(k);
+  }
+  int64_t add(const std::string& k, int64_t d) override { return inner_.add(k, d); }
+  std::string compareSet(const std::string& k, const std::string& e,
+                         const std::string& d) override {
+    return inner_.compareSet(k, e, d);
+  }
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    while (true) {
+      if (board_ != nullptr && board_->epoch() != epoch_) {
+        throw CommError("a newer quorum was published while this one was being built");
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return inner_.wait(keys, std::chrono::milliseconds(1));
+      try {
+        return inner_.wait(keys, std::min(left, std::chrono::milliseconds(20)));
+      } catch (const TimeoutError&) {
+        if (Clock::now() >= deadline) throw;
+      }
+    }
+  }
+  bool check(const std::vector<std::string>& keys) override { return inner_.check(keys); }
+  bool deleteKey(const std::string& k) override { return inner_.deleteKey(k); }
+  int64_t numKeys() override { return inner_.numKeys(); }
+  std::vector<std::string> multiGet(const std::vector<std::string>& keys) override {
+    wait(keys, inner_.timeout());
+    return inner_.multiGet(keys);
+  }
+  void multiSet(const std::vector<std::string>& k, const std::vector<std::string>& v) override {
+    inner_.multiSet(k, v);
+  }
+  void append(const std::string& k, const std::string& v) override { inner_.append(k, v); }
+  std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
+  void setTimeout(std::chrono::milliseconds t) override { inner_.setTimeout(t); }
+
+ private:
+  Store& inner_;
+  const QuorumBoardReader* board_;
+  uint32_t epoch_;
+};
+
+constexpr auto kStuckGrace = std::chrono::seconds(2);
+
+}  // namespace
+
+// comm() with a board: every collective first checks that the board still shows the quorum it was
+// built for, and tells the watchdog it runs.
+class ElasticGroup::Guard final : public Communicator {
+ public:
+  explicit Guard(ElasticGroup& group) : g_(group) {}
+  int rank() const override { return g_.comm_->rank(); }
+  int size() const override { return g_.comm_->size(); }
+  CommBackend backend() const override { return g_.comm_->backend(); }
+  void allreduce(void* buf, std::size_t count, DataType type, ReduceOp op) override {
+    run("allreduce", [&] { g_.comm_->allreduce(buf, count, type, op); });
+  }
+  void broadcast(void* buf, std::size_t bytes, int root) override {
+    run("broadcast", [&] { g_.comm_->broadcast(buf, bytes, root); });
+  }
+  void barrier() override {
+    run("barrier", [&] { g_.comm_->barrier(); });
+  }
+  void allgather(const void* send, void* recv, std::size_t n, DataType type) override {
+    run("allgather", [&] { g_.comm_->allgather(send, recv, n, type); });
+  }
+  void reduceScatter(const void* send, void* recv, std::size_t n, DataType type,
+                     ReduceOp op) override {
+    run("reduce-scatter", [&] { g_.comm_->reduceScatter(send, recv, n, type, op); });
+  }
+  void setStream(void* stream) override { g_.comm_->setStream(stream); }
+
+ private:
+  template <class F>
+  void run(const char* op, F&& fn) {
+    if (!g_.comm_) throw CommError(std::string(op) + ": the group is being rebuilt");
+    if (g_.quorumChanged()) {
+      throw CommError(std::string(op) + " on rank " + std::to_string(g_.view_.rank) + " of quorum " +
+                      toString(g_.view_.id) + ": the agent published a newer quorum");
+    }
+    g_.opEpoch_.store(g_.builtEpoch_, std::memory_order_release);
+    struct Done {
+      std::atomic<uint32_t>& e;
+      ~Done() { e.store(kIdle, std::memory_order_release); }
+    } done{g_.opEpoch_};
+    fn();
+  }
+  ElasticGroup& g_;
+};
+
+namespace {
+
+GroupView viewOf(const QuorumRecord& r) {
+  return {r.id,      r.rank,      r.worldSize,      r.localRank, r.localWorldSize,
+          r.groupRank, r.groupWorldSize, r.replaced, r.reason};
+}
+
+GroupView viewOf(const WorkerEnv& env) {
+  return {{env.restartCount, 0}, env.rank, env.worldSize, env.localRank, env.localWorldSize,
+          env.groupRank, env.groupWorldSize, {}, ""};
+}
+
+// The record a worker started without a board would have had.
+QuorumRecord recordOf(const WorkerEnv& env) {
+  QuorumRecord r;
+  r.id = {env.restartCount, 0};
+  r.rank = env.rank;
+  r.worldSize = env.worldSize;
+  r.localRank = env.localRank;
+  r.localWorldSize = env.localWorldSize;
+  r.groupRank = env.groupRank;
+  r.groupWorldSize = env.groupWorldSize;
+  r.masterAddr = env.masterAddr;
+  r.masterPort = env.masterPort;
+  return r;
+}
+
+std::unique_ptr<QuorumBoardReader> openBoard(const WorkerEnv& env) {
+  if (env.quorumBoard.empty()) return nullptr;
+  try {
+    return std::make_unique<QuorumBoardReader>(env.quorumBoard, env.quorumSlot);
+  } catch (const Error& e) {
+    logger("worker")->warn("rank {}: {}; this worker does not recover in place (a failure "
+                           "restarts every worker)", env.rank, e.what());
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+ElasticGroup::ElasticGroup(const WorkerEnv& env, const CommOptions& options)
+    : env_(env), options_(options), board_(openBoard(env)) {
+  // A write to a peer that is gone (Gloo's writev to a killed rank) must fail that collective,
+  // not kill this process with SIGPIPE: that is what lets it recover (and what names it collateral
+  // in the failure summary when it cannot). A handler the program installed is left alone.
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    ::signal(SIGPIPE, SIG_IGN);
+  }
+  const QuorumRecord started = recordOf(env);
+  if (!board_) {
+    build(started, Clock::now() + options_.timeout);
+    return;
+  }
+  view_ = viewOf(env);  // until the first quorum is built: the watchdog's log lines name it
+  // The watchdog runs from the first build on: a replacement process building a quorum that a
+  // newer one superseded (its peer killed in turn) would otherwise wait in Gloo's connect.
+  watchdog_ = std::thread([this] { watchdog(); });
+  try {
+    // A replacement process starts in the quorum the agent published for it; a worker started
+    // with its generation finds the record of quorum 0 (or a newer one).
+    join(started.id, /*newer=*/false, options_.timeout, &started);
+  } catch (...) {
+    stop_ = true;
+    watchdog_.join();
+    throw;
+  }
+  guard_ = std::make_unique<Guard>(*this);
+}
+
+void ElasticGroup::watchdog() {
+  std::optional<Clock::time_point> stuckSince;
+  uint32_t stuckOp = kIdle;  // the operation (its quorum's epoch) stuckSince etc. are about
+  bool listenersShut = false;
+  bool aborted = false;
+  while (!stop_.load()) {
+    board_->waitForChange(board_->epoch(), std::chrono::milliseconds(200));
+    const uint32_t op = opEpoch_.load(std::memory_order_acquire);
+    if (op == kIdle || board_->epoch() == op || op != stuckOp) {
+      // Idle, current, or another operation than the one seen stuck (the training thread moved
+      // on to a newer quorum between two looks, which may be superseded in turn): start over.
+      stuckSince.reset();
+      listenersShut = false;
+      aborted = false;
+      stuckOp = op;
+      if (op == kIdle || board_->epoch() == op) continue;
+    }
+    if (!stuckSince) stuckSince = Clock::now();
+    const auto stuck = Clock::now() - *stuckSince;
+    if (!listenersShut) {
+      // A build for a superseded quorum is of no use: its pairs still waiting for a peer to
+      // connect (Gloo waits its whole budget for one that died or moved on) fail at once.
+      std::lock_guard<std::mutex> lock(commMutex_);
+      if (building_ && opEpoch_.load(std::memory_order_acquire) == op) {
+        const auto listeners = detail::listenersOpenedSince(buildSockets_);
+        if (!listeners.empty()) {
+          logger("worker")->info("rank {}: the agent published a newer quorum while this rank "
+                                 "built its communicator; closing the {} pair(s) still waiting "
+                                 "for a peer", view_.rank, listeners.size());
+          detail::shutDown(listeners);
+        }
+      }
+      listenersShut = true;
+    }
+    if (stuck < kStuckGrace) continue;
+    if (!aborted) {
+      // A peer that vanished without closing its connections (a network cut, a frozen host), or
+      // one that moved on while this communicator was being built, holds the collective (or the
+      // build's barrier) for its whole budget: fail it now, as a closed connection would. (Only
+      // now: a connection Gloo has not yet taken as connected must not be shut down.)
+      std::lock_guard<std::mutex> lock(commMutex_);
+      if (opEpoch_.load(std::memory_order_acquire) == op) {
+        logger("worker")->warn("rank {}: {} of quorum {} is still blocked {} s after the agent "
+                               "published a newer quorum; aborting its connections", view_.rank,
+                               building_ ? "the build of the communicator" : "a collective",
+                               toString(view_.id),
+                               std::chrono::duration_cast<std::chrono::seconds>(kStuckGrace).count());
+        if (building_) {
+          detail::shutDown(detail::connectionsOpenedSince(buildSockets_, storePort_));
+        } else if (comm_) {
+          comm_->abort();
+        }
+      }
+      aborted = true;
+      continue;
+    }
+    if (stuck < 2 * kStuckGrace) continue;
+    {
+      std::lock_guard<std::mutex> lock(commMutex_);
+      logger("worker")->error("rank {}: {} of quorum {} is still blocked {} s after the agent "
+                              "published a newer quorum; exiting so that the agent replaces this "
+                              "process", view_.rank,
+                              building_ ? "the build of the communicator" : "a collective",
+                              toString(view_.id),
+                              std::chrono::duration_cast<std::chrono::seconds>(stuck).count());
+    }
+    spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+    std::_Exit(3);  // worker_main.hpp's kExitCommError
+  }
+}
+
+Communicator& ElasticGroup::comm() {
+  if (guard_) return *guard_;
+  return *comm_;
+}
+
+ElasticGroup::~ElasticGroup() {
+  stop_ = true;
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+bool ElasticGroup::joinedLate() const {
+  if (board_ && env_.stateFromPeer) return true;
+  return std::find(view_.replaced.begin(), view_.replaced.end(), view_.rank) != view_.replaced.end();
+}
+
+bool ElasticGroup::quorumChanged() const {
+  return board_ != nullptr && board_->epoch() != builtEpoch_;
+}
+
+const std::atomic<uint32_t>* ElasticGroup::quorumEpoch() const {
+  return board_ ? &board_->epochWord() : nullptr;
+}
+
+void ElasticGroup::markStateLost() {
+  if (!board_) return;
+  try {
+    TcpStoreClientOptions o;
+    o.host = storeAddr_;
+    o.port = storePort_;
+    o.connectTimeout = o.timeout = std::chrono::seconds(5);
+    TcpStoreClient(o).set(stateLostKey(view_.id.generation), toString(view_.id));
+  } catch (const Error& e) {
+    logger("worker")->warn("could not tell the agents that the state is lost: {}", e.what());
+  }
+}
+
+void ElasticGroup::announceInPlace() {
+  if (!board_ || view_.id.generation == announcedGeneration_ || view_.id.quorum != 0) return;
+  // Quorum 0 only: a process replaced later in the generation was counted by its predecessor.
+  // The key is the agents' (worker_store_keys.hpp: no worker prefix), so on a connection of its own.
+  TcpStoreClientOptions o;
+  o.host = storeAddr_;
+  o.port = storePort_;
+  o.connectTimeout = o.timeout = options_.timeout;
+  TcpStoreClient(o).add(inPlaceCountKey(view_.id.generation), 1);
+  announcedGeneration_ = view_.id.generation;
+}
+
+void ElasticGroup::build(const QuorumRecord& record, Clock::time_point deadline) {
+  const auto budget = std::max(std::chrono::milliseconds(1),
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  if (!store_ || record.id.generation != storeGeneration_ || record.masterAddr != storeAddr_ ||
+      record.masterPort != storePort_) {
+    store_.reset();
+    WorkerEnv env = env_;
+    env.masterAddr = record.masterAddr;
+    env.masterPort = record.masterPort;
+    env.restartCount = int(record.id.generation);
+    env.useAgentStore = env_.useAgentStore || board_ != nullptr;
+    store_ = connectWorkerStore(env, std::min(budget, options_.timeout));
+    storeGeneration_ = record.id.generation;
+    storeAddr_ = record.masterAddr;
+    storePort_ = record.masterPort;
+  }
+  WorkerEnv env = env_;
+  env.rank = record.rank;
+  env.worldSize = record.worldSize;
+  env.localRank = record.localRank;
+  env.localWorldSize = record.localWorldSize;
+  env.groupRank = record.groupRank;
+  env.groupWorldSize = record.groupWorldSize;
+  env.masterAddr = record.masterAddr;
+  env.masterPort = record.masterPort;
+  env.restartCount = int(record.id.generation);
+  CommOptions options = options_;
+  if (board_) options.storePrefix = options_.storePrefix + "/q" + std::to_string(record.id.quorum);
+  options.timeout = std::min(budget, options_.timeout);
+  SupersededStore watched(*store_, board_.get(), builtEpoch_);
+  std::unique_ptr<Communicator> comm;
+  {
+    // The watchdog sees the build as an operation of this quorum: superseded, its pairs still
+    // listening are shut down at once, and 2 s later the connections it opened.
+    std::unique_lock<std::mutex> lock(commMutex_);
+    buildSockets_ = detail::socketDescriptors();
+    building_ = true;
+    lock.unlock();
+    opEpoch_.store(builtEpoch_, std::memory_order_release);
+    struct Done {
+      ElasticGroup& g;
+      ~Done() {
+        g.opEpoch_.store(kIdle, std::memory_order_release);
+        std::lock_guard<std::mutex> lock(g.commMutex_);
+        g.building_ = false;
+      }
+    } done{*this};
+    comm = makeCommunicator(env, watched, options);
+  }
+  {
+    std::lock_guard<std::mutex> lock(commMutex_);  // the watchdog reads view_ under it
+    comm_ = std::move(comm);
+    view_ = board_ ? viewOf(record) : viewOf(env);
+  }
+  announceInPlace();
+}
+
+void ElasticGroup::dropComm() {
+  std::lock_guard<std::mutex> lock(commMutex_);
+  comm_.reset();
+}
+
+const GroupView& ElasticGroup::rebuild(std::chrono::milliseconds budget) {
+  dropComm();  // first: peers still blocked on it fail now and come to rebuild too
+  if (!board_) {
+    throw CommError("rank " + std::to_string(view_.rank) +
+                    ": no quorum board (not started by ddprun --restart-scope=failed), so no "
+                    "recovery in place");
+  }
+  const int wasRank = view_.rank;
+  const QuorumId had = view_.id;
+  join(had, /*newer=*/true, budget, nullptr);
+  logger("worker")->info("rank {} of quorum {} is rank {} of quorum {} (world size {}){}", wasRank,
+                         toString(had), view_.rank, toString(view_.id), view_.worldSize,
+                         view_.reason.empty() ? "" : ": " + view_.reason);
+  return view_;
+}
+
+void ElasticGroup::join(const QuorumId& from, bool newer, std::chrono::milliseconds budget,
+                        const QuorumRecord* fallback) {
+  const auto deadline = Clock::now() + budget;
+  std::optional<QuorumId> failed;  // a quorum whose build failed is not tried again
+  std::string lastError = "no newer quorum was published";
+  while (true) {
+    const uint32_t epoch = board_->epoch();
+    std::optional<QuorumRecord> newest;
+    try {
+      newest = board_->read();
+    } catch (const ProtocolError& e) {
+      throw CommError("rank " + std::to_string(view_.rank) + ": " + e.what());
+    }
+    // Without a record yet (the agent publishes quorum 0 as it starts the workers), the env's.
+    if (!newest && fallback != nullptr) newest = *fallback;
+    const bool usable = newest && (newer ? newest->id > from : newest->id >= from) &&
+                        (!failed || newest->id > *failed);
+    if (usable) {
+      builtEpoch_ = epoch;
+      try {
+        build(*newest, deadline);
+        return;
+      } catch (const Error& e) {
+        dropComm();
+        // Superseded (the board moved meanwhile) is no failure of that quorum.
+        if (board_->epoch() == epoch) failed = newest->id;
+        lastError = "quorum " + toString(newest->id) + ": " + e.what();
+      }
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      throw CommError("rank " + std::to_string(view_.rank) + " of quorum " + toString(from) +
+                      " found no quorum to " + (newer ? "recover into" : "join") + " within " +
+                      std::to_string(budget.count()) + " ms: " + lastError);
+    }
+    if (board_->epoch() == epoch) board_->waitForChange(epoch, left);
+  }
+}
+
+}  // namespace ddp

@@ -1,0 +1,153 @@
+// ElasticGroup: a worker's communicator for its job's current quorum, rebuilt in place when the
+// quorum changes (ddprun --restart-scope=failed; docs/recovery.md).
+//
+// Under ddprun with --restart-scope=failed the agent exports DDP_QUORUM_BOARD and DDP_QUORUM_SLOT
+// (rendezvous/quorum/quorum_board.hpp). The group then reads its membership from the board, not
+// from the environment it started with: rank, world size and worker store are those of the
+// newest quorum (the same as the env for a worker started with its generation; a replacement
+// process started later gets the current ones too). Once its first communicator of a generation
+// is built it announces that it recovers in place (the worker store's in_place counter), which is
+// what lets the agents replace a failed worker instead of restarting every one.
+//
+// When a collective fails (CommError) or quorumChanged() says the agent published a newer quorum,
+// the worker calls rebuild(): the old communicator is destroyed first (its connections close, so
+// peers still blocked on it fail at once and rebuild too), then the group waits for a quorum newer
+// than the one it had — the agent of a failed worker publishes one within milliseconds — and
+// builds a communicator for it over its own keys ("ddp/comm/q<quorum>" under the generation's
+// prefix: Gloo's full mesh, or a new NCCL unique id). A newer quorum published while it builds
+// makes it start over for that one, so every rank ends on the newest. What state the rebuilt
+// group starts from is the caller's business (state_agreement.hpp).
+//
+// With a board, comm() checks the board before every collective (a collective of a superseded
+// quorum fails at once with CommError), and a watchdog thread ends the process (exit 3, the
+// CommError code) when a collective of the old quorum is still blocked 2 s after a newer one was
+// published: first it aborts that communicator's connections (Communicator::abort: a peer cut off
+// by the network never closes them, so the collective would wait its whole budget), and if the
+// collective is still blocked 2 s later it ends the process (its agent replaces it like any failed
+// worker): a rank left waiting would hold up every other. A communicator being built for a quorum
+// that a newer one superseded (the first one a replacement process builds included) has its pairs
+// still listening for a peer shut down at once (Gloo waits its whole budget for a peer that died or
+// moved on), the connections it opened 2 s later, and past 4 s the process ends as above.
+//
+// Without a board (torchrun, --restart-scope=all, or the board cannot be opened: a warning says
+// why) the group is the plain communicator of the env, and rebuild() throws CommError: the worker
+// exits and its agent restarts the group as before.
+//
+// The constructor sets SIGPIPE to be ignored when its disposition is the default (see there).
+//
+// Thread safety: one thread (the training thread) calls everything but quorumChanged(), which any
+// thread may call. comm() must not be used across a rebuild().
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "rendezvous/quorum/quorum_record.hpp"
+#include "rendezvous/store/store.hpp"
+#include "worker_runtime/communicator.hpp"
+#include "worker_runtime/worker_env.hpp"
+
+namespace ddp {
+
+class QuorumBoardReader;
+
+// What a running worker sees of its membership (the quorum's record, or the env without a board).
+struct GroupView {
+  QuorumId id;             // (generation, quorum)
+  int rank = 0;
+  int worldSize = 1;
+  int localRank = 0;
+  int localWorldSize = 1;
+  int groupRank = 0;
+  int groupWorldSize = 1;
+  std::vector<int> replaced;  // ranks whose process is new in this quorum
+  std::string reason;         // why this quorum exists ("" for the one a generation starts with)
+};
+
+class ElasticGroup {
+ public:
+  // Connects to the worker store and builds the first communicator (options.storePrefix is
+  // replaced by a per-quorum prefix when there is a board). Blocks up to options.timeout.
+  // Throws what connectWorkerStore() and makeCommunicator() throw (TimeoutError, NetworkError,
+  // CommError, ConfigError).
+  ElasticGroup(const WorkerEnv& env, const CommOptions& options);
+  ~ElasticGroup();
+  ElasticGroup(const ElasticGroup&) = delete;
+  ElasticGroup& operator=(const ElasticGroup&) = delete;
+
+  Communicator& comm();
+  // The worker store of the current quorum's generation (keys under /worker/attempt_<g>/).
+  Store& store() { return *store_; }
+  const GroupView& view() const { return view_; }
+  // Where the current generation's worker store is (MASTER_ADDR / MASTER_PORT of the quorum).
+  const std::string& storeHost() const { return storeAddr_; }
+  uint16_t storePort() const { return storePort_; }
+  // True when this process is new in the current quorum and its peers have state (a replacement,
+  // or a node added in place): its state must come from a peer, not from disk.
+  bool joinedLate() const;
+  // True when a board was opened: rebuild() can succeed.
+  bool recoversInPlace() const { return board_ != nullptr; }
+  // True when the agent published since the current communicator was built. One atomic load;
+  // false without a board. Any thread.
+  bool quorumChanged() const;
+  // The board's epoch word, for waits that watch it between other work (the shared-memory
+  // allreduce); null without a board. Valid for the group's lifetime.
+  const std::atomic<uint32_t>* quorumEpoch() const;
+  uint32_t builtAtEpoch() const { return builtEpoch_; }
+
+  // Destroys the communicator, then builds one for the newest quorum newer than view().id,
+  // waiting up to `budget` for the agent to publish one. Returns the new view. Throws CommError
+  // when there is no board, when no newer quorum came within the budget, or when the board holds
+  // no readable record (each says so); the worker should then exit (its agent restarts the group).
+  const GroupView& rebuild(std::chrono::milliseconds budget);
+
+  // Tells the agents that no rank of the current quorum holds the training state (every process
+  // is new), so replacing workers cannot help: they restart every worker instead. Best effort
+  // (one store call, errors logged); never throws.
+  void markStateLost();
+
+ private:
+  // Builds for the newest record on the board that is newer than `from` (or as new, with
+  // newer = false), waiting for one up to `budget`; `fallback` stands in while the slot is empty.
+  void join(const QuorumId& from, bool newer, std::chrono::milliseconds budget,
+            const QuorumRecord* fallback);
+  void build(const QuorumRecord& record, std::chrono::steady_clock::time_point deadline);
+  void announceInPlace();
+  void watchdog();
+  void dropComm();  // destroys comm_ (under commMutex_)
+
+  WorkerEnv env_;
+  CommOptions options_;
+  std::unique_ptr<QuorumBoardReader> board_;
+  std::unique_ptr<Store> store_;
+  int64_t storeGeneration_ = -1;
+  std::string storeAddr_;
+  uint16_t storePort_ = 0;
+  // Replaced and destroyed on the training thread under commMutex_, which the watchdog holds while
+  // it aborts comm_ (the training thread reads comm_ without it: it is the only writer).
+  std::mutex commMutex_;
+  std::unique_ptr<Communicator> comm_;
+  // Guarded by commMutex_: a communicator is being built, and the sockets open before it began.
+  bool building_ = false;
+  std::set<int> buildSockets_;
+  class Guard;
+  std::unique_ptr<Guard> guard_;  // comm() with a board
+  // The watchdog's view of the training thread: the epoch the running collective started under
+  // (kIdle: none), and when the board was first seen past it.
+  static constexpr uint32_t kIdle = 0xffffffffu;
+  std::atomic<uint32_t> opEpoch_{kIdle};
+  std::atomic<bool> stop_{false};
+  std::thread watchdog_;
+  GroupView view_;
+  uint32_t builtEpoch_ = 0;
+  int64_t announcedGeneration_ = -1;
+};
+
+}  // namespace ddp
