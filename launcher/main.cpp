@@ -1,14 +1,15 @@
 // ddprun: parses the torchrun-compatible command line into a LaunchConfig and runs the agent.
-// Exit codes: see launcher/agent.hpp (0, the root cause's code, 128+signal, 1, 4, 127) and 2 for a
+// Exit codes: see launcher/agent/agent.hpp (0, the root cause's code, 128+signal, 1, 4, 127) and 2 for a
 // usage error.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <iostream>
 
-#include "launcher/agent.hpp"
-#include "launcher/cli.hpp"
-#include "launcher/worker_process.hpp"
+#include "launcher/agent/agent.hpp"
+#include "launcher/cli/cli.hpp"
+#include "launcher/rendezvous/store_access.hpp"
+#include "launcher/workers/worker_process.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace {
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   if (!cli.config) return cli.exitCode;
   try {
     ddp::setupLogging(cli.config->logLevel);
+    ddp::raiseAgentDescriptorLimit(*cli.config);  // workers get the limit back (guardian.cpp)
     return ddp::run(*cli.config);
   } catch (const ddp::SpawnError& e) {
     std::cerr << "ddprun: error: " << e.what() << std::endl;

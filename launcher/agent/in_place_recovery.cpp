@@ -1,0 +1,156 @@
+#include "launcher/agent/in_place_recovery.hpp"
+
+#include "launcher/agent/restart_policy.hpp"
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
+
+namespace ddp {
+namespace {
+
+std::string howItFailed(const WorkerFailure& f) {
+  if (!f.hang.empty()) return "hung (" + f.hang + ")";
+  if (f.signal != 0) return "was killed by " + signalName(f.signal);
+  return "exited with " + std::to_string(f.exitCode);
+}
+
+std::string describe(const std::vector<WorkerFailure>& failures) {
+  std::string out;
+  for (const auto& f : failures) {
+    out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(f.globalRank) +
+           " (pid " + std::to_string(f.pid) + ") " + howItFailed(f);
+  }
+  return out;
+}
+
+}  // namespace
+
+InPlaceRecovery::InPlaceRecovery(RestartScope scope, int localWorkers, InPlaceHooks hooks)
+    : scope_(scope), hooks_(std::move(hooks)) {
+  if (scope_ != RestartScope::kFailed) return;
+  keeper_ = std::make_unique<QuorumKeeper>(localWorkers);
+  if (hooks_.onQuorum) keeper_->onQuorum(hooks_.onQuorum);
+}
+
+InPlaceRecovery::~InPlaceRecovery() { endGeneration(); }
+
+void InPlaceRecovery::addEnvironment(EnvMap& env, int localRank) const {
+  if (!keeper_) return;
+  env["DDP_QUORUM_BOARD"] = keeper_->boardPath();
+  env["DDP_QUORUM_SLOT"] = std::to_string(localRank);
+}
+
+void InPlaceRecovery::beginGeneration(const RendezvousResult& round,
+                                      const WorkerStoreAddress& store) {
+  if (!keeper_) return;
+  endGeneration();
+  round_ = round;
+  keeper_->beginGeneration(round, store.addr, store.port, "", std::chrono::seconds(30));
+  hooks_.supervisor.handleFailures(
+      [this](const std::vector<WorkerFailure>& failures) { return take(failures); });
+  if (hooks_.nextRound) {
+    hooks_.supervisor.handleRoundEnds([this](const RendezvousEvent& e) { return takeRoundEnd(e); });
+  }
+}
+
+void InPlaceRecovery::endGeneration() {
+  if (helper_.joinable()) helper_.join();
+  if (!keeper_) return;
+  hooks_.supervisor.handleFailures({});
+  hooks_.supervisor.handleRoundEnds({});
+  keeper_->endGeneration();
+}
+
+bool InPlaceRecovery::take(const std::vector<WorkerFailure>& failures) {
+  if (helper_.joinable()) helper_.join();  // the previous decision has posted its answer
+  const bool finished = hooks_.supervisor.anyWorkerSucceeded();
+  helper_ = std::thread([this, failures, finished] { decide(failures, finished); });
+  return true;
+}
+
+bool InPlaceRecovery::takeRoundEnd(const RendezvousEvent& e) {
+  const bool membership = e.kind == RendezvousEventKind::kPeerLost ||
+                          e.kind == RendezvousEventKind::kScaleUp;
+  // This node itself lost, or away long enough that the round is gone: its workers belong to a
+  // world that moved on without them.
+  if (!membership || e.roundRemoved || e.lostRank == round_.nodeRank) return false;
+  if (!keeper_->allInPlace()) {
+    logger("agent")->info("generation {} ended ({}); not every worker announced that it recovers in "
+                          "place, so every worker restarts", round_.generation, e.detail);
+    return false;
+  }
+  if (helper_.joinable()) helper_.join();
+  helper_ = std::thread([this, e] { moveOn(e); });
+  return true;
+}
+
+// On the helper thread: the next round for workers that keep running.
+void InPlaceRecovery::moveOn(RendezvousEvent event) {
+  auto log = logger("agent");
+  Supervisor& sup = hooks_.supervisor;
+  const int64_t from = round_.generation;
+  log->info("generation {} ended ({}); the workers keep running while this node joins the next "
+            "round", from, event.detail);
+  try {
+    std::string why;
+    std::optional<InPlaceRound> next = hooks_.nextRound(why);
+    if (!next) {
+      log->warn("generation {} cannot go on in place ({}): every worker restarts", from, why);
+      sup.post([&sup, from, event] { sup.stopForEvent(from, event); });
+      return;
+    }
+    next->ended = event;
+    round_ = next->round;
+    keeper_->beginGeneration(next->round, next->store.addr, next->store.port, "",
+                             std::chrono::seconds(30), /*inherited=*/true);
+    log->info("generation {} formed in place: node rank {} of {}, ranks {}..{} of world {}; the "
+              "workers rebuild into quorum {}.0", next->round.generation, next->round.nodeRank,
+              next->round.nodeCount, next->round.baseRank,
+              next->round.baseRank + keeper_->localWorkers() - 1, next->round.worldSize,
+              next->round.generation);
+    if (hooks_.afterBoard) hooks_.afterBoard(*next);
+    sup.post([this, &sup, from, n = *next] {
+      if (sup.running(from)) sup.continueGeneration(from, n.round.generation, hooks_.adopt(n));
+    });
+  } catch (const Error& e) {
+    log->warn("generation {} cannot go on in place ({}): every worker restarts", from, e.what());
+    sup.post([&sup, from, event] { sup.stopForEvent(from, event); });
+  }
+}
+
+// On the helper thread: everything that blocks on a store; the answer goes back through post().
+void InPlaceRecovery::decide(std::vector<WorkerFailure> failures, bool workerFinished) {
+  auto log = logger("agent");
+  Supervisor& sup = hooks_.supervisor;
+  const int64_t g = round_.generation;
+  try {
+    const InPlaceDecision d = decideInPlace({scope_, keeper_->workersInPlace(), round_.worldSize,
+                                             workerFinished, keeper_->stateLost()});
+    if (!d.replace) {
+      sup.post([&sup, g, why = d.why] { sup.failGeneration(g, why); });
+      return;
+    }
+    FailureRecord record{g, round_.nodeRank, hooks_.host, failures};
+    record.quorum = keeper_->current().quorum + 1;  // the number it will most likely get
+    const RecoveryResult spent = hooks_.rendezvous().recordRecovery(toJson(record));
+    if (auto* ended = std::get_if<RoundEnded>(&spent)) {
+      // The round had ended, or this recovery found the budget spent: the rendezvous decides.
+      sup.postRendezvousEvent(ended->event);
+      return;
+    }
+    const int used = std::get<RecoveryGranted>(spent).restartsUsed;
+    std::vector<int> ranks;
+    for (const auto& f : failures) ranks.push_back(f.globalRank);
+    const std::string reason = describe(failures) + ": replaced in place";
+    const QuorumChange change = keeper_->makeQuorum(ranks, reason);
+    log->warn("{}; replacing in place (quorum {}, restart {} of {}); the other workers keep running",
+              describe(failures), toString(change.id), used, hooks_.maxRestarts);
+    std::vector<WorkerSpec> specs;
+    for (const auto& f : failures) specs.push_back(hooks_.replacementSpec(f.localRank, change.id.quorum));
+    sup.post([&sup, g, specs = std::move(specs)]() mutable { sup.replaceWorkers(g, std::move(specs)); });
+  } catch (const Error& e) {
+    const std::string why = std::string("in-place recovery failed: ") + e.what();
+    sup.post([&sup, g, why] { sup.failGeneration(g, why); });
+  }
+}
+
+}  // namespace ddp

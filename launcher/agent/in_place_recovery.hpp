@@ -1,0 +1,103 @@
+// InPlaceRecovery: what the agent does with a failed worker under --restart-scope=failed
+// (docs/recovery.md; the decision table is restart_policy.hpp's decideInPlace).
+//
+// It is the supervisor's failure handler. When workers fail while their generation runs, a helper
+// thread (the agent's own thread is in the supervisor's event loop) reads the worker store's
+// in_place counter; when every worker of the generation recovers in place it spends one restart
+// of the job budget (Rendezvous::recordRecovery, which publishes the failure record), makes the
+// next quorum (QuorumKeeper) and hands the supervisor a new process for each failed local rank;
+// the other workers — here and on every node — keep running and rebuild their communicator for
+// the new quorum. Anything else (a worker that does not recover in place, the budget spent, the
+// round ended, a store that does not answer) ends the generation as without in-place recovery.
+//
+// It is also the supervisor's round-end handler: when the rendezvous ends the running generation
+// because a node was lost or one waits to join, and every worker recovers in place, this node's
+// workers keep running while the helper joins the next round (hooks.nextRound: the agent's
+// rendezvous, worker store and preflight steps); once the round formed, quorum 0 of the new
+// generation goes on the board — the workers rebuild into it with their new ranks and world size —
+// and the supervisor relabels the running workers. A node dropped from the round, a store lost,
+// a restart requested, or a round that does not form in place ends the generation as before.
+//
+// With --restart-scope=all it does nothing (no board, no thread, no worker environment).
+//
+// Thread safety: construct, beginGeneration(), endGeneration() and destroy on the agent's thread;
+// the handler runs on the supervisor's io thread (the same thread); the helper thread only calls
+// the rendezvous, the keeper and Supervisor::post().
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "launcher/agent/supervisor.hpp"
+#include "launcher/config/launch_config.hpp"
+#include "launcher/recovery/quorum_keeper.hpp"
+#include "launcher/workers/worker_env_builder.hpp"
+#include "rendezvous/algorithm/rendezvous.hpp"
+
+namespace ddp {
+
+// The next round, joined in place (InPlaceHooks::nextRound).
+struct InPlaceRound {
+  RendezvousResult round;
+  WorkerStoreAddress store;
+  RendezvousEvent ended;  // how the previous generation ended
+};
+
+struct InPlaceHooks {
+  Supervisor& supervisor;
+  // The agent's current rendezvous (it changes when the store fails over).
+  std::function<Rendezvous&()> rendezvous;
+  // The spec of a new process for local rank `localRank` of the running generation, replacing a
+  // failed one in quorum `quorum` (its error file must not be the failed worker's).
+  std::function<WorkerSpec(int localRank, int64_t quorum)> replacementSpec;
+  // Every quorum this node's board shows after quorum 0 (status pages, metrics); may be empty.
+  std::function<void(const QuorumChange&)> onQuorum;
+  std::string host;
+  int maxRestarts = 0;  // for the log line
+  // Joins the next round for workers that keep running: the round and its worker store, or
+  // nullopt with `why` set (the job ended, the round ended before it was ready, ...). Called on
+  // the helper thread; the agent's thread is in the supervisor's loop meanwhile. May throw Error.
+  std::function<std::optional<InPlaceRound>(std::string& why)> nextRound;
+  // After the board shows the new round's quorum 0 (helper thread): what else the round needs
+  // from this node before it trains (the preflight report). Empty: nothing. May throw Error.
+  std::function<void(const InPlaceRound&)> afterBoard;
+  // io thread, before the supervisor relabels the workers: the agent adopts the round (its
+  // state, logs, status pages); returns every local worker's spec in it.
+  std::function<std::vector<WorkerSpec>(const InPlaceRound&)> adopt;
+};
+
+class InPlaceRecovery {
+ public:
+  // Throws Error when the board cannot be created (scope failed only).
+  InPlaceRecovery(RestartScope scope, int localWorkers, InPlaceHooks hooks);
+  ~InPlaceRecovery();
+  InPlaceRecovery(const InPlaceRecovery&) = delete;
+  InPlaceRecovery& operator=(const InPlaceRecovery&) = delete;
+
+  bool enabled() const { return keeper_ != nullptr; }
+
+  // Adds what every worker needs (DDP_QUORUM_BOARD, DDP_QUORUM_SLOT) to `env`.
+  void addEnvironment(EnvMap& env, int localRank) const;
+  // Before `round`'s workers start (worker store at `store`): quorum 0 on the board, the watcher.
+  // Throws what QuorumKeeper::beginGeneration throws.
+  void beginGeneration(const RendezvousResult& round, const WorkerStoreAddress& store);
+  // The generation ended: waits for a decision in flight, stops the watcher. Never throws.
+  void endGeneration();
+
+ private:
+  bool take(const std::vector<WorkerFailure>& failures);
+  bool takeRoundEnd(const RendezvousEvent& event);
+  void moveOn(RendezvousEvent event);
+  void decide(std::vector<WorkerFailure> failures, bool workerFinished);
+
+  const RestartScope scope_;
+  InPlaceHooks hooks_;
+  std::unique_ptr<QuorumKeeper> keeper_;
+  RendezvousResult round_;
+  std::thread helper_;
+};
+
+}  // namespace ddp

@@ -1,0 +1,142 @@
+#include "launcher/agent/job_summary.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "launcher/workers/output_pump.hpp"
+#include "rendezvous/base/backoff.hpp"
+#include "rendezvous/base/logging.hpp"
+
+namespace ddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Every record that parses; a malformed one is skipped with a warning.
+std::vector<FailureRecord> readRecords(Rendezvous& rdzv) {
+  std::vector<FailureRecord> out;
+  for (const auto& json : rdzv.failureRecords()) {
+    try {
+      out.push_back(failureRecordFromJson(json));
+    } catch (const Error& e) {
+      logger("agent")->warn("ignoring a failure record: {}", e.what());
+    }
+  }
+  return out;
+}
+
+bool published(const std::vector<FailureRecord>& records, int64_t generation, int nodeRank) {
+  return std::any_of(records.begin(), records.end(), [&](const FailureRecord& r) {
+    return r.generation == generation && r.nodeRank == nodeRank && !r.recoveredInPlace();
+  });
+}
+
+// Steps 1 and 2 of the header comment. Returns the records read last.
+std::vector<FailureRecord> gatherRecords(Rendezvous& rdzv, const FailedJob& job,
+                                         const JobSummarySettings& settings) {
+  auto log = logger("agent");
+  std::vector<FailureRecord> records = readRecords(rdzv);
+  if (!job.round) return records;
+  const RendezvousResult& round = *job.round;
+  if (!published(records, round.generation, round.nodeRank)) {
+    const FailureRecord mine{round.generation, round.nodeRank, settings.host, job.local};
+    rdzv.reportFailure(toJson(mine));  // the generation already failed: spends nothing
+    records = readRecords(rdzv);
+  }
+  const auto deadline = Clock::now() + settings.recordWait;
+  Backoff backoff(BackoffOptions{std::chrono::milliseconds(10), std::chrono::milliseconds(200)});
+  while (!everyNodeReported(records, round.generation, round.nodeCount)) {
+    if (!backoff.sleepBefore(deadline)) {
+      log->warn("not every node of generation {} published its failure record within {} ms; the "
+                "summary shows what was published",
+                round.generation, settings.recordWait.count());
+      break;
+    }
+    records = readRecords(rdzv);
+  }
+  return records;
+}
+
+// An error file or stacks file of this node is shown only while it exists; a temporary log dir
+// holding one that is shown is kept.
+void checkLocalFiles(WorkerFailure& f, const FailedJob& job, LogLayout& logs) {
+  if (!job.round || f.nodeRank != job.round->nodeRank) return;
+  for (std::string* path : {&f.errorFile, &f.stacksFile}) {
+    if (path->empty()) continue;
+    std::error_code ec;
+    if (!std::filesystem::exists(*path, ec)) {
+      path->clear();
+      continue;
+    }
+    if (logs.contains(*path)) logs.keep();
+  }
+}
+
+// Step 3 of the header comment.
+int printSummary(const std::vector<FailureRecord>& records, const FailedJob& job,
+                 const JobSummarySettings& settings, LogLayout& logs) {
+  FailureSummary summary = summarize(records);
+  if (!summary.empty) {
+    checkLocalFiles(summary.rootCause, job, logs);
+    for (auto& f : summary.others) checkLocalFiles(f, job, logs);
+  }
+  if (settings.verdict) {
+    writeAll(settings.outFd, formatVerdictSummary(summary, settings.entrypoint, *settings.verdict));
+    return settings.verdict->exitCode;
+  }
+  if (workerExplains(summary)) {
+    writeAll(settings.outFd, formatSummary(summary, settings.entrypoint));
+    return ddprunExitCode(summary.rootCause);
+  }
+  RendezvousCause cause = settings.cause;
+  if (cause.reason.empty()) {
+    cause.reason = "the job failed on another node without a failure record";
+  }
+  logger("agent")->error("no worker failure explains the job's end; root cause: {} (exit {})",
+                         cause.reason, cause.exitCode);
+  writeAll(settings.outFd, formatSummary(summary, settings.entrypoint, cause));
+  return cause.exitCode;
+}
+
+}  // namespace
+
+bool everyNodeReported(const std::vector<FailureRecord>& records, int64_t generation,
+                       int nodeCount) {
+  std::set<int> nodes;
+  for (const auto& r : records) {
+    if (r.generation == generation && r.nodeRank >= 0 && r.nodeRank < nodeCount &&
+        !r.recoveredInPlace()) {
+      nodes.insert(r.nodeRank);
+    }
+  }
+  return static_cast<int>(nodes.size()) == nodeCount;
+}
+
+int finishFailedJob(Rendezvous& rdzv, const FailedJob& job, const JobSummarySettings& settings,
+                    LogLayout& logs) {
+  auto log = logger("agent");
+  std::vector<FailureRecord> records;
+  try {
+    records = gatherRecords(rdzv, job, settings);
+  } catch (const Error& e) {
+    log->warn("could not read the job's failure records ({}); showing what this node has",
+              e.what());
+  }
+  if (job.round && !published(records, job.round->generation, job.round->nodeRank)) {
+    records.push_back(
+        FailureRecord{job.round->generation, job.round->nodeRank, settings.host, job.local});
+  }
+  return printSummary(records, job, settings, logs);
+}
+
+int summarizeLocally(const FailedJob& job, const JobSummarySettings& settings, LogLayout& logs) {
+  std::vector<FailureRecord> records;
+  if (job.round) {
+    records.push_back(
+        FailureRecord{job.round->generation, job.round->nodeRank, settings.host, job.local});
+  }
+  return printSummary(records, job, settings, logs);
+}
+
+}  // namespace ddp

@@ -1,0 +1,58 @@
+// Verdict: when restarting again is hopeless — the judgement behind the restart policy's verdict
+// row (restart_policy.hpp), a pure function of the job's failure records (docs/running.md "A
+// verdict instead of a loop"; --verdict-after N, default 3, 0 = off).
+//
+// A generation counts when it ended because of a failure that is the job's own fault: it has
+// failure records (Rendezvous::failureRecords(); records of recoveries in place are left out), and
+// their root cause (failure_summary.hpp: the failure order, collateral left out) is a worker that
+// failed by itself — not one ddprun stopped, not a communication failure (a lost peer, the network:
+// isCommunicationFailure), not a worker ended by a signal that comes from outside the job
+// (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGKILL: pre-emption, the user, the OOM
+// killer's or an operator's kill; also as a wrapper's exit code 128 + S). A generation without
+// records — ended by a lost node, a scale-up, a lost store — or whose root cause does not count
+// breaks the run: nothing before it is compared.
+//
+// The verdict fires, for the generation `generation` being reported, when the last N generations
+// (generation - N + 1 .. generation, consecutive numbers) all count and
+//   1. their root causes are the same failure: the same global rank, the same exit code or signal,
+//      the same error text (the error file's message; "" for none), and the same step (the step
+//      the worker reported last, -1 when unknown — PyTorch scripts report none and are compared
+//      without one); or
+//   2. none made step progress: each reached a known step (the furthest step any failure of the
+//      generation reported) no further than the furthest step of every generation before it
+//      (generation N - 1 before the run included, so the run needs N + 1 generations with steps).
+// A verdict is one line, naming the repeated cause:
+//   the same failure in 3 generations in a row: rank 1 exit 1 'Error: injected failure: ...' at
+//   step 3; stopping instead of restarting
+//   no step progress in 3 generations in a row (the furthest step stays 40; last: rank 1 exit 1
+//   '...' at step 12); stopping instead of restarting
+//
+// Every agent of the job reads the same records; the one whose report would spend the
+// generation's restart applies the verdict (Rendezvous::reportVerdict), so there is one verdict
+// for the whole job.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/workers/failure_summary.hpp"
+
+namespace ddp {
+
+// The verdict for `generation` (see above), or nullopt. `records`: every record of the job and
+// this node's record of `generation` (the current one need not be published yet), any order.
+// `after` < 1: never.
+std::optional<std::string> judgeGenerations(const std::vector<FailureRecord>& records,
+                                            int64_t generation, int after);
+
+// True when `failure`, as a generation's root cause, is the job's own fault (see above).
+bool countsForVerdict(const WorkerFailure& failure);
+
+// "rank 1 exit 1 'Error: ...' at step 3" (signal: "rank 1 SIGSEGV"; no step: no " at step").
+std::string causeText(const WorkerFailure& failure);
+
+}  // namespace ddp

@@ -1,0 +1,76 @@
+// OutputPump: carries one worker stream (stdout or stderr) from its pipe to a log file and/or the
+// agent's console, as whole lines.
+//
+// The file gets the raw bytes as they arrive. The console gets each complete line with the
+// worker's prefix, written with a single write() so lines of different workers never interleave
+// mid-line (a final line without '\n' is completed at the end). The last `tailLines` lines are
+// kept for the failure summary. Reads are readiness events on the io_context (no tail polling):
+// a line reaches the console as soon as the worker wrote it.
+//
+// Thread safety: use from the io_context's thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+
+namespace ddp {
+
+struct StreamRoute {
+  std::string filePath;       // "" = no file
+  int consoleFd = -1;         // -1 = not on the console (redirected or filtered out)
+  std::string prefix;         // put before each console line
+  std::size_t tailLines = 0;  // how many last lines to keep
+  bool append = false;        // the file goes on after a replaced worker's output (not truncated)
+};
+
+class OutputPump {
+ public:
+  // Takes ownership of `pipeFd`. Opens route.filePath (truncated unless route.append); throws ConfigError naming the
+  // path when it cannot.
+  OutputPump(boost::asio::io_context& io, int pipeFd, StreamRoute route);
+  ~OutputPump();
+  OutputPump(const OutputPump&) = delete;
+  OutputPump& operator=(const OutputPump&) = delete;
+
+  // Starts reading. Non-blocking.
+  void start();
+  // Reads whatever the pipe holds now without waiting (call after the writer exited), then stops
+  // reading, completes a partial last line and closes the pipe and file. Idempotent.
+  void finish();
+
+  const std::deque<std::string>& tail() const { return tail_; }
+  // Bytes read from the pipe so far (hang detection samples it as output activity).
+  uint64_t bytesRead() const { return bytesRead_; }
+
+  // Hang detection: lines from now on are also kept apart (at most 1 MiB; a Python worker's
+  // faulthandler dump) and left out of the tail, which keeps the lines from before. Non-blocking.
+  void beginCapture();
+  // Reads what the pipe holds now (without waiting), ends the capture and returns its text.
+  std::string endCapture();
+
+ private:
+  void arm();
+  bool readAvailable();  // false on EOF or error
+  void consume(const char* data, std::size_t n);
+  void emitLine(const std::string& line);
+
+  boost::asio::posix::stream_descriptor pipe_;
+  StreamRoute route_;
+  int fileFd_ = -1;
+  std::string partial_;
+  std::deque<std::string> tail_;
+  bool finished_ = false;
+  uint64_t bytesRead_ = 0;
+  bool capturing_ = false;
+  std::string capture_;
+};
+
+// Writes all of `data` to `fd` (retrying partial writes and EINTR); errors are ignored (a closed
+// console must not stop the agent).
+void writeAll(int fd, const std::string& data);
+
+}  // namespace ddp

@@ -1,0 +1,110 @@
+#include "launcher/workers/worker_env_builder.hpp"
+
+#include <sstream>
+#include <utility>
+
+extern char** environ;
+
+namespace ddp {
+namespace {
+
+std::string lookup(const EnvMap& env, const std::string& key, const std::string& fallback) {
+  auto it = env.find(key);
+  return it == env.end() ? fallback : it->second;
+}
+
+std::vector<std::string> splitCommas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) parts.push_back(part);
+  return parts;
+}
+
+// torch 2.x reads TORCH_NCCL_ASYNC_ERROR_HANDLING, torch 1.13 NCCL_ASYNC_ERROR_HANDLING; each gets
+// the parent's value of either spelling, else "1".
+void setAsyncErrorHandling(EnvMap& env, const EnvMap& parent) {
+  const std::string kNew = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
+  const std::string kOld = "NCCL_ASYNC_ERROR_HANDLING";
+  env[kNew] = lookup(parent, kNew, lookup(parent, kOld, "1"));
+  env[kOld] = lookup(parent, kOld, lookup(parent, kNew, "1"));
+}
+
+// --virtual-local-rank: every worker sees LOCAL_RANK=0 and only its own device.
+void setVirtualLocalRank(EnvMap& env, const EnvMap& parent, int localRank) {
+  env["LOCAL_RANK"] = "0";
+  auto it = parent.find("CUDA_VISIBLE_DEVICES");
+  if (it == parent.end()) {
+    env["CUDA_VISIBLE_DEVICES"] = std::to_string(localRank);
+    return;
+  }
+  const auto devices = splitCommas(it->second);
+  if (localRank < static_cast<int>(devices.size()))
+    env["CUDA_VISIBLE_DEVICES"] = devices[localRank];
+}
+
+}  // namespace
+
+EnvMap currentEnvironment() {
+  EnvMap env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string kv(*entry);
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return env;
+}
+
+std::string substituteLocalRank(const std::string& arg, int localRank) {
+  static const std::string kMacro = "${local_rank}";
+  std::string out = arg;
+  for (auto pos = out.find(kMacro); pos != std::string::npos; pos = out.find(kMacro, pos + 1)) {
+    out.replace(pos, kMacro.size(), std::to_string(localRank));
+  }
+  return out;
+}
+
+WorkerEnvBuilder::WorkerEnvBuilder(const LaunchConfig& config, std::string runId, EnvMap parentEnv)
+    : config_(config), runId_(std::move(runId)), parentEnv_(std::move(parentEnv)) {}
+
+bool WorkerEnvBuilder::ompThreadsDefaulted() const {
+  return config_.nprocPerNode > 1 && parentEnv_.find("OMP_NUM_THREADS") == parentEnv_.end();
+}
+
+WorkerSpec WorkerEnvBuilder::build(int localRank, const RendezvousResult& round,
+                                   const WorkerStoreAddress& store,
+                                   const std::string& errorFile) const {
+  WorkerSpec spec;
+  spec.localRank = localRank;
+  spec.globalRank = round.baseRank + localRank;
+  spec.roleRank = round.baseRoleRank + localRank;
+  spec.nodeRank = round.nodeRank;
+  spec.errorFile = errorFile;
+  for (const auto& arg : config_.command) spec.argv.push_back(substituteLocalRank(arg, localRank));
+
+  EnvMap& env = spec.env;
+  env = parentEnv_;
+  env["LOCAL_RANK"] = std::to_string(localRank);
+  env["RANK"] = std::to_string(spec.globalRank);
+  env["GROUP_RANK"] = std::to_string(round.nodeRank);
+  env["ROLE_RANK"] = std::to_string(spec.roleRank);
+  env["ROLE_NAME"] = config_.role;
+  env["LOCAL_WORLD_SIZE"] = std::to_string(config_.nprocPerNode);
+  env["WORLD_SIZE"] = std::to_string(round.worldSize);
+  env["GROUP_WORLD_SIZE"] = std::to_string(round.nodeCount);
+  env["ROLE_WORLD_SIZE"] = std::to_string(round.roleWorldSize);
+  env["MASTER_ADDR"] = store.addr;
+  env["MASTER_PORT"] = std::to_string(store.port);
+  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(round.generation);
+  env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(config_.maxRestarts);
+  env["TORCHELASTIC_RUN_ID"] = runId_;
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  env["TORCHELASTIC_ERROR_FILE"] = errorFile;
+  setAsyncErrorHandling(env, parentEnv_);
+  if (ompThreadsDefaulted()) env["OMP_NUM_THREADS"] = "1";
+  if (config_.virtualLocalRank) setVirtualLocalRank(env, parentEnv_, localRank);
+  return spec;
+}
+
+}  // namespace ddp

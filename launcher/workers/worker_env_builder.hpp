@@ -1,0 +1,71 @@
+// WorkerEnvBuilder: turns the resolved flags, one rendezvous round and the worker store's address
+// into each local worker's argv and environment — exactly torchrun's env contract
+// (shared/reference/torchrun.md §2; DESIGN.md "Worker env contract"), the agent's own environment
+// inherited underneath.
+//
+// Pure: no I/O, no logging; the agent says once that OMP_NUM_THREADS was defaulted
+// (ompThreadsDefaulted()).
+//
+// Thread safety: a plain value; const methods may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/config/launch_config.hpp"
+#include "launcher/numa/cpu_binding.hpp"
+#include "rendezvous/algorithm/rendezvous.hpp"
+
+namespace ddp {
+
+// Environment as an ordered map (deterministic exec order, easy to test).
+using EnvMap = std::map<std::string, std::string>;
+
+// The calling process's environment (environ).
+EnvMap currentEnvironment();
+
+// One worker of this node for one generation: what to exec, with which env, and its ranks.
+struct WorkerSpec {
+  int localRank = 0;
+  int globalRank = 0;
+  int roleRank = 0;
+  int nodeRank = 0;  // GROUP_RANK
+  std::vector<std::string> argv;  // argv[0] is looked up on PATH when it has no '/'
+  EnvMap env;                     // the complete environment of the worker
+  std::string errorFile;          // TORCHELASTIC_ERROR_FILE ("" = none)
+  std::optional<CpuBinding> binding;  // --numa-binding, applied before exec (none: unbound)
+};
+
+// Where the generation's worker store listens (MASTER_ADDR / MASTER_PORT).
+struct WorkerStoreAddress {
+  std::string addr;
+  uint16_t port = 0;
+};
+
+class WorkerEnvBuilder {
+ public:
+  // `parentEnv` is the agent's environment (inherited by every worker).
+  WorkerEnvBuilder(const LaunchConfig& config, std::string runId, EnvMap parentEnv);
+
+  // The spec of local rank `localRank` (0 <= localRank < nprocPerNode) for `round`.
+  // `errorFile` is the worker's TORCHELASTIC_ERROR_FILE. Does not block or throw.
+  WorkerSpec build(int localRank, const RendezvousResult& round, const WorkerStoreAddress& store,
+                   const std::string& errorFile) const;
+
+  // True when OMP_NUM_THREADS is absent from the agent's env and nprocPerNode > 1, i.e. workers
+  // get OMP_NUM_THREADS=1 (torchrun's rule).
+  bool ompThreadsDefaulted() const;
+
+ private:
+  const LaunchConfig& config_;
+  std::string runId_;
+  EnvMap parentEnv_;
+};
+
+// Replaces every "${local_rank}" in `arg` with `localRank` (torchrun's macros.substitute).
+std::string substituteLocalRank(const std::string& arg, int localRank);
+
+}  // namespace ddp

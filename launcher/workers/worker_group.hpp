@@ -1,0 +1,183 @@
+// WorkerGroup: this node's workers of one generation — started together, watched together,
+// stopped together.
+//
+// start() spawns one process per WorkerSpec, each under its own guardian (worker_process.hpp,
+// guardian.hpp), and routes its output (output_pump.hpp). Every exit is an event from the
+// ChildReaper (the guardian's exit, carrying the worker's exact wait status); the owner learns of
+// it through the exit callback and decides what to do. stop() forwards a signal to every live
+// worker's process group, waits up to the shutdown grace on a steady_timer, then SIGKILLs what is
+// left and reaps everything. When a worker exits, its guardian kills whatever it started (its
+// process group and every other descendant, setsid() or not) before reporting, so nothing
+// outlives the worker.
+//
+// Thread safety: use from the io_context's thread only. Destroying a group with live workers kills
+// and reaps them synchronously.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "launcher/config/launch_config.hpp"
+#include "launcher/workers/child_reaper.hpp"
+#include "launcher/workers/failure_summary.hpp"
+#include "launcher/workers/hang_verdict.hpp"
+#include "launcher/workers/log_layout.hpp"
+#include "launcher/workers/output_pump.hpp"
+#include "launcher/workers/worker_env_builder.hpp"
+
+namespace ddp {
+
+class FailureSequencer;
+
+// One worker as the status pages show it (launcher/status/status_publisher.hpp).
+struct WorkerState {
+  int localRank = 0;
+  int globalRank = 0;
+  pid_t pid = -1;
+  bool exited = false;
+  int status = 0;              // wait status once exited
+  bool stoppedByAgent = false;  // a stop signal reached it while it still ran
+};
+
+struct GroupSettings {
+  // This host's name (summaries, {host} in prefixes) and --role.
+  std::string host;
+  std::string role = "default";
+  // Console prefix template, ddprun's syntax (launcher/config/log_prefix.hpp).
+  std::string prefixTemplate = "[{role}{rank}]:";
+  // --redirects / --tee / --local-ranks-filter (empty = every local rank on the console).
+  StreamSpec redirects;
+  StreamSpec tee;
+  std::vector<int> localRanksFilter;
+  // Grace between the forwarded signal and SIGKILL (--shutdown-timeout).
+  std::chrono::milliseconds shutdownTimeout{std::chrono::seconds(30)};
+  // Where console lines go (tests point these at files).
+  int consoleOut = 1;
+  int consoleErr = 2;
+  // Last stderr lines kept per worker for the failure summary.
+  std::size_t stderrTailLines = 20;
+  // How long taking one hung worker's stacks may take (gdb, or a Python dump) before it is ended
+  // anyway (takeHung; HangSettings::stackBound).
+  std::chrono::milliseconds stackBound{std::chrono::seconds(20)};
+};
+
+class StackCollector;
+
+class WorkerGroup {
+ public:
+  // Called on the io_context thread after a worker exited and its output was drained.
+  using ExitCallback = std::function<void(int localRank)>;
+
+  WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, GroupSettings settings,
+              const LogLayout& logs, int64_t generation);
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  // Spawns every worker (log dirs prepared first). Throws SpawnError or ConfigError after
+  // killing and reaping any worker already started.
+  void start(std::vector<WorkerSpec> specs, ExitCallback onExit);
+
+  // Sends `signal` to every live worker's process group; SIGKILL after the shutdown grace; runs
+  // `done` once every worker was reaped (before returning if none is alive). A worker still running
+  // when a stop signal reaches it is marked stoppedByAgent (unless it numbered its own failure);
+  // one that had already exited, reaped or not, is not. A second call only forwards its signal.
+  // Non-blocking.
+  void stop(int signal, std::function<void()> done);
+  // SIGKILLs every live worker's process group now (a second Ctrl-C). Non-blocking.
+  void killNow();
+  // Sends a signal that does not ask to stop (SIGUSR1, ...) to every live worker's process group:
+  // no grace timer, no change of state. Non-blocking.
+  void notify(int signal);
+
+  bool allExited() const;
+  bool allSucceeded() const;
+  bool stopping() const { return stopping_; }
+  // Workers that exited non-zero or by a signal, with everything the summary shows, in the order
+  // they were reaped. Each exit gets the next reap sequence number (1, 2, ...) when it is reaped;
+  // a failed worker without a failure number in its error file gets one from the generation's
+  // counter in the worker store its env names (failure_sequence.hpp; blocks up to 1 s when that
+  // store does not answer, once per generation), unless ddprun had signalled it to stop.
+  std::vector<WorkerFailure> failures() const;
+  // Workers that failed and were replaced in place (replace()), in the order they were replaced.
+  const std::vector<WorkerFailure>& replaced() const { return replaced_; }
+
+  // In-place recovery (docs/recovery.md): starts a new process for `spec.localRank`, whose worker
+  // exited with a failure; its failure moves from failures() to replaced(). The new process's
+  // output goes on in the same log files. Throws SpawnError or ConfigError (nothing started) and
+  // Error when that worker still runs, succeeded or is unknown. Non-blocking.
+  void replace(WorkerSpec spec);
+  // In-place recovery: the running workers go on as generation `generation`; `specs` (one per
+  // local rank) are their environments and ranks there, for what is read from a worker's spec
+  // later (failure records, the failure counter's store, replacements' log files). Non-blocking.
+  void retarget(int64_t generation, std::vector<WorkerSpec> specs);
+  int64_t generation() const { return generation_; }
+  std::vector<pid_t> pids() const;
+  // Every worker, by local rank.
+  std::vector<WorkerState> states() const;
+
+  // -- hang detection: hang_monitor.hpp decides, these carry it out --
+  struct Watched {
+    int localRank = 0;
+    pid_t pid = 0;
+    bool exited = false;
+    uint64_t outputBytes = 0;  // stdout + stderr bytes read so far
+  };
+  std::vector<Watched> watched() const;
+  // Takes the verdict's worker as hung (once; an exited worker is left alone): numbers its failure
+  // now (so hung workers keep the order of the verdicts), keeps stop signals other than SIGKILL
+  // away from it until it is ended, takes the stacks of verdict.target (stack_collector.hpp; a
+  // native process is frozen with SIGSTOP for gdb; a Python process's dump is its captured
+  // stderr, and the SIGABRT that asks for it ends it),
+  // writes them whole to <worker dir>/stacks.txt and logs them trimmed. Once no hung worker's
+  // stacks are still being taken, ends every hung worker: SIGKILL to the worker's process group, or
+  // the timer's signal to the timer's process. Its failure then shows the hang and the stacks.
+  // Non-blocking (the failure number may block up to 1 s, as when reaping).
+  void takeHung(const HangVerdict& verdict);
+
+ private:
+  struct Worker;
+  void watchOne(Worker& worker, bool append = false);
+  WorkerFailure failureOf(const Worker& worker) const;
+  void onReaped(Worker& worker, int status);
+  void numberExit(Worker& worker);
+  void onGuardianLost(Worker& worker);
+  void killAndReap(Worker& worker);
+  void signalLive(int signal);
+  void maybeStopped();
+  int64_t takeFailureNumber();
+  void awaitPythonDump(Worker& worker);
+  void finishHang(Worker& worker, const std::string& stacks);
+  void endHungWorkers();
+
+  boost::asio::io_context& io_;
+  ChildReaper& reaper_;
+  GroupSettings settings_;
+  const LogLayout& logs_;
+  int64_t generation_;
+  std::chrono::steady_clock::time_point startedAt_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  ExitCallback onExit_;
+  bool stopping_ = false;
+  boost::asio::steady_timer graceTimer_;
+  std::function<void()> stopped_;
+  // Exit numbering: reap order, and the job-wide failure counter (created at the first failure).
+  static constexpr std::chrono::milliseconds kSequenceBudget{1000};
+  int64_t reaped_ = 0;
+  std::unique_ptr<FailureSequencer> sequencer_;
+  std::vector<WorkerFailure> replaced_;
+  // Expires with the group: completions of hang handling that were already queued then do nothing.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  // Declared last: destroyed first, killing any gdb still attached to a worker.
+  std::unique_ptr<StackCollector> stacks_;
+};
+
+}  // namespace ddp
