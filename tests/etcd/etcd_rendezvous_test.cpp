@@ -18,7 +18,7 @@ namespace {
 
 ddp::EtcdStoreOptions storeOptions(const std::string& endpoint) {
   ddp::EtcdStoreOptions o;
-  o.endpoints = {endpoint};
+  o.endpoints = {ddp::parseEndpoint(endpoint, std::nullopt)};
   o.prefix = "/ddp-rdzv-test/";
   o.timeout = 30s;
   o.retryTimeout = 30s;

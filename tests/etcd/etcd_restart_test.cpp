@@ -18,7 +18,7 @@ TEST_CASE("a SIGKILLed etcd restarted on the same data dir: clients recover, dat
           "[etcd][restart]") {
   ddp::test::EtcdInstance etcd;
   ddp::EtcdStoreOptions o;
-  o.endpoints = {etcd.endpoint()};
+  o.endpoints = {ddp::parseEndpoint(etcd.endpoint(), std::nullopt)};
   o.prefix = "/ddp-restart/";
   o.timeout = 60s;
   o.retryTimeout = 60s;

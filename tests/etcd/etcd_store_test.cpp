@@ -30,7 +30,7 @@ std::string uniquePrefix(const std::string& test) {
 
 ddp::EtcdStoreOptions options(const std::string& test) {
   ddp::EtcdStoreOptions o;
-  o.endpoints = {endpointFromEnv()};
+  o.endpoints = {ddp::parseEndpoint(endpointFromEnv(), std::nullopt)};
   o.prefix = uniquePrefix(test);
   o.timeout = 10s;
   o.retryTimeout = 20s;
@@ -164,7 +164,8 @@ TEST_CASE("wait wakes on a put and times out naming the key", "[etcd]") {
     store.wait({"never"}, 300ms);
     FAIL("wait returned for a key nobody sets");
   } catch (const ddp::TimeoutError& e) {
-    CHECK_THAT(e.what(), Catch::Contains(o.prefix + "never") && Catch::Contains(o.endpoints[0]));
+    CHECK_THAT(e.what(), Catch::Contains(o.prefix + "never") &&
+                             Catch::Contains(ddp::formatEndpoint(o.endpoints[0])));
   }
   CHECK(Clock::now() - start >= 300ms);
   store.setTimeout(200ms);
@@ -193,21 +194,23 @@ TEST_CASE("leased keys vanish when the lease expires unless kept alive", "[etcd]
 
 TEST_CASE("bad endpoints: clear errors naming the endpoint; failover to a live one", "[etcd]") {
   ddp::EtcdStoreOptions o = options("endpoints");
-  o.endpoints = {"https://127.0.0.1:2379"};  // without tls.caFile: nothing to check etcd against
+  o.endpoints = {{"127.0.0.1", 2379}};
+  o.https = true;  // without tls.caFile: nothing to check etcd against
   CHECK_THROWS_WITH(ddp::EtcdStore(o), Catch::Contains("needs a CA file"));
-  o.endpoints = {"127.0.0.1"};
-  CHECK_THROWS_AS(ddp::EtcdStore(o), ddp::ConfigError);
+  o.https = false;
+  o.endpoints = {{"127.0.0.1", 0}};
+  CHECK_THROWS_WITH(ddp::EtcdStore(o), Catch::Contains("'127.0.0.1:0'") && Catch::Contains("1-65535"));
   o.endpoints = {};
   CHECK_THROWS_AS(ddp::EtcdStore(o), ddp::ConfigError);
 
   // A port nothing listens on: port 1 is privileged and unused on CI machines.
-  o.endpoints = {"127.0.0.1:1"};
+  o.endpoints = {{"127.0.0.1", 1}};
   o.retryTimeout = 300ms;
   const Clock::time_point start = Clock::now();
   CHECK_THROWS_WITH(ddp::EtcdStore(o), Catch::Contains("127.0.0.1:1") && Catch::Contains("attempts"));
   CHECK(Clock::now() - start < 5s);
 
-  o.endpoints = {"127.0.0.1:1", "http://" + endpointFromEnv() + "/"};
+  o.endpoints = {{"127.0.0.1", 1}, ddp::parseEndpoint(endpointFromEnv(), std::nullopt)};
   o.retryTimeout = 10s;
   ddp::EtcdStore store(o);
   store.set("k", "v");
@@ -223,7 +226,7 @@ TEST_CASE("an add, append or compareSet whose reply was lost applies once", "[et
   const auto port = static_cast<uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
   ddp::test::DroppingProxy proxy(port);
   auto o = options("request-ids");
-  o.endpoints = {"127.0.0.1:" + std::to_string(proxy.port())};
+  o.endpoints = {{"127.0.0.1", proxy.port()}};
   o.requestTimeout = 5s;
   ddp::EtcdStore store(o);
   CHECK(store.add("n", 1) == 1);
@@ -239,7 +242,7 @@ TEST_CASE("an add, append or compareSet whose reply was lost applies once", "[et
   CHECK(proxy.connections() >= 5);  // every drop cost a connection
 
   ddp::EtcdStoreOptions same = o;
-  same.endpoints = {endpoint};
+  same.endpoints = {ddp::parseEndpoint(endpoint, std::nullopt)};
   ddp::EtcdStore reader(same);
   CHECK(reader.get("n") == "7");
   CHECK(reader.get("log") == "a");

@@ -141,6 +141,7 @@ class ControlledStore final : public Store, public ConnectionHooks {
     if (auto* hooks = dynamic_cast<ConnectionHooks*>(&base_)) hooks->interruptWait();
   }
   bool onCloseSupported() const override { return journal_ != nullptr; }
+  bool usable() const override { return !failed_.load(); }
   void armOnClose(const std::string& key, const std::string& expected,
                   const std::string& desired) override {
     call([&] {

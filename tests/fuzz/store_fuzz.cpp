@@ -26,6 +26,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/io_context.hpp>
+
 #include "rendezvous/base/logging.hpp"
 #include "rendezvous/server/detail/server_core.hpp"
 #include "rendezvous/server/detail/session_protocol.hpp"
@@ -74,8 +76,16 @@ void drain(FuzzConnection& c) {
   c.output().clear();
 }
 
+// The executor of the core's timers (the bounds on unauthenticated connections); never run: the
+// fuzzer drives the protocol, not the transport.
+boost::asio::io_context& timers() {
+  static boost::asio::io_context io;
+  return io;
+}
+
 struct Harness {
-  explicit Harness(uint8_t config) : core(std::make_shared<ServerCore>(optionsFor(config))) {
+  explicit Harness(uint8_t config)
+      : core(std::make_shared<ServerCore>(optionsFor(config), timers().get_executor())) {
     for (auto& c : conns) c = std::make_unique<FuzzConnection>(core);
   }
 

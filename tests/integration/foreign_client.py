@@ -1,6 +1,6 @@
 """A foreign client of a TCPStore-compatible server, for the security tests (security_test.py).
 
-  foreign_client.py HOST PORT ping|end-jobs [--source ADDR] [--timeout S]
+  foreign_client.py HOST PORT ping|end-jobs [--source ADDR] [--timeout S] [--token T]
 
 Speaks raw v2 TCPStore (shared/reference/tcpstore_protocol.md): VALIDATE, then
   ping      PING: served when the nonce comes back
@@ -8,7 +8,8 @@ Speaks raw v2 TCPStore (shared/reference/tcpstore_protocol.md): VALIDATE, then
             (rdzv/<run>/<inc>/r/<g>/...) SET its end marker to "jobfailed|...", the run's
             `ended` tombstone and the `round` hint past it, then PING to learn whether all of that
             was applied (against an unprotected store this ends the job: both agents exit 1)
---source binds the client's own address first (e.g. 127.0.0.2: outside an allowlist).
+--source binds the client's own address first (e.g. 127.0.0.2: outside an allowlist); --token
+first says ddprun's HELLO with that token (as a ddprun agent with token_file does).
 
 Prints one line and exits: 0 served, 10 refused (the server closed the connection without
 answering), 11 could not connect at all.
@@ -62,6 +63,19 @@ def list_keys(sock):
     return keys
 
 
+def hello(sock, token):
+    """ddprun's HELLO with a token field; Refused when the server refuses it."""
+    fields = s("client") + s("foreign") + s("token") + s(token)
+    sock.sendall(b"\xf0" + struct.pack("<IQQ", 1, 0, 2) + fields)
+    status = recv_exact(sock, 1)[0]
+    recv_exact(sock, 4 + 8)
+    n = struct.unpack("<Q", recv_exact(sock, 8))[0]
+    for _ in range(2 * n):
+        recv_exact(sock, struct.unpack("<Q", recv_exact(sock, 8))[0])
+    if status != 0:
+        raise Refused("HELLO refused")
+
+
 def end_jobs(sock):
     keys = list_keys(sock)
     writes = {}
@@ -87,6 +101,7 @@ def main():
     ap.add_argument("action", choices=["ping", "end-jobs"])
     ap.add_argument("--source")
     ap.add_argument("--timeout", type=float, default=10)
+    ap.add_argument("--token")
     a = ap.parse_args()
     family = socket.AF_INET6 if ":" in a.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -100,6 +115,8 @@ def main():
         return 11
     try:
         sock.sendall(VALIDATE)
+        if a.token:
+            hello(sock, a.token)
         if a.action == "ping":
             ping(sock)
             print("served: PING answered")

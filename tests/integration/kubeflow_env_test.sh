@@ -8,6 +8,10 @@
 #   v2           Trainer v2 (2 nodes): PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK,
 #                PET_MASTER_ADDR, PET_MASTER_PORT (static rendezvous at the master)
 #   v1-standalone  elasticPolicy.standalone: PET_STANDALONE="" (empty), PET_NNODES=1
+#   v1-noid      the same elastic pods without PET_RDZV_ID (the operator sets it only from
+#                elasticPolicy.rdzvId): run id "none", as with torchrun; while that job runs, a
+#                second job (another entry point, also "none") on the same endpoint is refused at
+#                once with one line naming both, and the first finishes undisturbed
 # Two "pods" are two ddprun processes on loopback, each started with `env -i` and only these
 # variables (plus PATH/HOME), one env-dump worker each. Every process is stopped by pid and reaped.
 #   kubeflow_env_test.sh ddprund  the rendezvous endpoint (v1) / master port (v2) is served by a
@@ -54,10 +58,11 @@ rdzv_port() {
   port=$(cat "$file")
 }
 # pod NAME VAR=VALUE...: starts `ddprun $WORKER` in the background with exactly that environment.
+# PROGRAM (default $WORKER) is the entry point.
 pod() {
   local name=$1
   shift
-  env -i PATH="$PATH" HOME="${HOME:-/root}" "$@" timeout -k 5 90 "$BIN/ddprun" "$WORKER" \
+  env -i PATH="$PATH" HOME="${HOME:-/root}" "$@" timeout -k 5 90 "$BIN/ddprun" "${PROGRAM:-$WORKER}" \
     >"$TMP/$name.out" 2>"$TMP/$name.err" &
   PIDS+=($!)
   PODS+=($!)
@@ -118,4 +123,37 @@ cat "$TMP/v1-standalone.out"
 [[ "$(field "$TMP/v1-standalone.out" rank)" == "0 1 " ]] || fail "standalone: ranks"
 [[ "$(field "$TMP/v1-standalone.out" world)" == "2 2 " ]] || fail "standalone: WORLD_SIZE"
 echo "v1 standalone: done in $(( $(now_ms) - t0 )) ms"
+# --- v1 elastic pods without PET_RDZV_ID; a second job meets them under "none" ------------------
+t0=$(now_ms)
+rdzv_port
+marks=$TMP/noid-marks
+mkdir -p "$marks"
+noid=(PET_NNODES=1:2 PET_NPROC_PER_NODE=1 PET_RDZV_BACKEND=c10d PET_RDZV_ENDPOINT=127.0.0.1:$port
+      PET_RDZV_CONF=join_timeout=60,last_call_timeout=1 PET_MAX_RESTARTS=3)
+for i in 0 1; do
+  pod "v1-noid-$i" "${noid[@]}" DDP_TEST_MARK_DIR="$marks" DDP_TEST_GO_FILE="$TMP/noid-go"
+done
+first=("${PODS[@]}")
+deadline=$(( $(now_ms) + 60000 ))
+until [[ -e "$marks/started.0" && -e "$marks/started.1" ]]; do
+  (( $(now_ms) < deadline )) || { tail -n 20 "$TMP"/v1-noid-*.err >&2; fail "v1-noid: the job's 2 workers did not start"; }
+  sleep 0.05
+done
+# Another job (another entry point), the same variables: refused while the first runs.
+ln -sf "$WORKER" "$TMP/eval_worker.sh"
+rc=0
+env -i PATH="$PATH" HOME="${HOME:-/root}" "${noid[@]}" timeout -k 5 60 "$BIN/ddprun" "$TMP/eval_worker.sh" \
+  >"$TMP/v1-other.out" 2>"$TMP/v1-other.err" || rc=$?
+[[ $rc == 1 ]] || { cat "$TMP/v1-other.err" >&2; fail "v1-noid: the second job exited $rc, want 1"; }
+grep -q "rendezvous 'none': another job is running under this run id on this rendezvous store (it runs: env_worker.sh, nnodes 1:2; this one: eval_worker.sh, nnodes 1:2)" "$TMP/v1-other.err" ||
+  { cat "$TMP/v1-other.err" >&2; fail "v1-noid: the second job's error does not name both jobs"; }
+grep -q 'WORKER ' "$TMP/v1-other.out" && fail "v1-noid: the second job ran a worker"
+for pid in "${first[@]}"; do kill -0 "$pid" 2>/dev/null || fail "v1-noid: a pod of the first job is gone"; done
+touch "$TMP/noid-go"
+wait_pods
+[[ "$(field <(cat "$TMP"/v1-noid-*.out) run)" == "none none " ]] || fail "v1-noid: TORCHELASTIC_RUN_ID is not none"
+[[ "$(field <(cat "$TMP"/v1-noid-*.out) rank)" == "0 1 " ]] || fail "v1-noid: ranks"
+[[ "$(field <(cat "$TMP"/v1-noid-*.out) restart)" == "0 0 " ]] || fail "v1-noid: the first job restarted"
+echo "v1 without a run id, a second job refused: done in $(( $(now_ms) - t0 )) ms"
+
 echo "PASS ($MODE)"

@@ -16,6 +16,8 @@ import json
 import os
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -220,6 +222,35 @@ def netns_lock():
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def children(pid):
+    """The pids of `pid`'s living children (from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(entry))
+    return out
+
+
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def workers(agent_pid, name="train"):
+    """An agent's workers named `name`: its grandchildren (agent -> guardian -> worker)."""
+    return [w for g in children(agent_pid) for w in children(g) if comm(w) == name]
+
+
 def read_cmdline(pid):
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
@@ -230,6 +261,39 @@ def read_cmdline(pid):
 
 def run(argv):
     subprocess.run(argv, check=True)
+
+
+def store_values(port, pattern, host="127.0.0.1"):
+    """{key: value} of the keys of the store at host:port that match the regex `pattern`, read
+    with plain v2 requests (VALIDATE, LIST_KEYS, then GET per key: reading never counts as a
+    heartbeat)."""
+    def recv_exact(sock, n):
+        out = b""
+        while len(out) < n:
+            chunk = sock.recv(n - len(out))
+            check(chunk, "the store at %s:%d closed the connection" % (host, port))
+            out += chunk
+        return out
+
+    def string(text):
+        data = text.encode()
+        return struct.pack("<Q", len(data)) + data
+
+    with socket.create_connection((host, port), 10) as sock:
+        sock.settimeout(10)
+        sock.sendall(b"\x00" + struct.pack("<I", 0x3C85F7CE))  # VALIDATE
+        sock.sendall(bytes([17]))  # LIST_KEYS
+        keys = []
+        for _ in range(struct.unpack("<q", recv_exact(sock, 8))[0]):
+            size = struct.unpack("<Q", recv_exact(sock, 8))[0]
+            keys.append(recv_exact(sock, size).decode(errors="replace"))
+        out = {}
+        for key in keys:
+            if re.search(pattern, key):
+                sock.sendall(bytes([3]) + string(key))  # GET
+                size = struct.unpack("<Q", recv_exact(sock, 8))[0]
+                out[key] = recv_exact(sock, size).decode(errors="replace")
+        return out
 
 
 def c10d(port, nnodes, nproc, run_id="mnjob", host="127.0.0.1", conf=RDZV_CONF, extra=()):

@@ -19,6 +19,15 @@
   peer_loss_free     3 agents 2:3, --max-restarts=0, gloo workers: kill -9 one agent; the survivors'
                      workers fail with connection errors (collateral), no restart is spent and the
                      job finishes on 2 nodes
+  half_joined        2:4, last_call 5 s: a and b run generation 0; c scales the job up; once round
+                     1 holds all three join records, kill -9 node rank 0's agent (before the last
+                     call): round 1 forms of the 2 living agents (its record was withdrawn by
+                     ddprund's ON_CLOSE), their generation-1 workers start, and the job's history
+                     has generations 0 and 1
+  foreign_end        a 2-node job; a client that is no agent writes the job's end markers (what
+                     tests/integration/foreign_client.py end-jobs does): both agents exit 85 and
+                     their summaries name the rendezvous' reason as the root cause, not a stopped
+                     worker's 143
 """
 import os
 import signal
@@ -29,7 +38,12 @@ import time
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import multinode_test  # noqa: E402
-from multinode_harness import RDZV_CONF, TMP, alive, c10d, check, poll  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+from multinode_harness import (PY, RDZV_CONF, SRC, TMP, alive, c10d, check,  # noqa: E402
+                               failure_summary, poll, root_cause, store_values)
+
+JOB_ENDED_BY_RENDEZVOUS_EXIT = 85  # docs/running.md "Exit codes"
 from multinode_test import check_ranks, main  # noqa: E402
 
 
@@ -234,6 +248,58 @@ def scenario_peer_loss_free(h):
           "the lost node is not named")
 
 
+def scenario_half_joined(h):
+    port = h.ddprund()
+    conf = RDZV_CONF.replace("last_call_timeout=0.5", "last_call_timeout=5")
+    check(conf != RDZV_CONF, "RDZV_CONF has no last_call_timeout=0.5 to widen")
+    flags = c10d(port, "2:4", 1, run_id="half", conf=conf)
+    go = {"MN_GO_FILE": os.path.join(TMP, "go")}
+    agents = {n: h.agent(n, flags, go) for n in ("a", "b")}
+    gen0 = poll("generation 0 of a and b", lambda: h.generation_with_world(2, "ab"), 60)
+    victim = next(r for r in gen0 if r["GROUP_RANK"] == "0")["node"]
+    agents["c"] = h.agent("c", flags, go)  # a scale-up: round 1 of a, b and c
+    records = r"^rdzv/half/\d+/r/1/node/\d+$"
+    poll("round 1's 3 join records", lambda: len(store_values(port, records)) == 3, 60)
+    state = store_values(port, r"^rdzv/half/\d+/r/1/(count|closer)$")
+    check(not any(k.endswith("closer") for k in state) and
+          all(int(v) < 10 ** 9 for v in state.values()),
+          "round 1 closed before the kill (last_call_timeout too short here): %s" % state)
+    agents[victim].send_signal(signal.SIGKILL)
+    h.log("SIGKILL agent %s (node rank 0 of generation 0) after its join to round 1" % victim)
+    survivors = "".join(n for n in "abc" if n != victim)
+    gen1 = poll("a generation of %s with world 2" % survivors,
+                lambda: h.generation_with_world(2, survivors), 60)
+    gens = sorted({r["TORCHELASTIC_RESTART_COUNT"] for r in gen1})
+    check(gens == ["1"], "the survivors' world of 2 is generation %s, want 1 (round 1 had a dead "
+          "member)" % gens)
+    check(not h.records(restart=1) or all(r["WORLD_SIZE"] == "2" for r in h.records(restart=1)),
+          "generation 1 ran with a world of 3")
+    release("go", 2)
+    for n in survivors:
+        exited(h, agents[n], n, 0)
+    history = store_values(port, r"^rdzv/half/\d+/history$")
+    check(len(history) == 1, "no history key: %s" % history)
+    entries = [json.loads(line) for line in list(history.values())[0].splitlines() if line]
+    check([e["generation"] for e in entries] == [0, 1],
+          "the history has generations %s, want [0, 1]" % [e["generation"] for e in entries])
+
+
+def scenario_foreign_end(h):
+    port = h.ddprund()
+    agents = start_pair(h, port, "foreign")
+    out = subprocess.run([PY, os.path.join(SRC, "tests", "integration", "foreign_client.py"),
+                          "127.0.0.1", str(port), "end-jobs"], capture_output=True, text=True,
+                         timeout=30)
+    h.log("foreign client -> %d: %s" % (out.returncode, out.stdout.strip()))
+    check(out.returncode == 0, "the foreign client was not served: %s" % out.stdout)
+    for n in agents:
+        exited(h, agents[n], n, JOB_ENDED_BY_RENDEZVOUS_EXIT)
+        cause = root_cause(failure_summary(h.output(n)))
+        check("rendezvous: the rendezvous ended the job: ended by a foreign client" in cause and
+              "exitcode  : %d" % JOB_ENDED_BY_RENDEZVOUS_EXIT in cause and "143" not in cause,
+              "agent %s: the root cause is not the rendezvous' reason:\n%s" % (n, cause))
+
+
 SCENARIOS = {
     "scale_up_split": scenario_scale_up_split,
     "dropped_timeout": scenario_dropped_timeout,
@@ -243,6 +309,8 @@ SCENARIOS = {
     "reuse": scenario_reuse,
     "foreign_store": scenario_foreign_store,
     "peer_loss_free": scenario_peer_loss_free,
+    "half_joined": scenario_half_joined,
+    "foreign_end": scenario_foreign_end,
 }
 
 if __name__ == "__main__":

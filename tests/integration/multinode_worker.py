@@ -15,6 +15,8 @@ its pid and its agent's pid), then acts on env knobs the harness sets per agent:
                     with a gloo connection error) until every rank agrees MN_GO_FILE holds their
                     WORLD_SIZE
   MN_REACH          record whether a TCP connection to MASTER_ADDR:MASTER_PORT succeeds
+  MN_PING           record whether the store at MASTER_ADDR:MASTER_PORT serves this worker: a v2
+                    TCPStore VALIDATE + PING, answered unless the store refused the connection
 Only the standard library (and torch when MN_TORCH is set).
 """
 import json
@@ -45,6 +47,25 @@ def torch_loop(go, world):
     return 0
 
 
+def store_ping(host, port):
+    """True when the TCPStore at host:port answers a PING (VALIDATE first, as torch 2.x does)."""
+    import socket
+    import struct
+    try:
+        with socket.create_connection((host, port), 5) as sock:
+            sock.settimeout(5)
+            sock.sendall(b"\x00" + struct.pack("<I", 0x3C85F7CE) + b"\x0d" + struct.pack("<I", 77))
+            reply = b""
+            while len(reply) < 4:
+                chunk = sock.recv(4 - len(reply))
+                if not chunk:
+                    return False
+                reply += chunk
+            return struct.unpack("<I", reply)[0] == 77
+    except OSError:
+        return False
+
+
 def main():
     env = os.environ
     rank = int(env["RANK"])
@@ -63,6 +84,8 @@ def main():
             record["reach"] = True
         except OSError:
             record["reach"] = False
+    if env.get("MN_PING"):
+        record["ping"] = store_ping(env["MASTER_ADDR"], int(env["MASTER_PORT"]))
     if env.get("MN_TORCH"):
         import torch
         import torch.distributed as dist

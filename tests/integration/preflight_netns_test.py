@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from multinode_harness import RDZV_CONF, c10d, check  # noqa: E402
 from multinode_test import main  # noqa: E402
 
-PREFLIGHT_FAILED = 4  # launcher/preflight.hpp kPreflightFailedExitCode
+PREFLIGHT_FAILED = 4  # launcher/preflight/preflight.hpp kPreflightFailedExitCode
 # Both agents end within this bound: the rendezvous, a 2 s port probe and the workers, on a busy
 # 2-core machine.
 AGENT_BUDGET_S = 45

@@ -1,16 +1,17 @@
-"""Every README example runs (issue 10, item 5): `readme_examples_test.py local|slurm`.
+"""Every example of the README and docs/ runs (issue 10, item 5): `readme_examples_test.py local|slurm`.
 
-Reads README.md, takes every command of every ```bash block (continuation lines joined, comments
-dropped) and decides for each by the first matching RULE what to do with it. A command no rule
-matches fails the test (a new example must be runnable, or skipped here with a stated reason), and
-so does a rule that matches no command (the README changed under it). Skips are only for what
-needs GPUs, another host's service, or what would run this test itself.
+Reads README.md, then every docs/*.md by name (the manual the README links), takes every command of
+every ```bash block (continuation lines joined, comments dropped) and decides for each by the first
+matching RULE what to do with it. A command no rule matches fails the test (a new example must be
+runnable, or skipped here with a stated reason), and so does a rule that matches no command (the
+docs changed under it). Skips are only for what needs GPUs, another host's service, or what would
+run this test itself.
 
   local  the quick start first (./scripts/quickstart.sh: setup, build — a no-op in a built tree —,
          the data where configs/quickstart.json looks), then every other runnable example from the
-         repository root, in README order, with build/bin first on PATH, then Debian's default
-         PATH (so `python3` is Debian's, with python3-torch, as the README assumes, whatever a
-         developer's shell puts first), and TMPDIR pointing at this test's scratch dir. Each must exit 0 (or what its rule expects, checked further).
+         repository root, in that order (README.md, then docs/*.md), with build/bin first on PATH,
+         then Debian's default PATH (so `python3` is Debian's, with python3-torch, as the docs
+         assume, whatever a developer's shell puts first), and TMPDIR pointing at this test's scratch dir. Each must exit 0 (or what its rule expects, checked further).
          Examples naming hosts and ports other machines would have (head:29400, 10.0.0.1:29500)
          run on loopback: a `ddprund` example is started with --port 0 --port-file and every later
          `head:<its port>` names the port it got; a static pair runs both of its node ranks.
@@ -63,10 +64,25 @@ def check(cond, what):
         raise TestFailure(what)
 
 
+def doc_files():
+    """README.md, then every docs/*.md by name: the README and the pages it links."""
+    docs = os.path.join(SRC, "docs")
+    return [os.path.join(SRC, "README.md")] + sorted(
+        os.path.join(docs, n) for n in os.listdir(docs) if n.endswith(".md"))
+
+
 def readme_commands():
-    """Every command of every ```bash block, in order."""
+    """Every command of every ```bash block of the doc files, in order."""
+    commands = []
+    for path in doc_files():
+        commands += file_commands(path)
+    return commands
+
+
+def file_commands(path):
+    """Every command of every ```bash block of one file, in order."""
     commands, block, joined = [], None, ""
-    for line in open(os.path.join(SRC, "README.md")):
+    for line in open(path):
         line = line.rstrip("\n")
         if block is None:
             if line.strip() == "```bash":
@@ -95,9 +111,9 @@ def classify(commands):
                 used.add(i)
                 break
         else:
-            raise TestFailure("README command not covered by this test: " + cmd)
+            raise TestFailure("command of README.md or docs/ not covered by this test: " + cmd)
     stale = [RULES[i][0] for i in range(len(RULES)) if i not in used]
-    check(not stale, "rules matching no README command (update the test): %s" % stale)
+    check(not stale, "rules matching no command of README.md or docs/ (update the test): %s" % stale)
     return plan
 
 
@@ -267,7 +283,7 @@ def main():
         for cmd, why in skipped:
             print("SKIP (%s): %s" % (why, cmd))
         check(ran > 0, "nothing ran")
-        print("PASS: %d README commands ran, %d skipped with a reason" % (ran, len(skipped)))
+        print("PASS: %d commands of README.md and docs/ ran, %d skipped with a reason" % (ran, len(skipped)))
         return 0
     except TestFailure as e:
         print("FAIL: %s" % e)

@@ -1,6 +1,7 @@
 """Issue 11 item 5 end to end: ddprund and the agent-hosted stores authenticated and narrow.
 
-  security_test.py token|allowlist|torch_unauthenticated|tls|worker_store|worker_store_netns
+  security_test.py token|allowlist|torch_unauthenticated|tls|worker_store|worker_store_netns|
+                   default_local_user|flood
 
 token        ddprund --token-file; 2 agents with token_file form a job; an intruder running as
              user nobody (and one as root without the token) lists the keys and writes the job's
@@ -23,6 +24,14 @@ hosted_rdzv  (root: setpriv) a static 2-node job whose node 0 hosts the rendezvo
 worker_store_netns
              (root: namespaces) a 2-node job: a client in a third namespace (not a node of the
              round) is refused by node rank 0's worker store; both nodes' workers reach it
+default_local_user
+             (root: setpriv) ddprund with default flags: user nobody's intruder cannot end a running
+             2-agent job (refused, with a logged reason) and the job finishes; --allow-users nobody
+             and --allow-any-local-user let nobody in
+flood        (root: setpriv) a ddprund with --token-file whose descriptor limit is 4096: user nobody
+             (its own limit raised) holds 6,000 idle connections without the token and reopens
+             every one closed; two token-holding 2-agent jobs start and finish one after the other
+             meanwhile, and ddprund logs whom it closed to make room
 
 Exit 0 pass, 1 fail (with the logs), 77 skipped (needs root).
 """
@@ -37,6 +46,7 @@ from multinode_harness import (BIN, PY, RDZV_CONF, SRC, TMP, c10d, check, poll, 
 from multinode_test import main  # noqa: E402
 
 FOREIGN = os.path.join(SRC, "tests", "integration", "foreign_client.py")
+FLOOD = os.path.join(SRC, "tests", "integration", "flood_client.py")
 CERTS_SCRIPT = os.path.join(SRC, "tests", "rendezvous", "make_test_certs.sh")
 TOKEN = "e2e-token-7f3a9c"
 SERVED, REFUSED = 0, 10
@@ -63,11 +73,11 @@ def foreign(h, host, port, action="ping", user=None, netns=None, source=None):
     return out.returncode
 
 
-def ddprund(h, args, netns=None, host="127.0.0.1"):
-    port_file = os.path.join(TMP, "ddprund.port")
-    argv = [os.path.join(BIN, "ddprund"), "--host", host, "--port", "0", "--port-file", port_file,
-            "--log-level", "debug"] + args
-    h.spawn("ddprund", h.in_ns(netns, argv))
+def ddprund(h, args, netns=None, host="127.0.0.1", prefix=(), name="ddprund", level="debug"):
+    port_file = os.path.join(TMP, name + ".port")
+    argv = list(prefix) + [os.path.join(BIN, "ddprund"), "--host", host, "--port", "0",
+                           "--port-file", port_file, "--log-level", level] + args
+    h.spawn(name, h.in_ns(netns, argv))
     return int(poll("ddprund's port file", lambda: os.path.exists(port_file) and
                     open(port_file).read().strip(), 30))
 
@@ -257,8 +267,75 @@ def scenario_hosted_rdzv(h):
         check(TOKEN not in h.output(name), "the token appears in %s's log" % name)
 
 
+def two_agent_job(h, port, run_id, names, conf=RDZV_CONF):
+    """A 2-node job of agents `names` on ddprund at `port`: formed, released, finished (exit 0)."""
+    go = os.path.join(TMP, "go-" + run_id)
+    agents = {n: h.agent(n, c10d(port, 2, 1, run_id=run_id, conf=conf), {"MN_GO_FILE": go})
+              for n in names}
+    poll("a 2-node generation of " + run_id, lambda: h.generation_with_world(2, names), 60)
+    return go, agents
+
+
+def scenario_default_local_user(h):
+    port = ddprund(h, [])
+    go, agents = two_agent_job(h, port, "defjob", "ab")
+    check(foreign(h, "127.0.0.1", port, "end-jobs", user="nobody") == REFUSED,
+          "user nobody ended jobs on a ddprund with default flags")
+    release(go, 2)
+    wait_ok(h, agents)
+    log = h.output("ddprund")
+    check("refused a connection from 127.0.0.1" in log and "another user (uid 65534" in log,
+          "ddprund logged no reason for refusing nobody:\n" + log[-2000:])
+    check(foreign(h, "127.0.0.1", port, "end-jobs") == SERVED, "ddprund's own user was refused")
+    for flags, name in ((["--allow-users", "nobody"], "allow_users"),
+                        (["--allow-any-local-user"], "any_user")):
+        other = ddprund(h, flags, name=name)
+        check(foreign(h, "127.0.0.1", other, "end-jobs", user="nobody") == SERVED,
+              "user nobody was refused by ddprund %s" % " ".join(flags))
+
+
+def flood_status(path):
+    try:
+        with open(path) as f:
+            words = f.read().split()
+        return dict(zip(words[0::2], map(int, words[1::2])))
+    except (OSError, ValueError):
+        return {}
+
+
+def scenario_flood(h):
+    tok = token_file()
+    # 4,096 descriptors: 6,000 connections would take them all without the bounds on strangers.
+    port = ddprund(h, ["--token-file", tok], prefix=("prlimit", "--nofile=4096:4096", "--"),
+                   level="info")
+    shared = os.path.join(TMP, "flood")
+    os.makedirs(shared, exist_ok=True)
+    os.chmod(shared, 0o777)
+    status = os.path.join(shared, "status")
+    if os.path.exists(status):
+        os.unlink(status)  # a previous run's
+    h.spawn("flood", ["prlimit", "--nofile=8192:8192", "--", "setpriv", "--reuid=nobody",
+                      "--regid=nogroup", "--clear-groups", PY, FLOOD, "127.0.0.1", str(port),
+                      "6000", "120", status])
+    # Until ddprund has met every one of them (it closes all but 64 and the flood reopens them).
+    poll("ddprund closing most of the flood's 6,000 connections",
+         lambda: flood_status(status).get("closed", 0) >= 6000, 60)
+    conf = RDZV_CONF + ",token_file=" + tok
+    for run_id, names in (("floodjob1", "ab"), ("floodjob2", "cd")):
+        go, agents = two_agent_job(h, port, run_id, names, conf)
+        release(go, 2)
+        wait_ok(h, agents, 60)
+        h.log("%s finished during the flood: %s" % (run_id, flood_status(status)))
+    seen = flood_status(status)
+    check(seen.get("held", 0) >= 5000, "the flood gave up (it must hold on): %s" % seen)
+    log = h.output("ddprund")
+    check("closed to make room" in log and "from uid 65534" in log,
+          "ddprund did not log closing the flood's connections:\n" + log[-2000:])
+    check("out of file descriptors" not in log, "ddprund ran out of descriptors:\n" + log[-2000:])
+
+
 ROOT_ONLY = {"torch_unauthenticated", "worker_store", "token", "worker_store_netns",
-             "hosted_rdzv"}
+             "hosted_rdzv", "default_local_user", "flood"}
 
 if __name__ == "__main__":
     if len(sys.argv) == 2 and sys.argv[1] in ROOT_ONLY and os.geteuid() != 0:
@@ -272,4 +349,6 @@ if __name__ == "__main__":
         "worker_store": scenario_worker_store,
         "worker_store_netns": scenario_worker_store_netns,
         "hosted_rdzv": scenario_hosted_rdzv,
+        "default_local_user": scenario_default_local_user,
+        "flood": scenario_flood,
     }))

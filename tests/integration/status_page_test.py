@@ -1,4 +1,4 @@
-"""The status pages of a running 2-node job (README "Status page and metrics").
+"""The status pages of a running 2-node job (docs/status.md, "Status page and metrics").
 
   status_page_test.py page|promtool|standalone
 
@@ -20,7 +20,11 @@ running with both nodes and metric points, then:
             agent's own /status shows its job running with both workers and metric points, its
             /metrics passes promtool, and / serves the page with that status embedded.
   torch     the same with a torch script (status_torch_worker.py) that sends its points with the
-            README's Python snippet: they reach the agent's /status as written.
+            docs' Python snippet (docs/status.md): they reach the agent's /status as written.
+  recovery  the 2-node job with --restart-scope=failed; node 1's worker is SIGKILLed and replaced in
+            place (docs/recovery.md): ddprund's /status lists the recovery (quorum 0.1, rank 1,
+            signal 9), /metrics counts it (promtool accepts it) and the page, in Chromium, shows it
+            on the job's recovery timeline; the job stays in generation 0.
 
 Every process started here is stopped by pid (multinode_harness.Harness.stop_all).
 """
@@ -28,15 +32,19 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import BIN, RDZV_CONF, TMP, Harness, TestFailure, check, poll  # noqa: E402
+from multinode_harness import (BIN, RDZV_CONF, TMP, Harness, TestFailure, check,  # noqa: E402
+                               poll, workers)
 
 RUN_ID = "status-demo"
-CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+# --disable-dev-shm-usage: a container's /dev/shm (64 MiB by default) is too small for Chromium's
+# renderer, which then dies and --dump-dom prints nothing.
+CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             "--no-first-run", "--hide-scrollbars", "--window-size=1280,540"]
 
@@ -79,7 +87,7 @@ def agent_url(h, name):
         r"status page at (http://[0-9.:\[\]]+/)", h.output(name)), 60).group(1)
 
 
-def start_job(h, fail):
+def start_job(h, fail, extra_flags=()):
     config = write_config()
     port_file, http_file = os.path.join(TMP, "ddprund.port"), os.path.join(TMP, "ddprund.http")
     h.spawn("ddprund", [os.path.join(BIN, "ddprund"), "--host", "127.0.0.1", "--port", "0",
@@ -97,16 +105,14 @@ def start_job(h, fail):
                                    "--rdzv-endpoint", "127.0.0.1:%d" % port, "--rdzv-id", RUN_ID,
                                    "--rdzv-conf", RDZV_CONF, "--node-rank", str(node),
                                    "--max-restarts", "2", "--shutdown-timeout", "5"] + extra +
+                list(extra_flags) +
                 [os.path.join(BIN, "train"), "--config", config] + fault, env)
     return "http://127.0.0.1:%d/" % http, agent_url(h, "agent0")
 
 
 def check_page(h, base, agent):
     profile = os.path.join(TMP, "chromium-profile")
-    shutil.rmtree(profile, ignore_errors=True)
-    dom = subprocess.run(CHROMIUM + ["--user-data-dir=" + profile, "--virtual-time-budget=3000",
-                                     "--dump-dom", base],
-                         capture_output=True, text=True, timeout=120).stdout
+    dom = dump_dom(base)
     check('data-job="%s"' % RUN_ID in dom, "the page lists the job:\n" + dom[:3000])
     for rank in (0, 1):
         check('data-node-rank="%d"' % rank in dom, "the page lists node %d" % rank)
@@ -127,6 +133,41 @@ def check_page(h, base, agent):
     h.log("page: job, 2 nodes, loss chart with %s points; screenshot %s" % (loss.group(1), shot))
     job = poll("the agent's /status", lambda: running_with_points(status_of(agent), 1), 30)
     check([n["rank"] for n in job["nodes"]] == [0, 1], "the agent shows both nodes")
+
+
+def dump_dom(base):
+    profile = os.path.join(TMP, "chromium-profile")
+    shutil.rmtree(profile, ignore_errors=True)
+    r = subprocess.run(CHROMIUM + ["--user-data-dir=" + profile, "--virtual-time-budget=3000",
+                                   "--dump-dom", base],
+                       capture_output=True, text=True, timeout=120)
+    check(r.stdout.strip(), "chromium printed no page (exit %d):\n%s" % (r.returncode, r.stderr[-3000:]))
+    return r.stdout
+
+
+def check_recovery(h, base, agent):
+    pids = dict((name, p.pid) for name, p in h.procs)
+    kept = poll("node 0's worker", lambda: workers(pids["agent0"]), 30)
+    victims = poll("node 1's worker", lambda: workers(pids["agent1"]), 30)
+    os.kill(victims[0], signal.SIGKILL)
+    h.log("killed node 1's worker (pid %d)" % victims[0])
+    job = poll("the recovery on ddprund's /status",
+               lambda: (status_of(base) or {}).get("recoveries") and status_of(base), 60)
+    rec = job["recoveries"][0]
+    check(rec["generation"] == 0 and rec["quorum"] == 1 and rec["ranks"] == [1] and
+          rec["how"] == ["signal 9"] and rec["node_rank"] == 1, "the recovery: %s" % rec)
+    check(job["generation"] == 0, "the job stayed in generation 0: %s" % job["generation"])
+    text = fetch(base + "metrics")
+    promtool_accepts("ddprund", text)
+    check('ddprun_job_recoveries_in_place{job="%s"} 1' % RUN_ID in text,
+          "/metrics counts the recovery")
+    dom = dump_dom(base)
+    item = re.search(r'<li class="recovered" data-quorum="0\.1">(.*?)</li>', dom, re.S)
+    check(item and "rank 1 (signal 9) replaced in place" in item.group(1),
+          "the page's recovery timeline: %s\n%s" % (item and item.group(0), dom[:3000]))
+    check("recoveries in place (1)" in dom, "the timeline's heading counts 1")
+    check(sorted(workers(pids["agent0"])) == sorted(kept), "node 0's worker kept running")
+    h.log("recovery: /status, /metrics and the page show quorum 0.1 (rank 1, signal 9)")
 
 
 def check_promtool(h, base, agent):
@@ -165,7 +206,7 @@ def torch_script(h):
           and point["samples_per_s"] == 1000.0 + point["step"], "a point as written: %s" % point)
     steps = [p["step"] for p in job["points"]]
     check(steps == sorted(steps), "points in order: %s" % steps)
-    h.log("torch: %d points from the README snippet, the last %s" % (len(steps), point))
+    h.log("torch: %d points from the docs snippet, the last %s" % (len(steps), point))
 
 
 def standalone(h):
@@ -197,13 +238,15 @@ def main():
     generation = 1 if scenario == "page" else 0
     h = Harness()
     try:
-        base, agent = start_job(h, fail=scenario == "page")
+        scope = ["--restart-scope=failed"] if scenario == "recovery" else []
+        base, agent = start_job(h, fail=scenario == "page", extra_flags=scope)
         job = poll("the job running generation %d with both nodes and metric points on "
                    "ddprund's /status" % generation,
                    lambda: running_with_points(status_of(base), generation), 120)
         h.log("ddprund shows %s: generation %s, %d points" %
               (RUN_ID, job["generation"], len(job["points"])))
-        {"page": check_page, "promtool": check_promtool}[scenario](h, base, agent)
+        {"page": check_page, "promtool": check_promtool,
+         "recovery": check_recovery}[scenario](h, base, agent)
         print("PASS")
         return 0
     except TestFailure as e:

@@ -1,6 +1,6 @@
 // ChildReaper: exits become io_context events in the order the children exited, also when they
 // all happen while the loop is busy (where a SIGCHLD sweep would report them in pid order).
-#include "launcher/child_reaper.hpp"
+#include "launcher/workers/child_reaper.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>

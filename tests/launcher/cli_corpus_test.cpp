@@ -9,7 +9,7 @@
 #include <regex>
 #include <sstream>
 
-#include "launcher/cli.hpp"
+#include "launcher/cli/cli.hpp"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // rather than a rank for elastic jobs.
 #include <catch2/catch.hpp>
 
-#include "launcher/rdzv_endpoint.hpp"
+#include "rendezvous/base/endpoint.hpp"
 #include "tests/launcher/cli_test_util.hpp"
 
 using cli_test::Env;
@@ -114,4 +114,5 @@ TEST_CASE("Slurm: SLURM_NODEID is the rank of a fixed job and only an order in a
   auto overridden = parse({"train"}, port);
   CHECK(overridden.rdzvEndpoints == Endpoints{{"n1", 31000}});
   CHECK(overridden.rdzvEndpointSource == "Slurm (DDP_SLURM_PORT)");
+  CHECK(overridden.rdzvEndpoint.empty());  // filled typed, not as text parsed again
 }

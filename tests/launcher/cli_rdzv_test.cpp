@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/rendezvous_setup.hpp"
+#include "launcher/rendezvous/rendezvous_setup.hpp"
 #include "tests/launcher/cli_test_util.hpp"
 
 using namespace std::chrono_literals;
@@ -93,6 +93,34 @@ TEST_CASE("every --rdzv-conf key is checked at start-up with one duration gramma
   CHECK(c10d({"--rdzv-conf=join_timeout=3"}).rdzvConf.connectTimeout == 3s);
 }
 
+TEST_CASE("repeated --rdzv-conf flags merge, later keys win; PET_RDZV_CONF only without a flag", "[cli][rdzv]") {
+  auto merged = c10d({"--rdzv-conf=join_timeout=1500", "--rdzv-conf=last_call_timeout=60"});
+  CHECK(merged.rdzv.joinTimeout == 1500s);
+  CHECK(merged.rdzv.lastCallTimeout == 60s);
+  auto later = c10d({"--rdzv-conf", "join_timeout=1500,read_timeout=5", "--rdzv_conf=join_timeout=20"});
+  CHECK(later.rdzv.joinTimeout == 20s);
+  CHECK(later.rdzvConf.readTimeout == 5s);
+  // Keys checked together: tls_cert in one flag, the tls_ca it needs in another.
+  auto tls = c10d({"--rdzv-conf=tls_cert=c.pem,tls_key=k.pem", "--rdzv-conf=tls_ca=ca.pem"});
+  CHECK(tls.rdzvConf.tls.enabled());
+  CHECK(c10d({"--rdzv-conf=join_timeout=30", "--rdzv-conf="}).rdzv.joinTimeout == 30s);
+  // A syntax error names the flag value at fault.
+  CHECK_THAT(errorOf({"--rdzv-conf=join_timeout=30", "--rdzv-conf=last_call_timeout", "x"}),
+             Contains("--rdzv-conf 'last_call_timeout': option 'last_call_timeout' must have a value"));
+  // The command line wins over the variable, as for every option (torchrun's precedence).
+  const Env pet = {{"PET_RDZV_CONF", "join_timeout=1500,last_call_timeout=60"}};
+  auto fromEnv = parse({"--rdzv-backend=c10d", "--rdzv-endpoint=head", "x"}, pet);
+  CHECK(fromEnv.rdzv.joinTimeout == 1500s);
+  CHECK(fromEnv.rdzv.lastCallTimeout == 60s);
+  auto flagWins = parse({"--rdzv-backend=c10d", "--rdzv-endpoint=head", "--rdzv-conf=close_timeout=7",
+                         "--rdzv-conf=read_timeout=9", "x"}, pet);
+  CHECK(flagWins.rdzv.closeTimeout == 7s);
+  CHECK(flagWins.rdzvConf.readTimeout == 9s);
+  CHECK(flagWins.rdzv.joinTimeout == 600s);  // PET_RDZV_CONF is not read
+  CHECK_THAT(errorOf({"--rdzv-backend=c10d", "x"}, {{"PET_RDZV_CONF", "join_timeout=soon"}}),
+             Contains("PET_RDZV_CONF 'join_timeout=soon'"));
+}
+
 TEST_CASE("unknown --rdzv-conf keys are errors that name the known ones", "[cli][rdzv]") {
   const std::string e = errorOf({"--rdzv-conf=join_timeout=5,jion_timeout=9", "x"});
   CHECK_THAT(e, Contains("--rdzv-conf 'join_timeout=5,jion_timeout=9': unknown key 'jion_timeout'"));
@@ -147,16 +175,22 @@ TEST_CASE("etcd's --rdzv-conf keys", "[cli][rdzv][etcd]") {
   CHECK_THAT(errorOf({"--rdzv-backend=etcd", "--rdzv-conf=retry_timeout=0", "x"}), Contains("must be > 0"));
 }
 
-TEST_CASE("a multi-node c10d or etcd job needs a run id: given, the scheduler's, or an error", "[cli][rdzv]") {
+TEST_CASE("no run id is torchrun's none on every backend; a multi-node job takes its scheduler's", "[cli][rdzv]") {
   const std::vector<std::string> multi = {"--nnodes=2:4", "--rdzv-backend=c10d", "--rdzv-endpoint=head", "x"};
-  CHECK_THAT(errorOf(multi), Contains("--rdzv-id is required for a multi-node c10d job (nnodes 2:4)"));
-  CHECK_THAT(errorOf({"--nnodes=3", "--rdzv-backend=etcd", "x"}), Contains("--rdzv-id is required"));
+  auto none = parse(multi);  // Kubeflow v1's elastic pods: no PET_RDZV_ID
+  CHECK(none.rdzvId == "none");
+  CHECK(none.rdzvIdSource == "default");
+  CHECK(none.rdzv.runId == "none");
+  for (const char* backend : {"etcd", "etcd-v2", "c10d"}) {
+    CHECK(parse({"--nnodes=3", std::string("--rdzv-backend=") + backend, "--rdzv-endpoint=head", "x"}).rdzvId == "none");
+  }
   auto given = parse({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=head", "--rdzv-id=job7", "x"});
   CHECK(given.rdzvId == "job7");
   CHECK(given.rdzvIdSource == "--rdzv-id");
   auto pet = parse(multi, {{"PET_RDZV_ID", "kube"}});
   CHECK(pet.rdzvId == "kube");
   CHECK(pet.rdzvIdSource == "PET_RDZV_ID");
+  CHECK(parse(multi, {{"PET_RDZV_ID", ""}}).rdzvId == "none");  // an empty variable is no id
   auto elastic = parse(multi, {{"TORCHELASTIC_RUN_ID", "te-5"}, {"SLURM_JOB_ID", ""}});
   CHECK(elastic.rdzvId == "te-5");
   CHECK(elastic.rdzvIdSource == "TORCHELASTIC_RUN_ID");
@@ -168,10 +202,28 @@ TEST_CASE("a multi-node c10d or etcd job needs a run id: given, the scheduler's,
   CHECK(parse({"--rdzv-backend=c10d", "--rdzv-endpoint=head", "x"}).rdzvId == "none");  // one node
   std::vector<std::string> noSlurm = multi;
   noSlurm.insert(noSlurm.begin(), "--no-slurm");
-  CHECK_THAT(errorOf(noSlurm, batch), Contains("--rdzv-id is required"));
+  CHECK(parse(noSlurm, batch).rdzvId == "none");
   std::vector<std::string> empty = multi;
   empty.insert(empty.begin(), "--rdzv-id=");  // an unset shell variable is no run id
-  CHECK_THAT(errorOf(empty), Contains("--rdzv-id is required"));
+  CHECK(parse(empty).rdzvId == "none");
+  CHECK(parse(empty, {{"PET_RDZV_ID", "kube"}}).rdzvId == "kube");
+}
+
+TEST_CASE("the job fingerprint: the entry point's name and the node range, nothing per node", "[cli][rdzv]") {
+  auto fp = [](std::vector<std::string> args) { return parse(args).rdzv.jobFingerprint; };
+  const std::string head = "--rdzv-endpoint=head";
+  CHECK(fp({"--nnodes=1:3", "--rdzv-backend=c10d", head, "train.py", "--lr=1"}) == "train.py, nnodes 1:3");
+  // What may differ between the nodes of one job leaves it alone.
+  CHECK(fp({"--nnodes=1:3", "--rdzv-backend=c10d", head, "--nproc-per-node=4", "--role=trainer",
+            "--node-rank=2", "--local-addr=10.0.0.9", "/home/u/proj/train.py", "--out=/scratch/n2"}) ==
+        "train.py, nnodes 1:3");
+  CHECK(fp({"--nnodes=1:3", "--rdzv-backend=c10d", head, "-m", "pkg.train"}) == "-m pkg.train, nnodes 1:3");
+  CHECK(fp({"--nnodes=2", "--rdzv-backend=c10d", head, "./bin/train", "--config", "a.json"}) == "train, nnodes 2:2");
+  // Another node range or entry point is another job.
+  CHECK(fp({"--nnodes=2", "--rdzv-backend=c10d", head, "train.py"}) != fp({"--nnodes=1:2", "--rdzv-backend=c10d", head, "train.py"}));
+  CHECK(fp({"--nnodes=2", "--rdzv-backend=c10d", head, "a.py"}) != fp({"--nnodes=2", "--rdzv-backend=c10d", head, "b.py"}));
+  const std::string longModule(2000, 'm');
+  CHECK(fp({"-m", longModule}).size() <= ddp::kMaxJobFingerprint);
 }
 
 TEST_CASE("--dry-run shows the resolved rendezvous values and where they came from", "[cli][rdzv]") {

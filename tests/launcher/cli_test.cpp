@@ -9,37 +9,11 @@
 #include <regex>
 
 #include "ddp_version.hpp"
-#include "launcher/cli.hpp"
+#include "launcher/cli/cli.hpp"
+#include "tests/launcher/cli_test_util.hpp"
 
-namespace {
-
-using Env = std::map<std::string, std::string>;
-
-ddp::EnvLookup lookup(const Env& env) {
-  return [env](const std::string& name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
-}
-
-ddp::LaunchConfig parse(std::vector<std::string> args, const Env& env = {}) {
-  return ddp::parseCommandLine(args, lookup(env));
-}
-
-// The UsageError message for a command line that must be rejected.
-std::string errorOf(std::vector<std::string> args, const Env& env = {}) {
-  try {
-    parse(std::move(args), env);
-  } catch (const ddp::UsageError& e) {
-    return e.what();
-  }
-  FAIL("the command line was accepted");
-  return "";
-}
-
+using namespace cli_test;
 using Strings = std::vector<std::string>;
-
-}  // namespace
 
 TEST_CASE("every torchrun flag takes its dashed and underscored spelling, = or a space", "[cli]") {
   struct Case {
@@ -268,7 +242,7 @@ TEST_CASE("standalone: c10d on localhost:0 with a fresh uuid run id", "[cli]") {
   auto b = parse({"--standalone", "x"});
   CHECK(a.standalone);
   CHECK(a.rdzvBackend == ddp::RdzvBackend::kC10d);
-  CHECK(a.rdzvEndpoint == "localhost:0");
+  CHECK(a.rdzvEndpoint.empty());
   CHECK(a.rdzvEndpoints == std::vector<ddp::Endpoint>{{"localhost", 0}});
   std::regex uuid("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}");
   CHECK(std::regex_match(a.rdzvId, uuid));
@@ -315,76 +289,6 @@ TEST_CASE("--help and --version are not errors", "[cli]") {
   CHECK_THROWS_AS(parse({"--dry-run", "--nnodes=0", "x"}), ddp::UsageError);  // still validated
 }
 
-TEST_CASE("inside an srun step, SLURM_* fill what the user left unset", "[cli][slurm]") {
-  Env slurm = {{"SLURM_JOB_ID", "42"},          {"SLURM_STEP_ID", "0"},  {"SLURM_STEP_NODELIST", "n[1-4]"},
-               {"SLURM_STEP_NUM_NODES", "4"},   {"SLURM_NODEID", "1"},   {"SLURM_LOCALID", "0"}};
-  auto c = parse({"--nproc-per-node=2", "train"}, slurm);
-  CHECK(c.minNodes == 4);
-  CHECK(c.maxNodes == 4);
-  CHECK(c.nodeRank == 1);
-  CHECK_FALSE(c.standalone);
-  CHECK(c.rdzvBackend == ddp::RdzvBackend::kC10d);
-  CHECK(c.rdzvEndpoints == std::vector<ddp::Endpoint>{{"n1", 29642}});  // slurm_env.hpp's rule
-  CHECK(c.rdzvEndpointSource == "Slurm");
-  CHECK(c.rdzvId == "42.0");
-  CHECK(c.rdzvIdSource == "Slurm");
-  CHECK(c.rdzvConf.isHost == false);
-  CHECK(std::any_of(c.notes.begin(), c.notes.end(),
-                    [](auto& n) { return n.find("Slurm step 42.0") != std::string::npos; }));
-  slurm["SLURM_NODEID"] = "0";
-  CHECK(parse({"train"}, slurm).rdzvConf.isHost == true);
-
-  // Explicit values win, on the command line or through PET_*.
-  slurm["SLURM_NODEID"] = "1";
-  Env both = slurm;
-  both["PET_RDZV_ID"] = "x";
-  auto e = parse({"--nnodes=2", "--rdzv-endpoint=head:29400", "train"}, both);
-  CHECK(e.maxNodes == 2);
-  CHECK(e.rdzvEndpoints.at(0).host == "head");
-  CHECK(e.rdzvId == "x");
-  CHECK(e.nodeRank == 1);
-  CHECK_FALSE(e.rdzvConf.isHost.has_value());  // a ddprund endpoint decides hosting, not Slurm
-
-  // Static backend: the first host and the port become the master.
-  auto st = parse({"--rdzv-backend=static", "train"}, slurm);
-  CHECK(st.masterAddr == "n1");
-  CHECK(st.masterPort == 29642);
-  CHECK(st.rdzvEndpoints.at(0).host == "n1");
-}
-
-TEST_CASE("an elastic Slurm job orders nodes by SLURM_NODEID instead of fixing their rank",
-          "[cli][slurm]") {
-  Env slurm = {{"SLURM_JOB_ID", "42"},        {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NODELIST", "n[1-4]"},
-               {"SLURM_STEP_NUM_NODES", "4"}, {"SLURM_NODEID", "2"},  {"SLURM_LOCALID", "0"}};
-  auto elastic = parse({"--nnodes=3:4", "train"}, slurm);
-  CHECK_FALSE(elastic.nodeRank.has_value());
-  CHECK(elastic.nodeOrder == 2);
-  auto fixed = parse({"--nnodes=4", "train"}, slurm);
-  CHECK(fixed.nodeRank == 2);
-  CHECK_FALSE(fixed.nodeOrder.has_value());
-}
-
-TEST_CASE("Slurm detection stays out of the way when it should", "[cli][slurm]") {
-  Env slurm = {{"SLURM_JOB_ID", "42"}, {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NODELIST", "n[1-4]"},
-               {"SLURM_NODEID", "1"}};
-  CHECK(parse({"--no-slurm", "train"}, slurm).standalone);
-  Env noSlurm = slurm;
-  noSlurm["DDP_NO_SLURM"] = "1";
-  CHECK(parse({"train"}, noSlurm).standalone);
-  CHECK(parse({"--standalone", "train"}, slurm).maxNodes == 1);
-  Env batch = slurm;  // the batch script itself: one agent would wait for four
-  batch.erase("SLURM_STEP_ID");
-  batch["SLURM_JOB_NODELIST"] = "n[1-4]";
-  CHECK(parse({"train"}, batch).standalone);
-  Env twoPerNode = slurm;
-  twoPerNode["SLURM_LOCALID"] = "1";
-  CHECK_THAT(errorOf({"train"}, twoPerNode), Catch::Contains("--ntasks-per-node=1"));
-  Env broken = slurm;
-  broken["SLURM_NODEID"] = "nine";
-  CHECK_THAT(errorOf({"train"}, broken), Catch::Contains("SLURM_NODEID"));
-  CHECK_THAT(errorOf({"train"}, broken), Catch::Contains("--no-slurm"));
-}
-
 TEST_CASE("main's view: exit 0 for --version, 2 and one line for a usage error", "[cli]") {
   std::ostringstream out, err;
   auto* oldOut = std::cout.rdbuf(out.rdbuf());
@@ -425,6 +329,38 @@ TEST_CASE("--hang-timeout: off by default, seconds or ms, at least 1 s; torch's 
   CHECK(timer.fileTimer);
   CHECK(timer.timerFile == "/tmp/wd");
   CHECK_FALSE(parse({"x"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "true"}}).fileTimer);
+}
+
+TEST_CASE("--verdict-after: 3 by default, 0 = off, DDP_VERDICT_AFTER, bad values one line",
+          "[cli][verdict]") {
+  CHECK(parse({"x"}).verdictAfter == 3);
+  CHECK(parse({"--verdict-after=0", "x"}).verdictAfter == 0);
+  CHECK(parse({"--verdict_after", "5", "x"}).verdictAfter == 5);
+  CHECK(parse({"x"}, {{"DDP_VERDICT_AFTER", "2"}}).verdictAfter == 2);
+  CHECK(parse({"--verdict-after=4", "x"}, {{"DDP_VERDICT_AFTER", "2"}}).verdictAfter == 4);
+  CHECK(errorOf({"--verdict-after=-1", "x"}) ==
+        "--verdict-after '-1': must be between 0 and 2147483647");  // one line
+  CHECK_THAT(errorOf({"--verdict-after=often", "x"}),
+             Catch::Contains("--verdict-after 'often': not an integer"));
+  CHECK_THAT(errorOf({"x"}, {{"DDP_VERDICT_AFTER", "x"}}), Catch::Contains("'x': not an integer"));
+}
+
+TEST_CASE("an integer too large for any integer flag is out of range, not 'not an integer'",
+          "[cli]") {
+  CHECK(errorOf({"--verdict-after=2147483648", "x"}) ==
+        "--verdict-after '2147483648': must be between 0 and 2147483647");
+  CHECK(errorOf({"--max-restarts=99999999999999999999", "x"}) ==
+        "--max-restarts '99999999999999999999': must be between 0 and 2147483647");
+  CHECK_THAT(errorOf({"--master-port=70000", "x"}),
+             Catch::Contains("--master-port '70000': must be between 0 and 65535"));
+  CHECK_THAT(errorOf({"--nnodes=99999999999", "x"}),
+             Catch::Contains("--nnodes '99999999999': MIN and MAX must be between 1 and 2147483647"));
+  CHECK_THAT(errorOf({"--nnodes=1:99999999999", "x"}),
+             Catch::Contains("MIN and MAX must be between 1 and 2147483647"));
+  CHECK_THAT(errorOf({"--nproc-per-node=2147483648", "x"}),
+             Catch::Contains("--nproc-per-node '2147483648': must be between 1 and 65536"));
+  CHECK_THAT(errorOf({"--nproc-per-node=70000", "x"}),
+             Catch::Contains("--nproc-per-node '70000': must be between 1 and 65536"));
 }
 
 TEST_CASE("--preflight: warn by default, DDP_PREFLIGHT, bad values named", "[cli][preflight]") {

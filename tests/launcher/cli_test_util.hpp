@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/cli.hpp"
+#include "launcher/cli/cli.hpp"
 
 namespace cli_test {
 

@@ -248,6 +248,26 @@ TEST_CASE("the default prefix is [<role><global rank>]:", "[ddprun]") {
   CHECK(lines == std::vector<std::string>{"[trainer0]:out 0 line 0", "[trainer1]:out 1 line 0"});
 }
 
+TEST_CASE("torchrun's prefix template: ${hostname} and the worker's ${pid} expanded", "[ddprun]") {
+  const auto dir = test::scratchDir("torchprefix");
+  const std::string ready = dir + "/ready";
+  Ddprun run(dir, {"--standalone", "--nproc-per-node=2", test::workerBin(), "--ready-file", ready,
+                   "--print", "1"},
+             {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "${hostname}:${rank}:${pid}:$$${nope}: "}});
+  REQUIRE(run.wait() == 0);
+  const auto pids = readPids(ready, 2);
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  auto lines = test::lines(run.out());
+  std::sort(lines.begin(), lines.end());
+  CHECK(lines == std::vector<std::string>{
+                     std::string(host) + ":0:" + std::to_string(pids[0]) + ":$${nope}: out 0 line 0",
+                     std::string(host) + ":1:" + std::to_string(pids[1]) + ":$${nope}: out 1 line 0"});
+  // The unknown variable is one warning at start.
+  CHECK(run.err().find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE: unknown variable(s) nope") !=
+        std::string::npos);
+}
+
 TEST_CASE("a program that does not exist is one clear error", "[ddprun]") {
   const auto dir = test::scratchDir("missing");
   Ddprun run(dir, {"--standalone", "--nproc-per-node=2", "--no-python", dir + "/nope"});

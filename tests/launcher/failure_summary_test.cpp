@@ -1,6 +1,6 @@
 // Failure records (JSON round trip), torch error files (both forms), the job's failure order and
 // its root cause (never by clock, never by which node reported first), the table.
-#include "launcher/failure_summary.hpp"
+#include "launcher/workers/failure_summary.hpp"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -70,6 +70,9 @@ TEST_CASE("a record carries the failure numbers, and older records still parse",
           "stderr_tail": [], "stopped_by_agent": false}]})");
   REQUIRE(old.failures.size() == 1);
   CHECK(old.failures[0].failureSeq == 0);
+  CHECK(old.failures[0].step == -1);  // no step known
+  record.failures[0].step = 41;         // the verdict compares it (launcher/agent/verdict.hpp)
+  CHECK(failureRecordFromJson(toJson(record)).failures[0].step == 41);
 }
 
 TEST_CASE("torch @record error files are read in both forms", "[summary]") {
@@ -91,6 +94,12 @@ TEST_CASE("torch @record error files are read in both forms", "[summary]") {
       R"({"message": {"message": "ddp::Error: x", "extraInfo": {"py_callstack": "", "timestamp": "1", "failure_seq": "4"}}})"));
   REQUIRE(numbered);
   CHECK(numbered->failureSeq == 4);
+  CHECK_FALSE(numbered->step);
+  const auto stepped = readErrorFile(writeTemp(
+      "stepped.json",
+      R"({"message": {"message": "x", "extraInfo": {"failure_seq": "4", "step": "0"}}})"));
+  REQUIRE(stepped);
+  CHECK(stepped->step == 0);  // step 0 is a step (failure numbers start at 1)
   const auto asNumber = readErrorFile(writeTemp(
       "number.json", R"({"message": {"message": "x", "extraInfo": {"failure_seq": 9}}})"));
   REQUIRE(asNumber);
@@ -128,7 +137,7 @@ TEST_CASE("only the last generation is summarised, once per node", "[summary]") 
   CHECK(summary.generation == 2);
   CHECK(summary.rootCause.globalRank == 1);  // #1 of generation 2, on the node reporting second
   CHECK(summary.rootCause.nodeRank == 0);
-  CHECK(exitCodeFor(summary.rootCause) == 5);
+  CHECK(ddprunExitCode(summary.rootCause) == 5);
   REQUIRE(summary.others.size() == 2);
   CHECK(summary.others[0].globalRank == 2);
   CHECK(summary.others[1].globalRank == 3);
@@ -230,7 +239,7 @@ TEST_CASE("the table names ranks, hosts, codes, signals and stderr", "[summary]"
   CHECK(text.find("last words") != std::string::npos);
   CHECK(text.find("error_file: /x/error.json") != std::string::npos);
   CHECK(text.find("stopped by ddprun") != std::string::npos);
-  CHECK(exitCodeFor(root) == 128 + SIGSEGV);
+  CHECK(ddprunExitCode(root) == 128 + SIGSEGV);
   CHECK(signalName(SIGKILL) == "SIGKILL");
 }
 

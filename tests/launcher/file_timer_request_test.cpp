@@ -1,6 +1,6 @@
 // The file-timer line codec: torch's FileTimerRequest.to_json() lines (acquire, release), ddprun's
 // progress beat, and every malformed line rejected with a reason.
-#include "launcher/file_timer_request.hpp"
+#include "launcher/hang/file_timer_request.hpp"
 
 #include <catch2/catch.hpp>
 

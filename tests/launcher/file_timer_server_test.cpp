@@ -1,6 +1,6 @@
 // The worker timer FIFO on a real io_context: lines written the way torch's FileTimerClient writes
 // them arrive in order; split, malformed and over-long lines; the FIFO's life.
-#include "launcher/file_timer_server.hpp"
+#include "launcher/hang/file_timer_server.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,5 +1,6 @@
 // What hang detection adds to a worker's environment, and only when it is on.
-#include "launcher/hang_settings.hpp"
+#include "launcher/hang/hang_settings.hpp"
+#include "launcher/workers/worker_env_builder.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // HangWatch's decisions with times passed in (no sleeping): beats, activity, companions silent for
 // half the timeout, the order of hung workers by events, torch's file timers.
-#include "launcher/hang_watch.hpp"
+#include "launcher/hang/hang_watch.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 // finishFailedJob over a Rendezvous that records what it is told: this node's record published
 // once (also when its workers were only stopped), the other nodes' records waited for (bounded),
 // the root cause from all of them, error files shown only while they exist.
-#include "launcher/job_summary.hpp"
+#include "launcher/agent/job_summary.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -35,6 +35,17 @@ class RecordingRendezvous final : public Rendezvous {
     records.push_back(json);
     ++reports;
     return RendezvousEvent{RendezvousEventKind::kJobFailed, 0, "budget spent"};
+  }
+  RendezvousEvent reportVerdict(const std::string& json, const std::string& verdict) override {
+    records.push_back(json);
+    ++reports;
+    RendezvousEvent e{RendezvousEventKind::kJobFailed, 0, verdict};
+    e.verdict = true;
+    return e;
+  }
+  RecoveryResult recordRecovery(const std::string& json) override {
+    records.push_back(json);
+    return RecoveryGranted{1};
   }
   std::vector<std::string> failureRecords() override {
     ++reads;
@@ -111,6 +122,75 @@ TEST_CASE("a node whose workers were only stopped publishes its record and waits
   const std::string root = text.substr(text.find("Root Cause"));
   CHECK(root.find("rank      : 1 ") != std::string::npos);
   CHECK(text.find("stopped by ddprun") != std::string::npos);
+}
+
+TEST_CASE("a job no worker failure explains: the rendezvous' reason is the root cause, not 143",
+          "[job_summary]") {
+  const auto dir = test::scratchDir("jobsummary-aborted");
+  LogLayout logs(dir + "/logs", "job", false);
+  Output out(dir);
+  RecordingRendezvous rdzv;
+  // Both nodes' workers were stopped by their agents when a foreign client ended the job.
+  rdzv.records.push_back(toJson({2, 1, "node1", {worker(1, 0, 0, SIGTERM, true)}}));
+  const FailedJob job{round(0, 2), {worker(0, 0, 0, SIGTERM, true)}};
+  JobSummarySettings settings{"node0", "train", 30s, out.fd};
+  settings.cause = RendezvousCause{"the rendezvous ended the job: ended by a foreign client", 85,
+                                   "the job was ended through the rendezvous, not by a worker"};
+  CHECK(finishFailedJob(rdzv, job, settings, logs) == 85);
+  const std::string text = out.text();
+  const std::string root = text.substr(text.find("Root Cause"));
+  CHECK(root.find("rendezvous: the rendezvous ended the job: ended by a foreign client") !=
+        std::string::npos);
+  CHECK(root.find("exitcode  : 85 (the job was ended through the rendezvous") !=
+        std::string::npos);
+  CHECK(root.find("SIGTERM") == std::string::npos);
+  // Both stopped workers are listed as what happened, not as the cause.
+  const std::string failures = text.substr(0, text.find("Root Cause"));
+  CHECK(failures.find("rank      : 0 ") != std::string::npos);
+  CHECK(failures.find("rank      : 1 ") != std::string::npos);
+}
+
+TEST_CASE("a job a verdict stopped: the verdict heads the root cause, and its exit code",
+          "[job_summary][verdict]") {
+  const auto dir = test::scratchDir("jobsummary-verdict");
+  LogLayout logs(dir + "/logs", "job", false);
+  Output out(dir);
+  RecordingRendezvous rdzv;
+  rdzv.records.push_back(toJson({2, 1, "node1", {worker(1, 1, 1)}}));
+  const FailedJob job{round(0, 2), {worker(0, 0, 0, SIGTERM, true)}};
+  JobSummarySettings settings{"node0", "train", 30s, out.fd};
+  const std::string line = "the same failure in 3 generations in a row: rank 1 exit 1 at step 3; "
+                           "stopping instead of restarting";
+  settings.verdict = RendezvousCause{line, 87, "the job stopped with a verdict instead of "
+                                               "restarting; --verdict-after=3"};
+  CHECK(finishFailedJob(rdzv, job, settings, logs) == 87);  // not the worker's 1
+  const std::string text = out.text();
+  const std::string root = text.substr(text.find("Root Cause"));
+  CHECK(root.starts_with("Root Cause (" + line + "):\n[0]:\n"));
+  CHECK(root.find("rank      : 1 ") != std::string::npos);
+  CHECK(root.find("verdict   : exitcode 87 (the job stopped with a verdict") != std::string::npos);
+  // No worker to show (every record a stopped worker): the verdict is the rendezvous' cause.
+  Output out2(test::scratchDir("jobsummary-verdict2"));
+  RecordingRendezvous stopped;
+  stopped.records.push_back(toJson({2, 1, "node1", {worker(1, 0, 0, SIGTERM, true)}}));
+  settings.outFd = out2.fd;
+  CHECK(finishFailedJob(stopped, job, settings, logs) == 87);
+  CHECK(out2.text().find("rendezvous: " + line) != std::string::npos);
+}
+
+TEST_CASE("the lost store as the cause of this node's own summary", "[job_summary]") {
+  const auto dir = test::scratchDir("jobsummary-storelost");
+  LogLayout logs(dir + "/logs", "job", false);
+  Output out(dir);
+  JobSummarySettings settings{"node0", "train", 30s, out.fd};
+  settings.cause = RendezvousCause{"the rendezvous store was lost: no answer for 15000 ms", 86,
+                                   "the rendezvous store was lost"};
+  const FailedJob stopped{round(0, 2), {worker(0, 0, 0, SIGTERM, true)}};
+  CHECK(summarizeLocally(stopped, settings, logs) == 86);
+  CHECK(out.text().find("rendezvous: the rendezvous store was lost") != std::string::npos);
+  // A worker that failed on its own meanwhile is the cause, with its exit code.
+  const FailedJob crashed{round(0, 2), {worker(0, 7, 1)}};
+  CHECK(summarizeLocally(crashed, settings, logs) == 7);
 }
 
 TEST_CASE("a published record is not published again; a missing node is waited for boundedly",

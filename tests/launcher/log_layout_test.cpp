@@ -1,6 +1,6 @@
 // LogLayout: one folder per node under a shared --log-dir, created concurrently, never touching
 // another node's files; the private temp dir removed at exit unless kept.
-#include "launcher/log_layout.hpp"
+#include "launcher/workers/log_layout.hpp"
 
 #include <catch2/catch.hpp>
 #include <cstdlib>

@@ -5,11 +5,22 @@
 #include <csignal>
 #include <nlohmann/json.hpp>
 
-#include "launcher/node_status.hpp"
+#include "launcher/status/node_status.hpp"
+#include "launcher/status/status_publisher.hpp"
+#include "rendezvous/store/in_memory_store.hpp"
 
 using nlohmann::json;
 
 namespace {
+
+// The generations of a history's entries, in order.
+std::vector<int64_t> generations(const std::string& history) {
+  std::vector<int64_t> out;
+  for (const auto& line : ddp::splitLines(history)) {
+    out.push_back(json::parse(line)["generation"].get<int64_t>());
+  }
+  return out;
+}
 
 ddp::WorkerFailure failure(int rank, int exitCode, int64_t seq, const std::string& message) {
   ddp::WorkerFailure f;
@@ -71,6 +82,42 @@ TEST_CASE("history keeps one entry per generation, the newest 32", "[unit]") {
   REQUIRE(lines.size() == ddp::kHistoryEntries);
   CHECK(json::parse(lines.front())["generation"] == 8);
   CHECK(json::parse(lines.back())["end"] == "succeeded");
+}
+
+TEST_CASE("a late entry of an older generation goes in generation order", "[unit]") {
+  std::string history;
+  for (int g : {0, 2, 3}) {
+    history = ddp::appendHistory(history, ddp::historyEntryJson({g, 1, 1, 0, "restart", ""}, {}));
+  }
+  history = ddp::appendHistory(history, ddp::historyEntryJson({1, 1, 1, 0, "peer lost", ""}, {}));
+  CHECK(generations(history) == std::vector<int64_t>{0, 1, 2, 3});
+}
+
+TEST_CASE("node rank 0 adds every generation it took part in that the history lacks", "[unit]") {
+  // This node was node rank 1 in generations 0 and 1; the node rank 0 of generation 1, which
+  // would have written generation 0's entry, died first. As node rank 0 of generation 2 this node
+  // writes both.
+  ddp::InMemoryStore store;
+  ddp::StatusPublisherSettings settings{"hist", "n1", 3, [&store](std::chrono::milliseconds) {
+                                          return std::unique_ptr<ddp::Store>(store.newHandle());
+                                        }};
+  ddp::StatusPublisher publisher(settings);
+  auto round = [](int64_t g, int nodeRank) {
+    ddp::RendezvousResult r;
+    r.generation = g;
+    r.nodeRank = nodeRank;
+    r.nodeCount = 2;
+    r.worldSize = 2;
+    return r;
+  };
+  publisher.beginGeneration(round(0, 1), "", 0);
+  publisher.endGeneration("restart", "rank 0 failed");
+  publisher.beginGeneration(round(1, 1), "", 0);
+  publisher.endGeneration("peer lost", "node rank 0 died");
+  publisher.beginGeneration(round(2, 0), "", 0);
+  publisher.endGeneration("succeeded", "every worker exited 0");
+  publisher.finish();
+  CHECK(generations(store.get("rdzv/hist/0/history")) == std::vector<int64_t>{0, 1, 2});
 }
 
 TEST_CASE("the ring keeps numeric fields, the generation, and the newest 256", "[unit]") {

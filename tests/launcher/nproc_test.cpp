@@ -5,7 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launcher/nproc.hpp"
+#include "launcher/cli/cli.hpp"
+#include "launcher/numa/nproc.hpp"
 #include "rendezvous/base/error.hpp"
 
 namespace fs = std::filesystem;

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/cpu_binding.hpp"
-#include "launcher/numa_binding.hpp"
+#include "launcher/numa/cpu_binding.hpp"
+#include "launcher/numa/numa_binding.hpp"
 #include "rendezvous/base/error.hpp"
 
 using ddp::CpuTopology;

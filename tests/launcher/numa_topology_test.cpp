@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "launcher/numa_setup.hpp"
-#include "launcher/numa_topology.hpp"
+#include "launcher/numa/numa_setup.hpp"
+#include "launcher/numa/numa_topology.hpp"
 #include "rendezvous/base/error.hpp"
 
 namespace {

@@ -8,8 +8,8 @@
 
 #include <filesystem>
 
-#include "launcher/bounded_command.hpp"
-#include "launcher/preflight_probe.hpp"
+#include "launcher/preflight/bounded_command.hpp"
+#include "launcher/preflight/preflight_probe.hpp"
 #include "rendezvous/base/error.hpp"
 
 using namespace ddp;

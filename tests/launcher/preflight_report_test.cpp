@@ -2,7 +2,7 @@
 // the table node rank 0 prints, and the records' JSON.
 #include <catch2/catch.hpp>
 
-#include "launcher/preflight_report.hpp"
+#include "launcher/preflight/preflight_report.hpp"
 #include "rendezvous/base/error.hpp"
 
 using namespace ddp;

@@ -140,4 +140,25 @@ TEST_CASE("a worker's tree goes with the worker: ddprun still succeeds", "[hygie
   checkAllGone(pids, 1s);
 }
 
+TEST_CASE("a worker killed while it held a linked allreduce segment leaves nothing in /dev/shm",
+          "[hygiene]") {
+  const auto dir = test::scratchDir("hyg_shm");
+  const std::string script = dir + "/segment.sh";
+  // Links a segment named as train's shared-memory allreduce names them (its pid first), then dies
+  // by SIGKILL before it could remove it, as a rank 0 killed during that set-up would.
+  std::ofstream(script) << "#!/bin/bash\nname=/dev/shm/ddprun-allreduce-$$-1\n: > \"$name\"\n"
+                           "echo \"$name\" > \"$1.tmp\" && mv \"$1.tmp\" \"$1\"\nkill -9 $$\n";
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  test::LaunchOptions o;
+  o.argv = {test::binDir() + "/ddprun", "--standalone", "--nproc-per-node=1", "--no-python",
+            "--max-restarts=0", script, dir + "/segment"};
+  o.outFile = dir + "/ddprun.out";
+  o.errFile = dir + "/ddprun.err";
+  test::Launched run(o);
+  REQUIRE(run.wait() == 128 + SIGKILL);
+  const std::string segment = test::lines(test::readFile(dir + "/segment")).at(0);
+  INFO(segment);
+  CHECK_FALSE(std::filesystem::exists(segment));
+}
+
 }  // namespace ddp

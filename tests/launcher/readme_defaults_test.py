@@ -1,9 +1,10 @@
-"""The defaults README.md states are the ones ddprun uses.
+"""The defaults the docs state are the ones ddprun uses.
 
-Parses the README's command-line table (Flag | Variable | Default | Meaning) and its --rdzv-conf
-table (Key | Default | Meaning) and compares every stated default with `ddprun --dry-run`. Every
-row must have a check here or be listed as having no default to check, so a new row, a changed
-default or a changed README fails this test until they agree again. The --rdzv-conf keys that
+Parses the command-line table (Flag | Variable | Default | Meaning) and the --rdzv-conf table
+(Key | Default | Meaning) wherever they are in README.md or docs/*.md (docs/cli.md today) and
+compares every stated default with `ddprun --dry-run`. Every row must have a check here or be
+listed as having no default to check, so a new row, a changed default or changed docs fail this
+test until they agree again; so does a table found nowhere. The --rdzv-conf keys that
 `ddprun --help` lists must all have a row.
 """
 import json
@@ -12,7 +13,7 @@ import re
 import subprocess
 import sys
 
-README = os.path.join(os.environ["DDP_SOURCE_DIR"], "README.md")
+SRC = os.environ["DDP_SOURCE_DIR"]
 DDPRUN = os.path.join(os.environ["DDP_BIN_DIR"], "ddprun")
 # One node without flags runs standalone (c10d); --nnodes=2 shows the static backend's defaults.
 BACKEND_ARGS = {"c10d": ["--rdzv-backend=c10d"], "etcd": ["--rdzv-backend=etcd"],
@@ -28,16 +29,27 @@ def dry_run(args):
     return json.loads(out.stdout)
 
 
+def doc_files():
+    """README.md, then every docs/*.md by name: the README and the pages it links."""
+    docs = os.path.join(SRC, "docs")
+    return [os.path.join(SRC, "README.md")] + sorted(
+        os.path.join(docs, n) for n in os.listdir(docs) if n.endswith(".md"))
+
+
 def table(header):
-    """Rows (lists of cells, backticks kept) of the markdown table whose header starts so."""
-    lines = open(README).read().splitlines()
-    start = next(i for i, l in enumerate(lines) if l.startswith(header))
+    """Rows (lists of cells, backticks kept) of every markdown table of the doc files whose header
+    starts so; none found is a failure."""
     rows = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
-        rows.append([c.strip() for c in cells])
+    for path in doc_files():
+        lines = open(path).read().splitlines()
+        for start in (i for i, l in enumerate(lines) if l.startswith(header)):
+            for line in lines[start + 2:]:
+                if not line.startswith("|"):
+                    break
+                cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
+                rows.append([c.strip() for c in cells])
+    if not rows:
+        failures.append(f"no table '{header}' in README.md or docs/*.md")
     return rows
 
 
@@ -47,7 +59,7 @@ def ticked(cell):
 
 def check(what, stated, actual):
     if str(stated) != str(actual):
-        failures.append(f"{what}: README says {stated!r}, --dry-run says {actual!r}")
+        failures.append(f"{what}: the docs say {stated!r}, --dry-run says {actual!r}")
 
 
 def seconds(ms):
@@ -61,6 +73,8 @@ FLAG_VALUES = {
     "--nproc-per-node": lambda b, s: b["nproc_per_node"],
     "--node-rank": lambda b, s: b["node_rank"],
     "--max-restarts": lambda b, s: b["max_restarts"],
+    "--restart-scope": lambda b, s: b["restart_scope"],
+    "--verdict-after": lambda b, s: b["verdict_after"],
     "--rdzv-backend": lambda b, s: s["rdzv_backend"],
     "--rdzv-id": lambda b, s: s["rdzv_id"],
     "--standalone": lambda b, s: s["standalone"],
@@ -93,11 +107,11 @@ def check_flags():
         key = next((k for k in list(FLAG_VALUES) + list(NO_DEFAULT) + ["--rdzv-endpoint", "--master-addr"]
                     if flag == k.rstrip(",") or flag_cell.startswith("`" + k)), None)
         if key is None:
-            failures.append(f"README row {flag_cell!r} has no check in {os.path.basename(__file__)}")
+            failures.append(f"flag table row {flag_cell!r} has no check in {os.path.basename(__file__)}")
         elif key == "--rdzv-endpoint":  # "c10d `localhost:29400`, etcd `localhost:2379`, ..."
             pairs = re.findall(r"(static|c10d|etcd-v2|etcd)\s*`([^`]+)`", default)
             if not pairs:
-                failures.append("--rdzv-endpoint: no per-backend defaults in the README")
+                failures.append("--rdzv-endpoint: no per-backend defaults in the flag table")
             for backend, value in pairs:
                 check(f"--rdzv-endpoint ({backend})", value, dry_run(BACKEND_ARGS[backend])["rdzv_endpoints"][0])
         elif key == "--master-addr":  # "`127.0.0.1` / `29500`"
@@ -114,7 +128,7 @@ def check_flags():
                 check(flag, stated, json.dumps(actual))
 
 
-# --rdzv-conf key -> its field in --dry-run's "rdzv" object (durations in ms, README in seconds).
+# --rdzv-conf key -> its field in --dry-run's "rdzv" object (durations in ms, the docs in seconds).
 CONF_FIELDS = {"join_timeout": "join_timeout_ms", "last_call_timeout": "last_call_timeout_ms",
                "close_timeout": "close_timeout_ms", "keep_alive_interval": "keep_alive_interval_ms",
                "keep_alive_max_attempt": "keep_alive_max_attempt",
@@ -123,7 +137,7 @@ CONF_FIELDS = {"join_timeout": "join_timeout_ms", "last_call_timeout": "last_cal
                "protocol": "protocol", "etcd_prefix": "etcd_prefix",
                "request_timeout": "request_timeout_ms", "retry_timeout": "retry_timeout_ms",
                "tls_ca": "tls_ca", "tls_cert": "tls_cert", "tls_key": "tls_key",
-               "store_allow": "store_allow"}
+               "store_allow": "store_allow", "store_unverified_local": "store_unverified_local"}
 # token_file's default is $DDP_RDZV_TOKEN_FILE, which --dry-run here runs without.
 CONF_NO_DEFAULT = {"timeout", "store_type", "use_libuv", "rank", "token_file"}
 
@@ -146,7 +160,7 @@ def check_conf():
             if key in CONF_NO_DEFAULT:
                 continue
             if key not in CONF_FIELDS:
-                failures.append(f"README --rdzv-conf row {key!r} has no check")
+                failures.append(f"--rdzv-conf table row {key!r} has no check")
                 continue
             # "`600` s (c10d, etcd-v2); `900` s (static, etcd)", or one value for every backend.
             parts = re.findall(r"`([^`]+)`[^`;(]*(?:\(([^)]*)\))?", default) or [(default, "")]
@@ -157,7 +171,7 @@ def check_conf():
                 for backend in names:
                     check(f"--rdzv-conf {key} ({backend})", value, shown(CONF_FIELDS[key], dry[backend][CONF_FIELDS[key]]))
             if covered != set(dry):
-                failures.append(f"--rdzv-conf {key}: the README gives no default for {sorted(set(dry) - covered)}")
+                failures.append(f"--rdzv-conf {key}: the docs give no default for {sorted(set(dry) - covered)}")
     help_text = subprocess.run([DDPRUN, "--help"], capture_output=True, text=True).stdout
     listed = re.search(r"--rdzv-conf KEY=VALUE,...\n\s+rendezvous settings[^:]*\): ([^\[]+)", help_text)
     if not listed:
@@ -165,7 +179,7 @@ def check_conf():
     else:
         for key in re.split(r",\s*", listed.group(1).strip()):
             if key not in keys:
-                failures.append(f"--rdzv-conf key {key!r} (from --help) has no README row")
+                failures.append(f"--rdzv-conf key {key!r} (from --help) has no row in the docs")
 
 
 def main():

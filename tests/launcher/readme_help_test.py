@@ -1,18 +1,20 @@
-"""README and `ddprun --help` agree on every default they state (issue 10, item 5).
+"""The docs and `ddprun --help` agree on every default they state (issue 10, item 5).
 
-For each row of the README's flag table ("## Command line"), the Default cell is compared with the
-"(default ...)" text of the same flag in `ddprun --help` (up to its first "; " or ": "), after
-dropping backticks, quotes and a leading ":". A row whose cell is "off" (a switch), "—" or "see below" (a
-pointer to the --rdzv-conf table) states none here; the help text must then state none either. Every flag the help gives a default must have a
-README row. Also checked: the default console prefix both state uses {rank}, and the README says
-that is the global rank — as ddprun prints (launcher_ddprun_test "the default prefix").
+For each row of the flag table (header "| Flag | Variable | Default | Meaning |", in README.md or
+a page of docs/: docs/cli.md today), the Default cell is compared with the "(default ...)" text of
+the same flag in `ddprun --help` (up to its first "; " or ": "), after dropping backticks, quotes
+and a leading ":". A row whose cell is "off" (a switch), "—" or "see below" (a pointer to the
+--rdzv-conf table) states none here; the help text must then state none either. Every flag the
+help gives a default must have a row. Also checked: the default console prefix both state uses
+{rank}, and the docs say that is the global rank — as ddprun prints (launcher_ddprun_test "the
+default prefix").
 """
 import os
 import re
 import subprocess
 import sys
 
-README = os.path.join(os.environ["DDP_SOURCE_DIR"], "README.md")
+SRC = os.environ["DDP_SOURCE_DIR"]
 DDPRUN = os.path.join(os.environ["DDP_BIN_DIR"], "ddprun")
 # "see below" points at the --rdzv-conf table, whose defaults the --dry-run test compares.
 NO_DEFAULT = {"off", "—", "-", "", "see below"}
@@ -26,15 +28,35 @@ def norm(text):
     return text.replace("`", "").strip().strip("'\"").strip()
 
 
+HEADER = "| Flag | Variable | Default | Meaning |"
+
+
+def doc_files():
+    """README.md, then every docs/*.md by name: the README and the pages it links."""
+    docs = os.path.join(SRC, "docs")
+    return [os.path.join(SRC, "README.md")] + sorted(
+        os.path.join(docs, n) for n in os.listdir(docs) if n.endswith(".md"))
+
+
+def doc_text():
+    return "\n".join(open(path).read() for path in doc_files())
+
+
+def table_lines():
+    """The rows of every flag table of the doc files (header, separator and rows)."""
+    lines, out = doc_text().splitlines(), []
+    for start in (i for i, l in enumerate(lines) if l.startswith(HEADER)):
+        for line in lines[start:]:
+            if not line.startswith("|"):
+                break
+            out.append(line)
+    return out
+
+
 def readme_defaults():
     """{--flag: default cell} from the flag table; rows naming two flags split "a / b" cells."""
-    text = open(README).read()
-    table = text[text.index("## Command line (`ddprun`)"):]
-    table = table[:table.index("\n\n**")]
     out = {}
-    for line in table.splitlines():
-        if not line.startswith("|"):
-            continue
+    for line in table_lines():
         # Cells split on unescaped pipes (a cell may hold N\|MIN:MAX).
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
         if len(cells) != 4 or not cells[0].startswith("`-"):
@@ -71,33 +93,34 @@ def main():
     helps, help_text = help_defaults()
     problems = []
     if len(readme) < 20:
-        problems.append("found only %d flags in the README table: %s" % (len(readme), readme))
+        problems.append("found only %d flags in the flag table (%s) of README.md and docs/*.md: %s"
+                        % (len(readme), HEADER, readme))
     for flag, cell in sorted(readme.items()):
         want = norm(cell)
         got = helps.get(flag)
         if want in NO_DEFAULT:
             if got is not None and norm(got) not in NO_DEFAULT:
-                problems.append("%s: README states no default, --help says '%s'" % (flag, got))
+                problems.append("%s: the docs state no default, --help says '%s'" % (flag, got))
             continue
         if got is None:
-            problems.append("%s: README default '%s', --help states none" % (flag, want))
+            problems.append("%s: docs default '%s', --help states none" % (flag, want))
         elif norm(got) != want:
-            problems.append("%s: README default '%s', --help '%s'" % (flag, want, norm(got)))
+            problems.append("%s: docs default '%s', --help '%s'" % (flag, want, norm(got)))
     for flag in sorted(set(helps) - set(readme)):
-        problems.append("%s: --help states a default ('%s') but the README has no row" %
+        problems.append("%s: --help states a default ('%s') but the flag table has no row" %
                         (flag, helps[flag]))
     prefix = norm(helps.get("--log-prefix", ""))
     if prefix != "[{role}{rank}]:":
         problems.append("--help's default prefix is '%s', not '[{role}{rank}]:'" % prefix)
-    if "{rank}` (global rank)" not in open(README).read():
-        problems.append("the README does not say {rank} is the global rank")
+    if "{rank}` (global rank)" not in doc_text():
+        problems.append("the docs do not say {rank} is the global rank")
     if "{rank} (global rank)" not in help_text:
         problems.append("--help does not say {rank} is the global rank")
     for p in problems:
         print("FAIL: " + p)
     if problems:
         return 1
-    print("PASS: %d README defaults match --help" % len(readme))
+    print("PASS: %d documented defaults match --help" % len(readme))
     return 0
 
 

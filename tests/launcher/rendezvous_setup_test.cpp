@@ -3,7 +3,7 @@
 // DDP_SLURM_PORT). Real sockets on loopback, ports from the OS.
 #include <catch2/catch.hpp>
 
-#include "launcher/rendezvous_setup.hpp"
+#include "launcher/rendezvous/rendezvous_setup.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/server/store_server.hpp"
 #include "tests/launcher/cli_test_util.hpp"

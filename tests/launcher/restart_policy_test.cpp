@@ -1,13 +1,14 @@
 // The restart policy, exhaustively: every situation x every way a round can end (or none) x
-// whether the local failures all look like a peer's collateral, against the table in
-// launcher/restart_policy.hpp.
+// whether the local failures all look like a peer's collateral, whether the job's failures repeat
+// (a verdict) and whether a verdict ended the round, against the table in
+// launcher/agent/restart_policy.hpp.
 #include <catch2/catch.hpp>
 
 #include <csignal>
 #include <optional>
 #include <vector>
 
-#include "launcher/restart_policy.hpp"
+#include "launcher/agent/restart_policy.hpp"
 
 using namespace ddp;
 using Kind = RendezvousEventKind;
@@ -31,7 +32,7 @@ struct Expected {
 
 // The table, written out independently of the implementation.
 Expected expected(Situation s, std::optional<Kind> end, bool allComm, bool dropped,
-                  bool failover, bool alone) {
+                  bool failover, bool alone, bool verdict, bool byVerdict) {
   auto afterEnd = [&](bool collateral) -> Expected {
     switch (*end) {
       case Kind::kScaleUp:
@@ -40,10 +41,11 @@ Expected expected(Situation s, std::optional<Kind> end, bool allComm, bool dropp
       case Kind::kRestartRequested:
         return {Action::kRejoin};
       case Kind::kJobFailed:  // every member prints the job's summary; a dropped node asks next()
-        return {dropped ? Action::kRejoin : Action::kJobFailed};
+        if (dropped) return {Action::kRejoin};
+        return {Action::kJobFailed, byVerdict ? kVerdictExitCode : 0};
       case Kind::kStoreLost:  // with its agent host: move it, nothing spent
         if (failover) return {Action::kFailOver, 0, true};
-        return {Action::kExit, kRendezvousFailedExitCode};
+        return {Action::kExit, kStoreLostExitCode};
     }
     return {Action::kExit, kRendezvousFailedExitCode};
   };
@@ -55,7 +57,8 @@ Expected expected(Situation s, std::optional<Kind> end, bool allComm, bool dropp
     case Situation::kSignalled:
       return {Action::kExit, 128 + SIGTERM};
     case Situation::kWorkersFailed:
-      return {allComm && !alone ? Action::kAwaitPeerCause : Action::kReportFailure};
+      if (allComm && !alone) return {Action::kAwaitPeerCause};
+      return {verdict ? Action::kReportVerdict : Action::kReportFailure};
     case Situation::kPeerCauseAwaited:
       if (!end || *end == Kind::kRestartRequested) return {Action::kReportFailure};
       return afterEnd(true);
@@ -73,11 +76,13 @@ TEST_CASE("the restart policy, every row of the table", "[restart_policy]") {
   int rows = 0;
   for (Situation s : kSituations) {
     for (const auto& end : kEnds) {
-      for (int bits = 0; bits < 16; ++bits) {
+      for (int bits = 0; bits < 64; ++bits) {
         const bool allComm = (bits & 1) != 0;
         const bool dropped = (bits & 2) != 0;
         const bool failover = (bits & 4) != 0;
         const bool alone = (bits & 8) != 0;
+        const bool verdict = (bits & 16) != 0;
+        const bool byVerdict = (bits & 32) != 0;
         PolicyInput in;
         in.situation = s;
         in.roundEnd = end;
@@ -88,21 +93,66 @@ TEST_CASE("the restart policy, every row of the table", "[restart_policy]") {
         in.maxRestarts = 3;
         in.storeFailover = failover;
         in.aloneInRound = alone;
+        if (verdict) in.verdict = "the same failure in 3 generations in a row: rank 1 exit 1";
+        in.endedByVerdict = byVerdict;
         const Decision d = decide(in);
-        const Expected want = expected(s, end, allComm, dropped, failover, alone);
+        const Expected want =
+            expected(s, end, allComm, dropped, failover, alone, verdict, byVerdict);
         INFO("situation " << static_cast<int>(s) << ", end "
                           << (end ? static_cast<int>(*end) : -1) << ", allComm " << allComm
                           << ", dropped " << dropped << ", failover " << failover
-                          << ", alone " << alone);
+                          << ", alone " << alone << ", verdict " << verdict << ", by verdict "
+                          << byVerdict);
         CHECK(d.action == want.action);
-        if (want.action == Action::kExit) CHECK(d.exitCode == want.exitCode);
+        if (want.action == Action::kExit || want.action == Action::kJobFailed) {
+          CHECK(d.exitCode == want.exitCode);
+        }
+        if (want.action == Action::kReportVerdict) CHECK(d.verdict == in.verdict);
         CHECK(d.collateral == want.collateral);
         CHECK_FALSE(d.why.empty());
         ++rows;
       }
     }
   }
-  CHECK(rows == 7 * 6 * 16);
+  CHECK(rows == 7 * 6 * 64);
+}
+
+TEST_CASE("restart policy: a verdict stops the job instead of restarting it", "[restart_policy]") {
+  PolicyInput in;
+  in.situation = Situation::kWorkersFailed;
+  in.maxRestarts = 10;  // budget left: the verdict, not the budget, ends the job
+  in.verdict = "the same failure in 3 generations in a row: rank 1 exit 1 'x' at step 3; stopping "
+               "instead of restarting";
+  const Decision report = decide(in);
+  CHECK(report.action == Action::kReportVerdict);
+  CHECK(report.verdict == in.verdict);
+  CHECK_THAT(report.why, Catch::Contains(in.verdict));
+  // Communication failures wait for a lost peer first, verdict or not: a node loss never fires it.
+  in.allCommunicationFailures = true;
+  CHECK(decide(in).action == Action::kAwaitPeerCause);
+  // The rendezvous answered kJobFailed by the verdict: every node exits 87 with the summary.
+  for (Situation s : {Situation::kFailureReported, Situation::kRoundEnded,
+                      Situation::kPeerCauseAwaited}) {
+    PolicyInput end;
+    end.situation = s;
+    end.roundEnd = Kind::kJobFailed;
+    end.endedByVerdict = true;
+    CHECK(decide(end).action == Action::kJobFailed);
+    CHECK(decide(end).exitCode == kVerdictExitCode);
+    // Without the verdict: the summary's root cause gives the code.
+    end.endedByVerdict = false;
+    CHECK(decide(end).exitCode == 0);
+  }
+  // Another node's report came first and was granted a restart: the verdict does not stand.
+  in.allCommunicationFailures = false;
+  in.situation = Situation::kFailureReported;
+  in.roundEnd = Kind::kRestartRequested;
+  CHECK(decide(in).action == Action::kRejoin);
+  // 87 is none of the codes a worker, a shell, a signal or ddprun itself uses.
+  for (int code : {1, 2, 3, 4, 126, 127, kJobEndedByRendezvousExitCode, kStoreLostExitCode}) {
+    CHECK(kVerdictExitCode != code);
+  }
+  CHECK(kVerdictExitCode < 128);
 }
 
 TEST_CASE("restart policy: the decisions that matter most, spelled out", "[restart_policy]") {

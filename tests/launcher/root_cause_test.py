@@ -14,8 +14,25 @@
                                     loss could explain them, so ddprun reports at once instead of
                                     waiting for a lost peer; it exits with rank 0's code 3
 
+The verdict (issue 22 item 2; docs/running.md "A verdict instead of a loop"), --max-restarts=3:
+  root_cause_test.py verdict_same   one node, rank 1 fails at step 3 in every generation
+                                    (--fail-generations): the job stops after 3 generations (the
+                                    budget not spent) with exit 87, the line naming the repeated
+                                    cause, and the summary's root cause headed by it; with
+                                    --verdict-after=0 the same job spends its budget and exits 1
+  root_cause_test.py verdict_progress  rank 1 fails in every generation, 2 steps further each time:
+                                    no verdict, the budget is spent (4 generations, exit 1); the
+                                    error file holds the step the worker reported last (9)
+  root_cause_test.py verdict_no_progress  the failing rank alternates (0, 1, 0, 1) at step 3: never
+                                    the same failure twice in a row, but no step progress: exit 87
+                                    after 4 generations ("no step progress")
+  root_cause_test.py verdict_cross_node  2 agents against a ddprund (--max-restarts=5), rank 1 on
+                                    node 1 fails in every generation: both agents exit 87 after 3
+                                    generations with the same verdict line and summary
+
 Every process started here is stopped by pid (multinode_harness.Harness).
 """
+import json
 import os
 import re
 import stat
@@ -127,12 +144,143 @@ def scenario_cross_node(h):
     h.log("both agents: the same summary, rank 1 on node 1 (which reported second)")
 
 
+VERDICT_EXIT = 87
+INJECTED = ("rank 1 exit 1 'ddp::Error: injected failure: rank 1 stops at step 3 (--fail-at-step, "
+            "generation 0 to 9)' at step 3")
+SAME = "the same failure in 3 generations in a row: " + INJECTED + "; stopping instead of restarting"
+NO_PROGRESS = ("no step progress in 3 generations in a row (the furthest step stays 3; last: " +
+               INJECTED + "); stopping instead of restarting")
+
+# train failing in every generation, at step FAIL_STEP + FAIL_STEP_GROWTH x generation, on rank 1
+# or (FAIL_RANK_ALTERNATES=1) on rank generation % 2.
+VARYING = """#!/bin/bash
+g=$TORCHELASTIC_RESTART_COUNT
+rank=1
+[ "$FAIL_RANK_ALTERNATES" = 1 ] && rank=$((g % 2))
+exec "$TRAIN" "$@" --fail-at-step $((FAIL_STEP + FAIL_STEP_GROWTH * g)) --fail-rank $rank \\
+  --fail-generations 10
+"""
+
+
+def generations(out):
+    """The generations whose workers started (rank 0 of `train` logs each)."""
+    return sorted({int(g) for g in re.findall(r"training .* \(generation (\d+)", out)})
+
+
+def run_one_node(h, name, config, entry, args, env=None):
+    """ddprun --max-restarts=3 with 2 workers on one node; returns its exit code and output."""
+    p = h.spawn(name, [DDPRUN, "--nproc-per-node=2", "--max-restarts=3", "--shutdown-timeout=10"] +
+                args[0] + [entry, "--config", config] + args[1],
+                dict(os.environ, DDP_NO_SLURM="1", PATH=BIN + ":" + os.environ["PATH"],
+                     TRAIN=TRAIN, **(env or {})))
+    return h.wait_exit(p, name, 150), h.output(name)
+
+
+def check_verdict(out, line, where):
+    """The verdict's line in the log, heading the summary's root cause, with exit code 87."""
+    summary = failure_summary(out)
+    root = root_cause(summary)
+    check(("the job stopped with a verdict (exit 87): " + line) in out,
+          "%s: no line naming the verdict (%r):\n%s" % (where, line, out[-4000:]))
+    check(root.startswith("Root Cause (" + line + "):"),
+          "%s: the root cause is not headed by the verdict:\n%s" % (where, summary))
+    check(re.search(r"verdict\s*: exitcode 87 \(the job stopped with a verdict", root),
+          "%s: no verdict exit code in the root cause:\n%s" % (where, summary))
+    check("is spent" not in out, "%s: the restart budget was spent:\n%s" % (where, out[-4000:]))
+    return summary
+
+
+FAIL_EVERY_GENERATION = ["--fail-at-step", "3", "--fail-rank", "1", "--fail-generations", "10"]
+
+
+def scenario_verdict_same(h):
+    config = train_config(2048, 8, 2, epochs=3)
+    rc, out = run_one_node(h, "same", config, TRAIN, ([], FAIL_EVERY_GENERATION))
+    check(rc == VERDICT_EXIT, "ddprun exited %d, want 87:\n%s" % (rc, out[-4000:]))
+    check(generations(out) == [0, 1, 2], "generations %s, want [0, 1, 2]" % generations(out))
+    check_culprit(check_verdict(out, SAME, "verdict"), "verdict")
+    h.log("the same failure 3 times: exit 87 after generation 2, budget left")
+    # Without the verdict the same job spends its budget: the verdict is what stopped it.
+    rc, out = run_one_node(h, "off", config, TRAIN, (["--verdict-after=0"], FAIL_EVERY_GENERATION))
+    check(rc == 1, "--verdict-after=0: ddprun exited %d, want 1:\n%s" % (rc, out[-4000:]))
+    check(generations(out) == [0, 1, 2, 3], "--verdict-after=0: generations %s" % generations(out))
+    check("with a verdict" not in out, "--verdict-after=0 gave a verdict:\n%s" % out[-4000:])
+    h.log("--verdict-after=0: the budget is spent (4 generations, exit 1)")
+
+
+def varying_wrapper():
+    wrapper = os.path.join(TMP, "varying.sh")
+    with open(wrapper, "w") as f:
+        f.write(VARYING)
+    os.chmod(wrapper, os.stat(wrapper).st_mode | stat.S_IXUSR)
+    return wrapper
+
+
+def scenario_verdict_progress(h):
+    config = train_config(2048, 8, 2, epochs=3)
+    rc, out = run_one_node(h, "progress", config, varying_wrapper(), ([], []),
+                           {"FAIL_STEP": "3", "FAIL_STEP_GROWTH": "2", "FAIL_RANK_ALTERNATES": "0"})
+    check(rc == 1, "ddprun exited %d, want 1 (no verdict; the budget spent):\n%s" %
+          (rc, out[-4000:]))
+    check(generations(out) == [0, 1, 2, 3], "generations %s, want 0..3" % generations(out))
+    check("with a verdict" not in out, "a verdict fired although every generation got further:\n%s" %
+          out[-4000:])
+    root = root_cause(failure_summary(out))
+    check("stops at step 9" in root, "the last failure is not at step 9:\n%s" % root)
+    # What the progress rule read: the step the worker reported last, in its error file.
+    m = re.search(r"error_file: (\S+)", root)
+    check(m, "no error file in the root cause:\n%s" % root)
+    with open(m.group(1)) as f:
+        step = json.load(f)["message"]["extraInfo"].get("step")
+    check(step == "9", "the error file's extraInfo.step is %r, want '9'" % step)
+    h.log("2 steps further each time: no verdict, the budget spent (exit 1)")
+
+
+def scenario_verdict_no_progress(h):
+    config = train_config(2048, 8, 2, epochs=3)
+    rc, out = run_one_node(h, "noprogress", config, varying_wrapper(), ([], []),
+                           {"FAIL_STEP": "3", "FAIL_STEP_GROWTH": "0", "FAIL_RANK_ALTERNATES": "1"})
+    check(rc == VERDICT_EXIT, "ddprun exited %d, want 87:\n%s" % (rc, out[-4000:]))
+    check(generations(out) == [0, 1, 2, 3], "generations %s, want 0..3" % generations(out))
+    check_verdict(out, NO_PROGRESS, "no progress")
+    h.log("alternating ranks, no step progress: exit 87 after generation 3")
+
+
+def scenario_verdict_cross_node(h):
+    config = train_config(2048, 8, 2, epochs=3)
+    port = h.ddprund()
+    env = dict(os.environ, DDP_NO_SLURM="1")
+    agents = {}
+    for node in (0, 1):
+        name = "node%d" % node
+        agents[name] = h.spawn(name, [
+            DDPRUN, "--nnodes=2", "--nproc-per-node=1", "--node-rank=%d" % node,
+            "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:%d" % port, "--rdzv-id=verdict",
+            "--rdzv-conf", RDZV_CONF, "--max-restarts=5", "--shutdown-timeout=10", TRAIN,
+            "--config", config] + FAIL_EVERY_GENERATION, env)
+    summaries = {}
+    for name, p in agents.items():
+        rc = h.wait_exit(p, name, 150)
+        out = h.output(name)
+        check(rc == VERDICT_EXIT, "%s exited %d, want 87:\n%s" % (name, rc, out[-4000:]))
+        summaries[name] = check_verdict(out, SAME, name)
+    check(summaries["node0"] == summaries["node1"],
+          "the two agents print different summaries:\n%s\n---\n%s" %
+          (summaries["node0"], summaries["node1"]))
+    check(generations(h.output("node0")) == [0, 1, 2],
+          "generations %s, want [0, 1, 2]" % generations(h.output("node0")))
+    h.log("2 agents: the same verdict, exit 87 on both")
+
+
 def main():
     scenario = sys.argv[1]
     h = Harness()
     try:
         {"fail_at_step": scenario_fail_at_step, "cross_node": scenario_cross_node,
-         "one_node_comm": scenario_one_node_comm}[scenario](h)
+         "one_node_comm": scenario_one_node_comm, "verdict_same": scenario_verdict_same,
+         "verdict_progress": scenario_verdict_progress,
+         "verdict_no_progress": scenario_verdict_no_progress,
+         "verdict_cross_node": scenario_verdict_cross_node}[scenario](h)
         print("PASS")
         return 0
     except TestFailure as e:

@@ -1,6 +1,6 @@
 // What each copy of a signal means (SignalTally), and the SignalReceiver's view of it: who sent
 // it, whether that sender is a relay in our own process group, and dispositions ignored at start.
-#include "launcher/signal_rules.hpp"
+#include "launcher/workers/signal_rules.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,7 +11,7 @@
 #include <chrono>
 #include <optional>
 
-#include "launcher/signal_receiver.hpp"
+#include "launcher/workers/signal_receiver.hpp"
 
 namespace ddp {
 namespace {

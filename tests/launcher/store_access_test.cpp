@@ -1,12 +1,15 @@
 // Where the stores an agent hosts listen and whom they serve (store_access.hpp): the worker store
 // of a one-node round is loopback-only, a multi-node one serves the round's node addresses only;
 // the rendezvous store an agent hosts binds the endpoint's address and serves this host's subnets,
-// the Slurm nodes and store_allow, with the token when one is set.
+// the Slurm nodes and store_allow, with the token when one is set; a node's probe tells a store
+// that serves it from one whose allowlist refuses it.
 #include <algorithm>
 
 #include <catch2/catch.hpp>
 
-#include "launcher/store_access.hpp"
+#include "launcher/rendezvous/admission_probe.hpp"
+#include "launcher/rendezvous/store_access.hpp"
+#include "rendezvous/base/local_address.hpp"
 
 using namespace ddp;
 
@@ -31,7 +34,8 @@ TEST_CASE("a one-node round's worker store is loopback only, this user only") {
   const StoreServerOptions options = workerStoreOptions(config, round, "10.9.0.1", {"10.9.0.1"});
   CHECK(options.host == "127.0.0.1");
   CHECK(options.name == "worker store gen 3");
-  CHECK(options.sameUserLocalPeers);
+  CHECK(options.otherLocalUsers == StoreServerOptions::OtherLocalUsers::kRefuse);
+  CHECK_FALSE(options.trustUnknownLocalOwner);
   CHECK(options.token.empty());
   CHECK(options.allow.contains(ip("127.0.0.1")));
   CHECK_FALSE(options.allow.contains(ip("127.0.0.2")));
@@ -101,11 +105,56 @@ TEST_CASE("the rendezvous store an agent hosts serves local subnets, Slurm nodes
   config.rdzvConf.storeAllow = AddressAllowlist::parse(allowed + "0/24");
   const StoreServerOptions options =
       hostedRendezvousStoreOptions(config, Endpoint{"127.0.0.1", 29400}, "secret");
-  CHECK(options.sameUserLocalPeers);
+  CHECK(options.otherLocalUsers == StoreServerOptions::OtherLocalUsers::kRefuse);
+  CHECK_FALSE(options.trustUnknownLocalOwner);
   CHECK(options.token == "secret");
   CHECK(options.allow.contains(ip("127.0.0.1")));
   CHECK(options.allow.contains(ip(slurm + "11")));
   CHECK(options.allow.contains(ip(allowed + "77")));
   CHECK_FALSE(options.allow.contains(ip(slurm + "12")));  // not a node of the Slurm step
   CHECK_FALSE(options.allow.contains(ip(stranger + "10")));
+}
+
+TEST_CASE("the loopback address is 127.0.0.1 on a host that has it") {
+  CHECK(loopbackAddress() == "127.0.0.1");  // ::1 only without it (addresses_netns_test ipv6_only)
+  for (const auto& addr : interfaceAddresses(kMaxInterfaceAddrs)) {
+    CHECK_FALSE(ip(addr).is_loopback());
+  }
+}
+
+TEST_CASE("a member's interface addresses are served by the worker store") {
+  const LaunchConfig config;
+  const auto round = roundOf({"10.31.3.1", "10.31.2.2"});
+  const auto options =
+      workerStoreOptions(config, round, "10.31.3.1", {"10.31.3.1", "10.31.2.2", "10.31.3.2"});
+  CHECK(options.allow.contains(ip("10.31.3.2")));
+  CHECK_FALSE(options.allow.contains(ip("10.31.4.2")));
+}
+
+TEST_CASE("probeAdmission: served, refused by the allowlist, or unreachable") {
+  StoreServerOptions served;
+  served.host = "127.0.0.1";
+  StoreServerThread open(served);
+  const AdmissionProbe ok = probeAdmission("127.0.0.1", open.port(), std::chrono::seconds(10));
+  CHECK(ok.outcome == AdmissionOutcome::kServed);
+  CHECK(ok.sourceAddr == "127.0.0.1");
+
+  StoreServerOptions narrow = served;
+  narrow.allow = AddressAllowlist::parse("127.0.0.2/32");
+  StoreServerThread closed(narrow);
+  const AdmissionProbe no = probeAdmission("127.0.0.1", closed.port(), std::chrono::seconds(10));
+  CHECK(no.outcome == AdmissionOutcome::kRefused);
+  CHECK(no.sourceAddr == "127.0.0.1");
+  const std::string advice = refusalAdvice(no, "127.0.0.1:" + std::to_string(closed.port()));
+  CHECK_THAT(advice, Catch::Contains("refused this node's connection") &&
+                         Catch::Contains("connects from (127.0.0.1") &&
+                         Catch::Contains("--rdzv-conf store_allow=127.0.0.1"));
+
+  uint16_t gone = 0;
+  {
+    StoreServerThread stopped(served);
+    gone = stopped.port();
+  }
+  CHECK(probeAdmission("127.0.0.1", gone, std::chrono::seconds(10)).outcome ==
+        AdmissionOutcome::kUnreachable);
 }

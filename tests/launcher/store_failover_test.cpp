@@ -5,8 +5,8 @@
 
 #include <future>
 
-#include "launcher/store_failover.hpp"
-#include "launcher/store_failover_exchange.hpp"
+#include "launcher/rendezvous/store_failover.hpp"
+#include "launcher/rendezvous/store_failover_exchange.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/store/in_memory_store.hpp"
 

@@ -1,6 +1,6 @@
 // The Supervisor and WorkerGroup with real worker processes (ddp_test_worker): success, failure
 // and teardown of the rest, signals to workers and to the agent, the shutdown grace, log routing.
-#include "launcher/supervisor.hpp"
+#include "launcher/agent/supervisor.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -14,8 +14,8 @@
 #include <chrono>
 #include <thread>
 
-#include "launcher/log_layout.hpp"
-#include "launcher/worker_process.hpp"
+#include "launcher/workers/log_layout.hpp"
+#include "launcher/workers/worker_process.hpp"
 #include "launcher_test_util.hpp"
 #include "rendezvous/server/store_server.hpp"
 
@@ -128,7 +128,7 @@ TEST_CASE("one failure stops the rest and is the root cause", "[supervisor]") {
   }
   const auto summary = summarize({FailureRecord{0, 0, "testhost", outcome.failures}});
   CHECK(summary.rootCause.globalRank == 1);
-  CHECK(exitCodeFor(summary.rootCause) == 3);
+  CHECK(ddprunExitCode(summary.rootCause) == 3);
   CHECK(root.failureSeq == 1);  // numbered by the agent from the worker store's counter
   CHECK_FALSE(root.seqByWorker);
 }
@@ -192,7 +192,7 @@ TEST_CASE("a worker killed by SIGKILL is reported with the signal", "[supervisor
   const auto summary = summarize({FailureRecord{0, 0, "testhost", outcome.failures}});
   CHECK(summary.rootCause.globalRank == 0);
   CHECK(summary.rootCause.signal == SIGKILL);
-  CHECK(exitCodeFor(summary.rootCause) == 137);
+  CHECK(ddprunExitCode(summary.rootCause) == 137);
   CHECK(formatSummary(summary, "worker").find("SIGKILL") != std::string::npos);
 }
 

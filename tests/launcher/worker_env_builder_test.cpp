@@ -1,5 +1,5 @@
 // The worker env contract (torchrun's, reference §2) and ${local_rank} substitution.
-#include "launcher/worker_env_builder.hpp"
+#include "launcher/workers/worker_env_builder.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -14,7 +14,7 @@
 
 #include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
-#include "rendezvous/server/http_ddprund.hpp"
+#include "rendezvous/http/http_ddprund.hpp"
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
 

@@ -95,6 +95,22 @@ class RawSocket {
     return out;
   }
 
+  // Every byte received until the peer closes (EOF or reset); throws when it has not closed
+  // within `timeout`.
+  std::string recvUntilClosed(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string out;
+    char buf[4096];
+    while (readable(deadline)) {
+      const ssize_t r = ::recv(fd_, buf, sizeof(buf), 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return out;
+      out.append(buf, static_cast<std::size_t>(r));
+    }
+    throw std::runtime_error("the peer did not close within " + std::to_string(timeout.count()) +
+                             " ms (received " + std::to_string(out.size()) + " bytes)");
+  }
+
   // True when the peer closes (EOF or reset) within `timeout`; bytes received before are dropped.
   bool closedByPeer(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;

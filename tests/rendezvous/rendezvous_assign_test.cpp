@@ -71,11 +71,43 @@ TEST_CASE("membership codec round-trips odd strings and rejects garbage", "[rend
   CHECK_THROWS_AS(decodeJoinRecord("1\tx\t3\t4\t5\th\ta\tr"), ProtocolError);
 }
 
+TEST_CASE("join records carry the node's interface addresses, at most kMaxInterfaceAddrs", "[rendezvous]") {
+  JoinRecord r = record(1, "multi-nic");
+  r.node.interfaceAddrs = {"10.31.2.2", "10.31.3.2", "fd00::7"};
+  const JoinRecord back = decodeJoinRecord(encodeJoinRecord(r));
+  CHECK(back.node.interfaceAddrs == r.node.interfaceAddrs);
+  CHECK(back.node.addr == r.node.addr);
+  for (int i = 0; i < 40; ++i) r.node.interfaceAddrs.push_back("10.0.0." + std::to_string(i));
+  CHECK(decodeJoinRecord(encodeJoinRecord(r)).node.interfaceAddrs.size() == kMaxInterfaceAddrs);
+  r.node.interfaceAddrs.clear();
+  CHECK(decodeJoinRecord(encodeJoinRecord(r)).node.interfaceAddrs.empty());
+  // A record without the field (ten fields) still reads.
+  const std::string old = "1\t-1\t-1\t4\t1\t-1\t-1\thost\t10.0.0.9\tdefault";
+  CHECK(decodeJoinRecord(old).node.addr == "10.0.0.9");
+  CHECK(decodeJoinRecord(old).node.interfaceAddrs.empty());
+}
+
 TEST_CASE("round ends and failure records", "[rendezvous]") {
   const RoundEnd end = decodeRoundEnd(encodeRoundEnd({RendezvousEventKind::kScaleUp, "a|b"}));
   CHECK(end.kind == RendezvousEventKind::kScaleUp);
   CHECK(end.detail == "a|b");
   CHECK(decodeRoundEnd("somethingnew|x").kind == RendezvousEventKind::kPeerLost);
+  // A verdict's end (issue 22 item 2) round-trips; a plain job failure is none.
+  RoundEnd verdict{RendezvousEventKind::kJobFailed, "the same failure in 3 generations"};
+  verdict.verdict = true;
+  const RoundEnd back = decodeRoundEnd(encodeRoundEnd(verdict));
+  CHECK(back.kind == RendezvousEventKind::kJobFailed);
+  CHECK(back.verdict);
+  CHECK(back.detail == verdict.detail);
+  CHECK_FALSE(decodeRoundEnd(encodeRoundEnd({RendezvousEventKind::kJobFailed, "x"})).verdict);
+  JobEnd job = jobEndNow(false, 4, "the same failure | twice");
+  job.verdict = true;
+  const JobEnd jobBack = decodeJobEnd(encodeJobEnd(job));
+  CHECK(jobBack.verdict);
+  CHECK_FALSE(jobBack.succeeded);
+  CHECK(jobBack.generation == 4);
+  CHECK(jobBack.reason == "the same failure | twice");
+  CHECK_FALSE(decodeJobEnd(encodeJobEnd(jobEndNow(false, 1, "budget"))).verdict);
 
   const std::string framed = frameRecord("{\"a\":1}") + frameRecord("") + frameRecord("x\ny");
   CHECK(unframeRecords(framed) == std::vector<std::string>{"{\"a\":1}", "", "x\ny"});

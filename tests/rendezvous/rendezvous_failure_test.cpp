@@ -172,6 +172,48 @@ TEST_CASE("the restart budget is shared by the job", "[rendezvous]") {
   CHECK(roundEnded(c.rdzv->exitBarrier(1s)).kind == RendezvousEventKind::kJobFailed);
 }
 
+TEST_CASE("a verdict ends the job instead of a restart, the same way on every node",
+          "[rendezvous][verdict]") {
+  InMemoryStore store;
+  auto settings = fastSettings("verdict", 3, 3);
+  settings.maxRestarts = 5;  // budget left: the verdict, not the budget, ends the job
+  Agent a(store, settings, node("v0"));
+  Agent b(store, settings, node("v1"));
+  Agent c(store, settings, node("v2"));
+  checkConsistent(joinAll({&a, &b, &c}));
+  for (Agent* x : {&a, &b, &c}) x->watch();
+  // Generation 0: a plain report spends a restart; a verdict reported second changes nothing.
+  CHECK(b.rdzv->reportFailure(R"({"node":"v1","gen":0})").kind ==
+        RendezvousEventKind::kRestartRequested);
+  const RendezvousEvent late = c.rdzv->reportVerdict(R"({"node":"v2","gen":0})", "too late");
+  CHECK(late.kind == RendezvousEventKind::kRestartRequested);
+  CHECK_FALSE(late.verdict);
+  checkConsistent(joinAll({&a, &b, &c}));
+  for (Agent* x : {&a, &b, &c}) x->events.clear();
+  // Generation 1: the first report carries a verdict.
+  const std::string line = "the same failure in 2 generations in a row: rank 1 exit 1";
+  const RendezvousEvent mine = b.rdzv->reportVerdict(R"({"node":"v1","gen":1})", line);
+  CHECK(mine.kind == RendezvousEventKind::kJobFailed);
+  CHECK(mine.verdict);
+  CHECK(mine.detail == line);
+  for (Agent* x : {&a, &c}) {
+    const auto event = x->events.waitFor(10s);
+    REQUIRE(event);
+    CHECK(event->kind == RendezvousEventKind::kJobFailed);
+    CHECK(event->verdict);
+    CHECK(event->detail == line);
+  }
+  // A later report of the generation learns the same; nothing was spent on the verdict.
+  const RendezvousEvent after = c.rdzv->reportFailure(R"({"node":"v2","gen":1})");
+  CHECK(after.kind == RendezvousEventKind::kJobFailed);
+  CHECK(after.verdict);
+  const JobEnded end = ended(a.rdzv->next());
+  CHECK(end.result == JobResult::kFailed);
+  CHECK(end.verdict);
+  CHECK(end.reason == line);
+  CHECK(a.rdzv->failureRecords().size() == 4);
+}
+
 TEST_CASE("exit barrier: all succeed, or a failure elsewhere turns it into a restart",
           "[rendezvous]") {
   InMemoryStore store;

@@ -1,10 +1,13 @@
 // The run-id lifecycle: a run id whose job ended starts a fresh job (incarnation) for an agent
 // that was no part of it; keys of ended rounds and jobs are deleted, so a store holds O(live jobs)
-// keys; a store hosted by an agent of another run is refused at once.
+// keys; a store hosted by an agent of another run is refused at once, and so is an agent of
+// another job (job fingerprint) under a run id that a running job holds.
 #include <catch2/catch.hpp>
 
 #include <future>
 
+#include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
+#include "rendezvous/algorithm/detail/rendezvous_lifecycle.hpp"
 #include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
@@ -91,4 +94,79 @@ TEST_CASE("a store hosted by an agent of another run is refused at once",
   CHECK(store.numKeys() == 1);  // it wrote nothing there
   Agent owner(store, fastSettings("59.0", 1, 1), node("n1"));
   CHECK(joined(owner.rdzv->next()).nodeCount == 1);
+}
+
+namespace {
+
+RendezvousSettings jobSettings(const std::string& runId, int minNodes, int maxNodes,
+                               const std::string& fingerprint) {
+  auto s = fastSettings(runId, minNodes, maxNodes);
+  s.jobFingerprint = fingerprint;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("another job under the same run id is refused at once; the running job is untouched",
+          "[rendezvous][lifecycle]") {
+  InMemoryStore store;
+  // An elastic job with room for more nodes: a newcomer of the same job would scale it up.
+  Agent a(store, jobSettings("none", 1, 3, "train.py, nnodes 1:3"), node("a"));
+  a.watch();
+  joined(a.rdzv->next());
+  const int64_t keys = store.numKeys();
+  Agent other(store, jobSettings("none", 1, 3, "eval.py, nnodes 1:3"), node("c"));
+  CHECK_THROWS_WITH(other.rdzv->next(),
+                    Catch::Contains("rendezvous 'none': another job is running under this run id") &&
+                        Catch::Contains("it runs: train.py, nnodes 1:3; this one: eval.py, nnodes 1:3") &&
+                        Catch::Contains("--rdzv-id") && Catch::Contains("node c"));
+  CHECK(store.numKeys() == keys);  // it wrote nothing
+  CHECK_FALSE(store.check({"rdzv/none/0/r/0/end"}));  // the running round did not end
+  // Another node range is another job too.
+  Agent wider(store, jobSettings("none", 1, 4, "train.py, nnodes 1:4"), node("d"));
+  CHECK_THROWS_WITH(wider.rdzv->next(), Catch::Contains("this one: train.py, nnodes 1:4"));
+  // An agent of the same job joins as before: it scales the running round up.
+  Agent b(store, jobSettings("none", 1, 3, "train.py, nnodes 1:3"), node("b"));
+  auto bJoins = std::async(std::launch::async, [&] { return joined(b.rdzv->next()); });
+  const auto event = a.events.waitFor(10s);
+  REQUIRE(event);
+  CHECK(event->kind == RendezvousEventKind::kScaleUp);
+  checkConsistent({joined(a.rdzv->next()), bJoins.get()});
+}
+
+TEST_CASE("a run id is free for another job once its job ended", "[rendezvous][lifecycle]") {
+  InMemoryStore store;
+  {
+    Agent first(store, jobSettings("none", 1, 1, "train.py, nnodes 1:1"), node("a"));
+    joined(first.rdzv->next());
+    CHECK(std::holds_alternative<AllSucceeded>(first.rdzv->exitBarrier(5s)));
+    first.rdzv->leave();
+  }
+  CHECK_FALSE(store.check({"rdzv/none/0/job"}));  // deleted with the job's keys
+  Agent next(store, jobSettings("none", 1, 1, "eval.py, nnodes 1:1"), node("b"));
+  CHECK(joined(next.rdzv->next()).generation == 0);
+  CHECK(store.get("rdzv/none/inc") == "1");
+  CHECK(store.get("rdzv/none/1/job") == "eval.py, nnodes 1:1");
+}
+
+TEST_CASE("claimIncarnation: the first fingerprint holds it; an ended incarnation is read again",
+          "[rendezvous][lifecycle]") {
+  InMemoryStore store;
+  const detail::RendezvousKeys keys("job7", 0);
+  CHECK(detail::claimIncarnation(store, keys, "", "n") == detail::IncarnationClaim::kJoined);
+  CHECK_FALSE(store.check({keys.job()}));  // no fingerprint claims nothing
+  CHECK(detail::claimIncarnation(store, keys, "a.py, nnodes 2:2", "n") == detail::IncarnationClaim::kJoined);
+  CHECK(detail::claimIncarnation(store, keys, "a.py, nnodes 2:2", "n") == detail::IncarnationClaim::kJoined);
+  CHECK(detail::claimIncarnation(store, keys, "", "n") == detail::IncarnationClaim::kJoined);
+  CHECK_THROWS_AS(detail::claimIncarnation(store, keys, "b.py, nnodes 2:2", "n"), Error);
+  CHECK(store.get(keys.job()) == "a.py, nnodes 2:2");
+  // The job ended between the caller's look at the incarnation and its claim.
+  store.set(keys.ended(), detail::encodeJobEnd(detail::jobEndNow(true, 0, "done")));
+  CHECK(detail::claimIncarnation(store, keys, "b.py, nnodes 2:2", "n") == detail::IncarnationClaim::kEnded);
+}
+
+TEST_CASE("a job fingerprint longer than the bound is a ConfigError", "[rendezvous][lifecycle]") {
+  InMemoryStore store;
+  auto settings = jobSettings("job7", 1, 1, std::string(kMaxJobFingerprint + 1, 'x'));
+  CHECK_THROWS_AS(makeRendezvous(store, settings, node("a")), ConfigError);
 }

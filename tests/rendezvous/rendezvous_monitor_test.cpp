@@ -11,6 +11,7 @@
 #include <thread>
 #include <variant>
 
+#include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
 #include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous_harness.hpp"
 #include "tests/fakes/controlled_store.hpp"
@@ -164,6 +165,69 @@ TEST_CASE("a broken heartbeat connection is replaced without any event", "[rende
   CHECK(eventually([&] { return backing.add(hb, 0) >= before + 3; }));
   CHECK(a.events.count() == 0);
   CHECK(b.events.count() == 0);
+}
+
+TEST_CASE("a failed heartbeat is tried again at once, not a keep-alive interval later",
+          "[rendezvous][liveness]") {
+  InMemoryStore backing;
+  Connections forA(backing), forB(backing);
+  auto settings = fastSettings("prompt-retry", 2, 2);
+  settings.keepAliveInterval = 30s;  // the next regular tick is far away
+  settings.heartbeatTimeout = 300s;
+  Agent a(backing, settings, node("a"), forA.connector());
+  Agent b(backing, settings, node("b"), forB.connector());
+  const auto rounds = joinAll({&a, &b});
+  a.watch();
+  ControlledStore* conn = forA.waitOpened(1);
+  REQUIRE(conn);
+  const std::string hb = "rdzv/prompt-retry/0/r/0/hb/" + std::to_string(rounds[0].nodeRank);
+  const int64_t before = backing.add(hb, 0);
+  conn->breakNow();
+  a.watch();  // installing the callback again makes the monitor tick now: the tick fails
+  // The failed beat is retried on a new connection within milliseconds (before: 30 s later).
+  CHECK(eventually([&] { return backing.add(hb, 0) > before; }));
+  CHECK(forA.opened() >= 2);
+  CHECK(a.events.count() == 0);
+}
+
+TEST_CASE("a member that died before its first heartbeat ends the round at once",
+          "[rendezvous][liveness]") {
+  // b joined, then died before its heartbeat connection armed ON_CLOSE: the ON_CLOSE of its join
+  // marked its join record "x". a sees that on its next look, long before heartbeat_timeout.
+  InMemoryStore backing;
+  Connections forA(backing), forB(backing);
+  forB.hangAll();  // b's heartbeat thread never gets an answer: its counter stays at "0"
+  const auto settings = liveness("died-joining-member", 60s);
+  Agent a(backing, settings, node("a"), forA.connector());
+  Agent b(backing, settings, node("b"), forB.connector());
+  const auto rounds = joinAll({&a, &b});
+  a.watch();
+  const int bRank = rounds[1].nodeRank;
+  int64_t bSlot = 0;
+  for (int64_t slot = 1; slot <= 2; ++slot) {
+    const std::string record = backing.get("rdzv/died-joining-member/0/r/0/node/" +
+                                           std::to_string(slot));
+    if (detail::decodeJoinRecord(record).node.host == "b") bSlot = slot;
+  }
+  REQUIRE(bSlot > 0);
+  backing.set("rdzv/died-joining-member/0/r/0/node/" + std::to_string(bSlot), "x");
+  const auto event = a.events.waitFor(10s);
+  REQUIRE(event);
+  CHECK(event->kind == RendezvousEventKind::kPeerLost);
+  CHECK(event->lostRank == bRank);
+  CHECK_THAT(event->detail, Catch::Contains("died before its first heartbeat"));
+}
+
+TEST_CASE("a join arms ON_CLOSE for its record on the agent's connection",
+          "[rendezvous][liveness]") {
+  InMemoryStore backing;
+  auto journal = std::make_shared<Journal>();
+  ControlledStore aStore(backing);
+  aStore.withOnClose(journal);
+  const auto settings = fastSettings("join-on-close", 1, 1);
+  Agent a(aStore, settings, node("a"));
+  REQUIRE(joined(a.rdzv->next()).generation == 0);
+  CHECK(journal->contains("arm rdzv/join-on-close/0/r/0/node/1"));
 }
 
 TEST_CASE("a round's end is seen at once, not at the next heartbeat tick",

@@ -1,5 +1,5 @@
 // Multi-node rounds with agents as threads over one InMemoryStore: ranks, world sizes, requested
-// ranks, scale-up by a late joiner, spares, and too few nodes.
+// ranks, the addresses node rank 0 serves, scale-up by a late joiner, spares, and too few nodes.
 #include <catch2/catch.hpp>
 
 #include <future>
@@ -23,6 +23,21 @@ TEST_CASE("two nodes: one round, consistent ranks", "[rendezvous]") {
   CHECK(results[1].nodeRank == 0);
   CHECK(results[0].nodeRank == 1);
   CHECK(results[0].baseRank == 2);
+}
+
+TEST_CASE("memberAddresses: every node's advertised address, then its interface addresses, once each",
+          "[rendezvous]") {
+  InMemoryStore store;
+  NodeDescriptor n0 = node("n0", 1, 0), n1 = node("n1", 1, 1);
+  n0.addr = "10.31.3.1";
+  n0.interfaceAddrs = {"10.31.2.1", "10.31.3.1"};
+  n1.addr = "10.31.2.2";  // advertised on one link, reaching node 0 through the other
+  n1.interfaceAddrs = {"10.31.2.2", "10.31.3.2", "fd00::2"};
+  Agent a(store, fastSettings("nics", 2, 2), n0);
+  Agent b(store, fastSettings("nics", 2, 2), n1);
+  checkConsistent(joinAll({&a, &b}));
+  CHECK(a.rdzv->memberAddresses() ==
+        std::vector<std::string>{"10.31.3.1", "10.31.2.1", "10.31.2.2", "10.31.3.2", "fd00::2"});
 }
 
 TEST_CASE("four nodes with mixed local world sizes: contiguous global ranks", "[rendezvous]") {

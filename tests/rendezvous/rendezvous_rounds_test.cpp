@@ -79,6 +79,25 @@ TEST_CASE("a timed-out join withdraws: the closer never counts it", "[rendezvous
   // b and c hold both ranks: a is not "node rank 1 of 2" with nobody.
 }
 
+TEST_CASE("a joiner whose connection closed (its record marked dead) is no member",
+          "[rendezvous][rounds]") {
+  // What ddprund's ON_CLOSE does for an agent killed after it wrote its join record: the record
+  // becomes "x" before the closer reads it.
+  InMemoryStore store;
+  const auto settings = fastSettings("died-joining", 2, 3);
+  store.compareSet("rdzv/died-joining/inc", "", "0");
+  store.compareSet("rdzv/died-joining/0/round", "", "0");
+  REQUIRE(store.add("rdzv/died-joining/0/r/0/count", 1) == 1);
+  store.set("rdzv/died-joining/0/r/0/node/1", "x");
+  Agent b(store, settings, node("b"));
+  Agent c(store, settings, node("c"));
+  const auto results = joinAll({&b, &c});
+  checkConsistent(results);
+  CHECK(results[0].generation == 0);
+  CHECK(results[0].nodeCount == 2);
+  CHECK(results[0].worldSize == 2);
+}
+
 TEST_CASE("a join that times out as the round closes with it stays a member",
           "[rendezvous][rounds]") {
   InMemoryStore store;

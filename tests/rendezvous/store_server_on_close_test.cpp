@@ -179,7 +179,7 @@ TEST_CASE("a v1 (torch) connection cannot use the extension", "[server][extensio
 }
 
 namespace {
-struct Client : detail::StoreClient {
+struct Client : detail::ServerConnection {
   void onWaitComplete() override {}
 };
 }  // namespace

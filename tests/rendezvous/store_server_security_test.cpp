@@ -187,9 +187,9 @@ TEST_CASE("a local process of another user is refused when the server serves its
     WARN("skipped: needs root to run a client as nobody");
     return;
   }
-  SECTION("sameUserLocalPeers") {
+  SECTION("otherLocalUsers kRefuse (agent-hosted stores)") {
     auto options = server();
-    options.sameUserLocalPeers = true;
+    options.otherLocalUsers = StoreServerOptions::OtherLocalUsers::kRefuse;
     LogCapture log;
     StoreServerThread store(options);
     CHECK(foreignPing(store.port(), "nobody") == 10);

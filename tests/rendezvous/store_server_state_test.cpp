@@ -22,7 +22,7 @@ using wire::Op;
 
 namespace {
 
-struct FakeClient : StoreClient {
+struct FakeClient : ServerConnection {
   int wakes = 0;
   void onWaitComplete() override { ++wakes; }
 };
@@ -33,7 +33,7 @@ struct Fixture {
 
   bool apply(Op op, std::string_view key = {}, std::string_view value = {},
              int64_t number = 0, const std::vector<std::string_view>& keys = {},
-             StoreClient* client = nullptr) {
+             ServerConnection* client = nullptr) {
     wire::Request r;
     r.op = op;
     r.key = key;
@@ -129,6 +129,49 @@ TEST_CASE("ADD and BARRIER refuse to overflow int64; the value stays", "[server]
   CHECK(f.get("/m") == "-9223372036854775808");
   REQUIRE(f.apply(Op::kAdd, "/n", {}, -7));
   CHECK(f.take() == i64(std::numeric_limits<int64_t>::max() - 7));
+}
+
+// torch's server (the libuv backend's barrier(), the only torch server with BARRIER; see
+// docs/ddprund.md "BARRIER"): the count goes up by one; below world_size the client is parked on
+// the key as a one-key WAIT is, so the next change of the key releases it — an ADD (also ADD 0),
+// SET, APPEND, MULTI_SET, a stored COMPARE_SET, or a BARRIER that reaches its own world size —
+// and a BARRIER that stays below its world size releases nobody. ddprund does the same.
+TEST_CASE("BARRIER waiters are released as torch's server releases them", "[server]") {
+  Fixture f;
+  FakeClient a, b, c;
+  SECTION("a BARRIER below its world size and reads release nobody; an ADD 0 does") {
+    REQUIRE(f.apply(Op::kBarrier, "/bar", {}, 3, {}, &a));
+    REQUIRE(f.apply(Op::kBarrier, "/bar", {}, 3, {}, &b));
+    CHECK(f.take().empty());  // both parked: count 2 of 3
+    REQUIRE(f.apply(Op::kCheck, {}, {}, 0, {"/bar"}));
+    f.take();
+    CHECK(f.get("/bar") == "2");
+    REQUIRE(f.apply(Op::kCompareSet, "/bar", "7", 0, {}, &c));  // stores nothing
+    f.take();
+    CHECK(a.wakes + b.wakes == 0);
+    REQUIRE(f.apply(Op::kAdd, "/bar", {}, 0, {}, &c));
+    CHECK(f.take() == i64(2));
+    CHECK(a.wakes == 1);
+    CHECK(b.wakes == 1);
+    CHECK(f.get("/bar") == "2");  // the count did not reach 3
+  }
+  SECTION("a BARRIER that reaches its own world size releases every waiter of the key") {
+    REQUIRE(f.apply(Op::kBarrier, "/bar", {}, 3, {}, &a));
+    CHECK(f.take().empty());
+    REQUIRE(f.apply(Op::kBarrier, "/bar", {}, 2, {}, &b));
+    CHECK(f.take() == std::string(1, '\0'));  // b: count 2 >= 2, answered at once
+    CHECK(a.wakes == 1);                       // a (world 3) released with it
+    REQUIRE(f.apply(Op::kBarrier, "/bar", {}, 3, {}, &c));
+    CHECK(f.take() == std::string(1, '\0'));  // count 3 >= 3
+  }
+  SECTION("a SET releases; a DELETE does not") {
+    REQUIRE(f.apply(Op::kBarrier, "/bar", {}, 3, {}, &a));
+    REQUIRE(f.apply(Op::kDeleteKey, "/bar"));
+    f.take();
+    CHECK(a.wakes == 0);
+    REQUIRE(f.apply(Op::kSet, "/bar", "5"));
+    CHECK(a.wakes == 1);
+  }
 }
 
 TEST_CASE("the memory budget refuses a request whole and frees what goes", "[server][bounds]") {

@@ -343,7 +343,7 @@ TEST_CASE("StoreServer on a caller's io_context stops cleanly", "[server]") {
 }
 
 namespace {
-struct FakeClient : detail::StoreClient {
+struct FakeClient : detail::ServerConnection {
   int wakes = 0;
   void onWaitComplete() override { ++wakes; }
 };

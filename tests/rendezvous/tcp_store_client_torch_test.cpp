@@ -7,6 +7,7 @@
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/store/prefix_store.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
+#include "tests/rendezvous/raw_socket.hpp"
 #include "tests/rendezvous/store_contract.hpp"
 #include "tests/rendezvous/torch_store_process.hpp"
 
@@ -39,6 +40,25 @@ TEST_CASE("v1a client: waits are released by another client", "[tcp_store_client
   auto waiter = connectV1a();
   auto other = connectV1a();
   test::checkWaitWakeups(*waiter, *other, "wakeups/", /*appendWakes=*/false);
+}
+
+TEST_CASE("torch 1.13's server has no BARRIER: it closes the connection that sends one",
+          "[tcp_store_client][torch]") {
+  // What docs/ddprund.md says of BARRIER: torch 1.13's server (the legacy one) knows query types
+  // up to CANCEL_WAIT = 11; opcode 18 (BARRIER of the v2 numbering, and nothing in 1.13's) with a
+  // key and a world size is an unexpected query, and the server drops that connection only.
+  test::RawSocket raw(torchServer().port());
+  std::string request(1, '\x12');
+  const std::string key = "/bar";
+  const uint64_t size = key.size();
+  const int64_t world = 2;
+  request.append(reinterpret_cast<const char*>(&size), 8).append(key);
+  request.append(reinterpret_cast<const char*>(&world), 8);
+  raw.send(request);
+  CHECK(raw.closedByPeer());
+  auto client = connectV1a();
+  client->set("after-barrier", "ok");
+  CHECK(client->get("after-barrier") == "ok");
 }
 
 TEST_CASE("v1a client: keys interoperate with torch's '/' key layout", "[tcp_store_client][torch]") {

@@ -1,5 +1,5 @@
-// Unit tests of ddprun's wire extension (HELLO, ON_CLOSE, ON_CLOSE_CLEAR, REQUEST_ID): exact
-// bytes, v2-only decoding, split input and limits, replies.
+// Unit tests of ddprun's wire extension (HELLO, ON_CLOSE, ON_CLOSE_CLEAR, REQUEST_ID) and the busy
+// notice: exact bytes, v2-only decoding, split input and limits, replies.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -152,4 +152,36 @@ TEST_CASE("extension replies: exact bytes and incremental decoding", "[wire][ext
   CHECK(std::get<Reply>(decodeReply(hex("ffffffffffffffff"), Op::kOnClose)).integer ==
         kOnCloseRefused);
   CHECK(std::get<Reply>(decodeReply(hex("0100000000000000"), Op::kOnCloseClear)).integer == 1);
+}
+
+// ---- Busy notice -------------------------------------------------------------------------------
+
+TEST_CASE("busy notice: exact bytes, told apart from a reply as it arrives", "[wire][extension]") {
+  std::string out;
+  encodeBusyNotice(out, "ddprund: out of file descriptors (RLIMIT_NOFILE 64)\n\x01");
+  CHECK(out == "DDPRBUSY ddprund: out of file descriptors (RLIMIT_NOFILE 64)??\n");
+  for (std::size_t n = 0; n < out.size(); ++n) {  // every prefix: read more
+    CHECK(decodeBusyNotice(std::string_view(out).substr(0, n)).kind ==
+          BusyNotice::Kind::kPartial);
+  }
+  const BusyNotice whole = decodeBusyNotice(out + "trailing");
+  CHECK(whole.kind == BusyNotice::Kind::kNotice);
+  CHECK(whole.reason == "ddprund: out of file descriptors (RLIMIT_NOFILE 64)??");
+  // A PING echo of any pid, or a v1 first reply, is no notice.
+  std::string echo;
+  encodePingReply(echo, 4194304);
+  CHECK(decodeBusyNotice(echo).kind == BusyNotice::Kind::kNone);
+  CHECK(decodeBusyNotice("DDPX").kind == BusyNotice::Kind::kNone);
+  CHECK(decodeBusyNotice("DDPRBUSz").kind == BusyNotice::Kind::kNone);
+}
+
+TEST_CASE("busy notice: a reason is cut at the limit, and so is a notice without its newline",
+          "[wire][extension]") {
+  std::string out;
+  encodeBusyNotice(out, std::string(500, 'x'));
+  CHECK(out.size() == kBusyMagic.size() + 1 + kBusyReasonMax + 1);
+  const std::string endless = std::string(kBusyMagic) + " " + std::string(1000, 'y');
+  const BusyNotice cut = decodeBusyNotice(endless);
+  CHECK(cut.kind == BusyNotice::Kind::kNotice);
+  CHECK(cut.reason == std::string(kBusyReasonMax, 'y'));
 }

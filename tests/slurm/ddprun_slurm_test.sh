@@ -16,6 +16,18 @@
 #   ddprun_slurm_test.sh scancel   scancel --signal=USR1 reaches every worker through ddprun and
 #                                  the step ends with exit 0 (a notice, no kill timer); plain
 #                                  scancel (SIGTERM) ends a job; no process is left behind
+#   ddprun_slurm_test.sh requeue   the template's requeue rule (issue 22 item 2), both paths:
+#                                  1. rank 1 fails at step 3 in every generation (MAX_RESTARTS=5):
+#                                  ddprun's verdict stops the job after 3 generations, the job
+#                                  ends FAILED 87:0 and is not requeued (Restarts=0);
+#                                  2. pre-emption: scancel --signal=TERM reaches the step (every
+#                                  ddprun), ddprun exits 143, and the template requeues the job
+#                                  (Restarts=1, "requeueing" in its output);
+#                                  3. node loss: n3 is drained and set DOWN under a --no-kill job
+#                                  (the drain, as a health check's, keeps it out: ReturnToService=2
+#                                  takes a DOWN node whose slurmd answers back at once); the step
+#                                  ends (srun: node failure) and the template requeues the job
+#                                  naming n3 (n3 is resumed on exit, also on failure)
 #   ddprun_slurm_test.sh elastic K  --nnodes=3:4 --max-restarts=0 with Gloo (torch) workers in a
 #                                  collective loop; kill -9 of node K's agent (K = 1, 2 or 3): the
 #                                  round ends at once (the agent's closed connection) or the
@@ -31,7 +43,7 @@
 # Every process started here is found by pid (and by a marker in its environment) and stopped and
 # reaped on exit, also on failure.
 set -euo pipefail
-MODE=${1:?usage: ddprun_slurm_test.sh env|train|sbatch|preempt|scancel [hosted|ddprund] | elastic K}
+MODE=${1:?usage: ddprun_slurm_test.sh env|train|sbatch|preempt|scancel|requeue [hosted|ddprund] | elastic K}
 RDZV=${2:-hosted}
 VICTIM=
 if [[ "$MODE" == elastic ]]; then VICTIM=${2:?elastic K}; RDZV=hosted; fi
@@ -63,8 +75,10 @@ marked_pids() {
 }
 JOBS=()
 BGPIDS=()
+DOWNED=
 cleanup() {
   local rc=$? pid j
+  [[ -z "$DOWNED" ]] || scontrol update NodeName="$DOWNED" State=RESUME 2>/dev/null || true
   for j in "${JOBS[@]}"; do scancel "$j" 2>/dev/null || true; done
   for pid in "${BGPIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${BGPIDS[@]}"; do
@@ -88,6 +102,7 @@ wait_job() {
     sleep 0.1
   done
 }
+job_restarts() { scontrol show job -o "$1" 2>/dev/null | grep -oE 'Restarts=[0-9]+' | cut -d= -f2; }
 job_state() { scontrol show job -o "$1" 2>/dev/null | grep -oE 'JobState=[A-Z_]+ .*ExitCode=[0-9:]+' | sed -E 's/JobState=([A-Z_]+).*ExitCode=([0-9:]+)/\1 \2/'; }
 
 # wait_gone SECONDS PID...: every pid exits (zombies count as gone) within the budget.
@@ -289,6 +304,89 @@ scancel)
   # Nothing with this test's marker is left on any node.
   left=$(marked_pids)
   [[ -z "$left" ]] || fail "processes left behind: $(for p in $left; do tr '\0' ' ' <"/proc/$p/cmdline"; echo; done)"
+  ;;
+requeue)
+  "$BIN/train" make-data --out "$W/data" --samples 2000 --features 16 --classes 4 --shards 4 --seed 5 >/dev/null
+  # 1. A hopeless job: the verdict ends it, and it is not requeued.
+  jid=$(DDPRUN=$BIN/ddprun TRAIN=$BIN/train TRAIN_CONFIG=$SRC/configs/quickstart.json MAX_RESTARTS=5 \
+    sbatch --parsable --chdir="$W" --output="$W/verdict-%j.out" --open-mode=append \
+      "$SRC/scripts/slurm/ddprun.sbatch" --data "$W/data" --max-steps 40 \
+      --fail-at-step 3 --fail-rank 1 --fail-generations 10) || fail "sbatch failed"
+  jid=${jid%%;*}
+  JOBS+=("$jid")
+  wait_job "$jid" 120
+  out=$W/verdict-$jid.out
+  state=$(job_state "$jid")
+  [[ "$state" == "FAILED 87:0" ]] || { tail -40 "$out"; fail "verdict job $jid ended as '$state', want FAILED 87:0"; }
+  [[ "$(job_restarts "$jid")" == 0 ]] || { tail -20 "$out"; fail "verdict job $jid was requeued"; }
+  grep -q "the job stopped with a verdict (exit 87): the same failure in 3 generations in a row: rank 1 exit 1" "$out" ||
+    { tail -40 "$out"; fail "no agent logged the verdict"; }
+  [[ $(grep -c "the job stopped with a verdict (exit 87)" "$out") == 4 ]] ||
+    { tail -40 "$out"; fail "not every one of the 4 agents stopped with the verdict"; }
+  grep -q "verdict (exit 87).*not requeued" "$out" || { tail -20 "$out"; fail "the template did not say it does not requeue"; }
+  grep -q "requeueing" "$out" && fail "the verdict job was requeued: $(grep requeueing "$out")"
+  echo "verdict: job $jid ended FAILED 87:0 after 3 generations, not requeued ($(( $(now_ms) - T0 )) ms)"
+  # 2. Pre-emption: SIGTERM to the step; the template requeues the job.
+  t1=$(now_ms)
+  mkdir -p "$W/marks"
+  jid=$(DDPRUN=$BIN/ddprun TRAIN=$WORKER DDP_TEST_MARK_DIR=$W/marks DDP_TEST_GO_FILE=$W/never \
+    DDP_TEST_GO_TIMEOUT=100 \
+    sbatch --parsable --chdir="$W" --output="$W/preempt-%j.out" --open-mode=append \
+      "$SRC/scripts/slurm/ddprun.sbatch") || fail "sbatch failed"
+  jid=${jid%%;*}
+  JOBS+=("$jid")
+  deadline=$(( $(now_ms) + 60000 ))
+  until [[ $(count "$W/marks" 'started.*') == 4 ]]; do
+    (( $(now_ms) < deadline )) || { cat "$W/preempt-$jid.out"; fail "4 workers did not start"; }
+    sleep 0.05
+  done
+  scancel --signal=TERM "$jid"   # the steps only (not the batch shell), as a pre-emption does
+  deadline=$(( $(now_ms) + 60000 ))
+  until [[ "$(job_restarts "$jid")" == 1 ]]; do
+    (( $(now_ms) < deadline )) || { cat "$W/preempt-$jid.out"; fail "job $jid was not requeued: $(job_state "$jid")"; }
+    sleep 0.1
+  done
+  grep -q "ddprun was stopped by signal 15 (exit 143): pre-emption; requeueing job $jid (requeue 1 of 3)" \
+    "$W/preempt-$jid.out" || { cat "$W/preempt-$jid.out"; fail "the template did not say why it requeues"; }
+  scancel "$jid"
+  wait_job "$jid" 60
+  echo "pre-emption: job $jid requeued $(( $(now_ms) - t1 )) ms after start"
+  # 3. Node loss: n3 goes DOWN; with --no-kill the job keeps its other nodes. srun ends the step on
+  # the node failure (else the other agents would give up after join_timeout); the template sees
+  # n3 lost and requeues.
+  t1=$(now_ms)
+  mkdir -p "$W/marks3"
+  jid=$(DDPRUN=$BIN/ddprun TRAIN=$WORKER DDP_TEST_MARK_DIR=$W/marks3 DDP_TEST_GO_FILE=$W/never \
+    DDP_TEST_GO_TIMEOUT=100 PET_RDZV_CONF=keep_alive_interval=0.5,heartbeat_timeout=3,join_timeout=8 \
+    sbatch --parsable --no-kill --chdir="$W" --output="$W/nodelost-%j.out" --open-mode=append \
+      "$SRC/scripts/slurm/ddprun.sbatch") || fail "sbatch failed"
+  jid=${jid%%;*}
+  JOBS+=("$jid")
+  deadline=$(( $(now_ms) + 60000 ))
+  until [[ $(count "$W/marks3" 'started.*') == 4 ]]; do
+    (( $(now_ms) < deadline )) || { cat "$W/nodelost-$jid.out"; fail "4 workers did not start (node loss)"; }
+    sleep 0.05
+  done
+  DOWNED=n3
+  scontrol update NodeName=n3 State=DRAIN Reason=ddp-node-loss-test
+  scontrol update NodeName=n3 State=DOWN Reason=ddp-node-loss-test
+  deadline=$(( $(now_ms) + 90000 ))
+  until [[ "$(job_restarts "$jid")" == 1 ]]; do
+    (( $(now_ms) < deadline )) || { cat "$W/nodelost-$jid.out"; fail "job $jid was not requeued after n3 went down: $(job_state "$jid")"; }
+    sleep 0.1
+  done
+  grep -qE "node\(s\) lost: n3 \(exit [0-9]+\); requeueing job $jid \(requeue 1 of 3\)" "$W/nodelost-$jid.out" ||
+    { cat "$W/nodelost-$jid.out"; fail "the template did not requeue for the lost node"; }
+  scancel "$jid"
+  scontrol update NodeName=n3 State=RESUME
+  DOWNED=
+  deadline=$(( $(now_ms) + 30000 ))   # the fixture as it was: n3 idle and answering
+  until [[ "$(sinfo -h -N -n n3 -o %T)" =~ ^(idle|mixed|allocated)$ ]]; do
+    (( $(now_ms) < deadline )) || fail "n3 did not come back: $(sinfo -h -N -n n3 -o %T)"
+    sleep 0.2
+  done
+  wait_job "$jid" 60
+  echo "node loss: job $jid requeued $(( $(now_ms) - t1 )) ms after start"
   ;;
 elastic)
   # Records of multinode_worker.py: rec.n<SLURM_NODEID>.<restart>.<rank>.json (pid, agent ppid).

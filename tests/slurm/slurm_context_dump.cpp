@@ -4,7 +4,7 @@
 // sets. Exit status 2 with the error on stderr when detection throws.
 #include <iostream>
 
-#include "launcher/slurm_env.hpp"
+#include "launcher/cli/slurm_env.hpp"
 #include "rendezvous/base/error.hpp"
 
 int main() {

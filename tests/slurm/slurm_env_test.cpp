@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "launcher/slurm_env.hpp"
+#include "launcher/cli/slurm_env.hpp"
 #include "rendezvous/base/error.hpp"
 
 using Env = std::map<std::string, std::string>;

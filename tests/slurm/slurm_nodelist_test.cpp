@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "launcher/slurm_nodelist.hpp"
+#include "launcher/cli/slurm_nodelist.hpp"
 #include "rendezvous/base/error.hpp"
 
 using ddp::expandSlurmNodelist;

@@ -35,7 +35,7 @@ TrainConfig baseConfig(int batch, int accum) {
   TrainConfig c;
   c.data = dataset();
   c.hidden = {16, 12};
-  c.device = "cpu";
+  c.device = TrainDevice::kCpu;
   c.seed = 3;
   c.epochs = 3;
   c.maxSteps = 12;

@@ -127,6 +127,30 @@ TEST_CASE("config keys parse and bad configs are clear errors", "[config]") {
   REQUIRE_THROWS_WITH(validateTrainConfig(bad), Catch::Contains("batch_size"));
 }
 
+TEST_CASE("device and backend: parsed into enums, auto resolved once", "[config]") {
+  auto parsed = parseTrainConfig(R"({"device": "cuda", "backend": "nccl"})", "t.json");
+  CHECK(parsed.device == TrainDevice::kCuda);
+  CHECK(parsed.backend == CommBackend::kNccl);
+  CHECK_THROWS_WITH(parseTrainConfig(R"({"device": "tpu"})", "t.json"),
+                    Catch::Contains("device must be auto, cpu or cuda (got 'tpu')"));
+  CHECK_THROWS_WITH(parseCommBackend("mpi"), Catch::Contains("backend must be auto, gloo or nccl (got 'mpi')"));
+  const auto resolved = [](TrainDevice d, CommBackend b, bool cuda) {
+    TrainConfig c;
+    c.device = d;
+    c.backend = b;
+    resolveDeviceAndBackend(c, cuda);
+    return std::make_pair(c.device, c.backend);
+  };
+  using P = std::pair<TrainDevice, CommBackend>;
+  CHECK(resolved(TrainDevice::kAuto, CommBackend::kAuto, true) == P{TrainDevice::kCuda, CommBackend::kNccl});
+  CHECK(resolved(TrainDevice::kAuto, CommBackend::kAuto, false) == P{TrainDevice::kCpu, CommBackend::kGloo});
+  CHECK(resolved(TrainDevice::kCpu, CommBackend::kAuto, true) == P{TrainDevice::kCpu, CommBackend::kGloo});
+  CHECK(resolved(TrainDevice::kAuto, CommBackend::kNccl, false) == P{TrainDevice::kCuda, CommBackend::kNccl});
+  CHECK(resolved(TrainDevice::kAuto, CommBackend::kGloo, true) == P{TrainDevice::kCpu, CommBackend::kGloo});
+  CHECK_THROWS_WITH(resolved(TrainDevice::kCpu, CommBackend::kNccl, true),
+                    Catch::Contains("device 'cpu' cannot use backend 'nccl'"));
+}
+
 TEST_CASE("checkpoints round-trip and damage is detected", "[checkpoint]") {
   auto dir = test::scratchDir("ckpt");
   REQUIRE_FALSE(loadCheckpoint(dir));
@@ -197,7 +221,7 @@ TrainConfig smallRun(const fs::path& dir) {
   TrainConfig c;
   c.data = (dir / "data").string();
   c.hidden = {4};
-  c.device = "cpu";
+  c.device = TrainDevice::kCpu;
   c.maxSteps = 8;
   c.batchSize = 8;
   c.logEvery = 4;

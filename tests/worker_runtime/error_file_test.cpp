@@ -66,6 +66,10 @@ TEST_CASE("the error file has torchelastic's layout", "[error_file]") {
   CHECK(message.at("extraInfo").at("py_callstack") == "line 1\nline 2");
   // torch writes the timestamp as a string of integer seconds.
   CHECK(message.at("extraInfo").at("timestamp") == "1700000000");
+  CHECK_FALSE(message.at("extraInfo").contains("step"));
+  // The step, when given (worker_runtime's last reportProgress, for ddprun's verdict).
+  ddp::writeErrorFile(path.string(), "X: y", "", 1, 3, 41);
+  CHECK(readJson(path).at("message").at("extraInfo").at("step") == "41");
   // Nothing but the file itself is left behind (the temporary was renamed).
   CHECK(std::distance(fs::directory_iterator(path.parent_path()), fs::directory_iterator()) == 1);
 }

@@ -1,5 +1,5 @@
 // worker_runtime's progress beat reaches a ddprun timer FIFO as a progress request of this process
-// with its step (the agent's side is launcher/file_timer_server.hpp).
+// with its step (the agent's side is launcher/hang/file_timer_server.hpp).
 #include "worker_runtime/progress.hpp"
 
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "launcher/file_timer_server.hpp"
+#include "launcher/hang/file_timer_server.hpp"
 
 namespace ddp {
 
@@ -33,6 +33,15 @@ TEST_CASE("reportProgress writes a progress beat the agent's FIFO parses", "[pro
   REQUIRE(got[0].step);
   CHECK(*got[0].step == 5);
   CHECK(server.malformed() == 0);
+}
+
+TEST_CASE("the last step reported is kept for the error file, under ddprun or not", "[progress]") {
+  // After the FIFO test above (declaration order: it must read DDP_PROGRESS_FILE first); kept
+  // whether or not a beat goes out (rate limit, no reader).
+  reportProgress(12);
+  CHECK(lastReportedStep() == 12);
+  reportProgress(0);
+  CHECK(lastReportedStep() == 0);
 }
 
 }  // namespace ddp

@@ -1,0 +1,491 @@
+"""Recovery in place with real agents and real `train` workers (ddprun --restart-scope=failed).
+
+  recovery_test.py SCENARIO [KILLS]
+
+  kills_1x4          one node, 4 workers: KILLS (default 100) random worker SIGKILLs, each after
+                     the job made progress since the last one; the job ends with the parameters of
+                     a fault-free run (train's "params crc32c"), every kill replaced in place
+  kills_2x2          two agents with 2 workers each on one ddprund: KILLS (default 20) SIGKILLs
+                     alternating between the nodes; bit-identical to the fault-free 2x2 run
+  second_failure     a worker killed while the job recovers from the previous kill (its agent has
+                     just logged the replacement): the job still ends bit-identical
+  all_state_lost     every worker killed at once: no process holds the state, so the agent stops
+                     replacing and restarts every worker (generation 1); the job finishes
+  replacement_crash  the first replacement process exits 7 at start: it is replaced in turn, and
+                     the job ends bit-identical
+  budget             --max-restarts 1 and two kills: the second spends nothing more; the job fails
+                     with the killed worker as root cause and the first kill "recovered in place"
+  not_capable        workers that do not link worker_runtime (a Python program): a kill restarts
+                     every worker, and the agent says why in one line
+  node_loss          2 nodes x 2 workers (nnodes 1:2): node 1's agent SIGKILLed; node 0's workers
+                     keep their processes on world size 2; a new agent grows the world back to 4
+  node_loss_spare    the same with a spare agent waiting: it takes the lost node's place
+  node_stop          node 1's agent SIGSTOPped past the heartbeat timeout: node 0 goes on in place;
+                     node 1, continued, drops its stale workers and rejoins; the world grows back
+  node_cut           every host in a network namespace; node 1's link goes down: node 0 goes on in
+                     place with world size 2 (no process restarted), node 1's agent stops its
+                     workers and exits (the store lost); a new agent on node 1's host, the link up
+                     again, grows the world back to 4 in place
+
+Progress is read from the metrics file rank 0 appends (one line every 5 steps). Worker pids are
+the agent's grandchildren (agent -> guardian -> worker) named `train`. Every process started here
+is stopped by pid.
+"""
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from multinode_harness import (BIN, PY, RDZV_CONF, TMP, Harness, TestFailure,  # noqa: E402
+                               alive, c10d, check, failure_summary, poll, root_cause,
+                               train_config, workers)
+
+TRAIN = os.path.join(BIN, "train")
+
+
+def last_step(metrics):
+    try:
+        with open(metrics) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return -1
+    steps = [json.loads(l)["step"] for l in lines if l.strip().startswith("{")]
+    return max(steps) if steps else -1
+
+
+def params_crc(text):
+    m = re.findall(r"params crc32c ([0-9a-f]{8})", text)
+    check(m, "no 'params crc32c' line in:\n" + text[-3000:])
+    return m[-1]
+
+
+class Job:
+    """One training job: `nodes` agents of `nproc` workers each (one agent runs standalone)."""
+
+    def __init__(self, h, tag, nodes, nproc, config, flags=(), command=None):
+        self.h, self.tag, self.nodes = h, tag, nodes
+        self.metrics = os.path.join(TMP, tag + ".metrics.jsonl")
+        if os.path.exists(self.metrics):
+            os.unlink(self.metrics)
+        cmd = command or [TRAIN, "--config", config, "--metrics", self.metrics]
+        self.agents = []
+        if nodes == 1:
+            self.agents.append(h.spawn(tag + "0", [os.path.join(BIN, "ddprun"), "--standalone",
+                                                   "--nproc-per-node", str(nproc),
+                                                   "--shutdown-timeout", "5", *flags, *cmd]))
+        else:
+            if not hasattr(h, "rdzv_port"):
+                h.rdzv_port = h.ddprund()
+            port = h.rdzv_port
+            for n in range(nodes):
+                argv = [os.path.join(BIN, "ddprun")] + c10d(port, nodes, nproc, run_id=tag) + \
+                       ["--node-rank", str(n), "--shutdown-timeout", "5", *flags, *cmd]
+                env = dict(os.environ, DDP_NO_SLURM="1")
+                self.agents.append(h.spawn("%s%d" % (tag, n), argv, env))
+
+    def wait(self, timeout=600):
+        codes = [self.h.wait_exit(p, "%s%d" % (self.tag, i), timeout) for i, p in
+                 enumerate(self.agents)]
+        return codes
+
+    def output(self):
+        return "".join(self.h.output("%s%d" % (self.tag, i)) for i in range(self.nodes))
+
+    def replacements(self, cause=""):
+        """Workers replaced in place (only those that failed with `cause`, e.g. "SIGKILL")."""
+        return len(re.findall(r"%s[^\n]*; replacing in place \(quorum" % re.escape(cause),
+                              self.output()))
+
+
+def config(epochs):
+    return train_config(20000, 32, 4, shards=4, hidden=(64, 64), epochs=epochs, batch_size=64,
+                        log_every=5, optimizer="adamw", lr=0.002, check_params_every=50)
+
+
+def reference(h, nodes, nproc, cfg):
+    job = Job(h, "ref", nodes, nproc, cfg)
+    check(job.wait() == [0] * nodes, "the fault-free job failed:\n" + job.output()[-3000:])
+    return params_crc(job.output())
+
+
+def steps_of(text):
+    """The number of steps train ran ("done: N steps")."""
+    m = re.findall(r"done: (\d+) steps", text)
+    check(m, "no 'done: N steps' line in:\n" + text[-3000:])
+    return int(m[-1])
+
+
+def stacks(job):
+    """Every worker's threads' stacks (gdb), for a failure's message."""
+    out = []
+    for agent in job.agents:
+        for w in workers(agent.pid):
+            r = subprocess.run(["gdb", "-p", str(w), "-batch", "-ex", "thread apply all bt 24"],
+                               capture_output=True, text=True, timeout=60)
+            out.append("--- pid %d\n%s" % (w, "\n".join(l for l in r.stdout.splitlines()
+                                                          if l.startswith(("#", "Thread")))))
+    return "\n".join(out)
+
+
+def kill_loop(h, job, kills, pick, steps=None):
+    """Kills `kills` workers, each once the job stepped on since the last kill (the replacement
+    joined and training resumed). With `steps` (the job's length), none in its last tenth: a worker
+    killed as its peers finish has no quorum left to join."""
+    done, since, killed = 0, -1, set()
+    while done < kills:
+        try:
+            poll("progress after kill %d" % done, lambda: last_step(job.metrics) > since + 5 or
+                 any(p.poll() is not None for p in job.agents), 120)
+        except TestFailure as e:
+            raise TestFailure("%s; the workers' stacks:\n%s" % (e, stacks(job)))
+        check(all(p.poll() is None for p in job.agents),
+              "the job ended after %d of %d kills:\n%s" % (done, kills, job.output()[-3000:]))
+        check(steps is None or last_step(job.metrics) < steps * 0.9,
+              "the job neared its end (step %d of %d) after %d of %d kills" %
+              (last_step(job.metrics), steps or 0, done, kills))
+        victims = [v for v in pick(done) if v not in killed]  # a dying process counts once
+        if not victims:
+            continue
+        since = last_step(job.metrics)
+        victim = random.choice(victims)
+        try:
+            os.kill(victim, signal.SIGKILL)
+            killed.add(victim)
+            done += 1
+        except ProcessLookupError:
+            pass
+    h.log("%d workers killed" % kills)
+
+
+def ddprund_page(h, path):
+    """ddprund's `path` (status, metrics) as text."""
+    import urllib.request
+    m = re.search(r"status on (http://\S+/)", h.output("ddprund"))
+    check(m, "ddprund printed no status address:\n" + h.output("ddprund")[-2000:])
+    with urllib.request.urlopen(m.group(1) + path, timeout=10) as r:
+        return r.read().decode()
+
+
+def job_status(h, job_id):
+    jobs = [j for j in json.loads(ddprund_page(h, "status"))["jobs"] if j["run_id"] == job_id]
+    return jobs[0] if jobs else {}
+
+
+def check_status(h, job_id, kills):
+    """ddprund's /status lists the job's recoveries in place and /metrics counts them."""
+    def recoveries():
+        return job_status(h, job_id).get("recoveries", [])
+    got = poll("every recovery on /status", lambda: len(recoveries()) >= kills and recoveries(), 30)
+    check(all(r["quorum"] >= 1 and r["ranks"] for r in got), "recoveries: %s" % got[:3])
+    metrics = ddprund_page(h, "metrics")
+    line = re.search(r'ddprun_job_recoveries_in_place\{job="%s"\} (\d+)' % job_id, metrics)
+    check(line and int(line.group(1)) >= kills, "/metrics: %s" % (line and line.group(0)))
+
+
+def bit_identical(h, nodes, nproc, kills, epochs):
+    cfg = config(epochs)
+    want = reference(h, nodes, nproc, cfg)
+    steps = steps_of(h.output("ref0"))
+    job = Job(h, "ip", nodes, nproc, cfg, ["--restart-scope=failed", "--max-restarts", str(kills + 10)])
+    poll("the first metrics", lambda: last_step(job.metrics) >= 0, 120)
+    kill_loop(h, job, kills, lambda i: workers(job.agents[i % nodes].pid), steps)
+    if nodes > 1:
+        check_status(h, "ip", kills)
+    check(job.wait() == [0] * nodes, "the job failed:\n" + job.output()[-4000:])
+    # A worker may also fail by itself while its peers recover (worker_runtime's watchdog ends a
+    # rank stuck in a superseded quorum's collective); it is replaced too, and the result holds.
+    check(job.replacements("killed by SIGKILL") == kills,
+          "%d replacements of killed workers for %d kills" % (job.replacements("killed by SIGKILL"), kills))
+    got = params_crc(job.output())
+    check(got == want, "parameters differ from the fault-free run: %s vs %s" % (got, want))
+    check("restarting the job" not in job.output(), "a kill restarted every worker")
+    h.log("bit-identical after %d kills (params crc32c %s)" % (kills, got))
+
+
+def second_failure(h):
+    """Five times: a worker is killed, then — once its agent started the replacement, while the
+    others rebuild — another one of the original processes; one original process always lives."""
+    cfg = config(40)
+    want = reference(h, 1, 4, cfg)
+    job = Job(h, "ip", 1, 4, cfg, ["--restart-scope=failed", "--max-restarts", "20"])
+    since = -1
+    for _ in range(5):
+        poll("progress", lambda: last_step(job.metrics) > since + 5, 120)
+        since = last_step(job.metrics)
+        first = workers(job.agents[0].pid)
+        a, b = random.sample(first, 2)
+        before = job.replacements()
+        os.kill(a, signal.SIGKILL)
+        poll("the replacement", lambda: job.replacements() > before, 60)
+        os.kill(b, signal.SIGKILL)  # during the recovery from the first
+        poll("the second replacement", lambda: job.replacements() > before + 1, 60)
+        # The next round waits for steps past this one's kills: both replacements have the state.
+        since = last_step(job.metrics)
+    check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
+    check(params_crc(job.output()) == want, "parameters differ from the fault-free run")
+    check("restarting the job" not in job.output(),
+          "two of four processes killed restarted every worker:\n" + job.output()[-4000:])
+
+
+def all_state_lost(h):
+    """Every process that holds the state is killed before a recovery completes: the job cannot
+    recover in place; it restarts every worker (generation 1) and finishes."""
+    cfg = config(20)
+    job = Job(h, "ip", 1, 4, cfg, ["--restart-scope=failed", "--max-restarts", "10"])
+    poll("progress", lambda: last_step(job.metrics) > 5, 120)
+    for pid in workers(job.agents[0].pid):
+        os.kill(pid, signal.SIGKILL)
+    check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
+    out = job.output()
+    check("no rank holds the training state" in out and "generation 1" in out,
+          "no fallback to a full restart:\n" + out[-4000:])
+
+
+def replacement_crash(h):
+    cfg = config(20)
+    want = reference(h, 1, 4, cfg)
+    marker = os.path.join(TMP, "crashed-once")
+    if os.path.exists(marker):
+        os.unlink(marker)
+    script = ('if [ "$DDP_STATE_FROM_PEER" = 1 ] && [ ! -e %s ]; then : > %s; exit 7; fi; '
+              'exec %s --config %s --metrics %s' %
+              (marker, marker, TRAIN, cfg, os.path.join(TMP, "ip.metrics.jsonl")))
+    job = Job(h, "ip", 1, 4, cfg, ["--restart-scope=failed", "--max-restarts", "5"],
+              command=["sh", "-c", script])
+    poll("progress", lambda: last_step(job.metrics) > 10, 120)
+    os.kill(random.choice(workers(job.agents[0].pid)), signal.SIGKILL)
+    check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
+    check(os.path.exists(marker), "no replacement ran")
+    check(job.replacements() == 2, "%d replacements (want 2: the kill, then the crashed "
+          "replacement)" % job.replacements())
+    check(params_crc(job.output()) == want, "parameters differ from the fault-free run")
+
+
+def budget(h):
+    cfg = config(40)
+    job = Job(h, "ip", 1, 4, cfg, ["--restart-scope=failed", "--max-restarts", "1"])
+    poll("progress", lambda: last_step(job.metrics) > 5, 120)
+    os.kill(random.choice(workers(job.agents[0].pid)), signal.SIGKILL)
+    poll("the replacement", lambda: job.replacements() == 1, 60)
+    since = last_step(job.metrics)
+    poll("progress after the replacement", lambda: last_step(job.metrics) > since + 5, 120)
+    victim = random.choice(workers(job.agents[0].pid))
+    os.kill(victim, signal.SIGKILL)
+    code = job.wait()[0]
+    out = job.output()
+    check(code == 128 + signal.SIGKILL, "exit %d, want %d:\n%s" % (code, 128 + 9, out[-3000:]))
+    summary = failure_summary(out)
+    check("pid: %d" % victim in root_cause(summary), "root cause is not pid %d:\n%s" % (victim, summary))
+    check("Recovered in place (1;" in summary, "the first kill is not listed:\n" + summary)
+    check("budget" in out and job.replacements() == 1, "the second kill was replaced")
+
+
+def node_loss(h, spare):
+    """2 nodes x 2 workers (nnodes 1:2, or 1:2 plus a spare agent waiting): node 1's agent is
+    SIGKILLed (its workers die with it); node 0's workers keep their processes and train on with
+    world size 2 (or 4 again with the spare); then (without a spare) a new agent joins and the world
+    grows back to 4 in place. Node 0 never restarts a worker; the job finishes."""
+    cfg = config(60)
+    port = h.ddprund()
+    flags = c10d(port, "1:2", 2, run_id="nl") + ["--restart-scope=failed", "--max-restarts", "3",
+                                                  "--shutdown-timeout", "5"]
+    metrics = os.path.join(TMP, "nl.metrics.jsonl")
+    cmd = [TRAIN, "--config", cfg, "--metrics", metrics]
+    env = dict(os.environ, DDP_NO_SLURM="1")
+    ddprun = os.path.join(BIN, "ddprun")
+    a0 = h.spawn("nl0", [ddprun, "--node-rank", "0"] + flags + cmd, env)
+    a1 = h.spawn("nl1", [ddprun] + flags + cmd, env)
+    poll("progress", lambda: last_step(metrics) > 20, 120)
+    if spare:
+        h.spawn("nl2", [ddprun] + flags + cmd, env)
+        poll("the spare waiting", lambda: "waiting as a spare" in h.output("nl2"), 60)
+    kept = sorted(workers(a0.pid))
+    check(len(kept) == 2, "node 0 runs %s" % kept)
+    since = last_step(metrics)
+    os.kill(a1.pid, signal.SIGKILL)
+    h.log("killed node 1's agent at step %d" % since)
+    poll("the round formed in place", lambda: "formed in place" in h.output("nl0"), 60)
+    poll("progress after the loss", lambda: last_step(metrics) > since + 10, 120)
+    check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted")
+    if not spare:
+        since = last_step(metrics)
+        h.spawn("nl2", [ddprun] + flags + cmd, env)
+        poll("the world grown back", lambda: h.output("nl0").count("formed in place") >= 2, 60)
+        poll("progress after the growth", lambda: last_step(metrics) > since + 10, 120)
+        check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted")
+        # The generations that ended in place (the loss, the growth) are in the job's history,
+        # said to be so.
+        def in_place():
+            return [e["generation"] for e in job_status(h, "nl").get("history", [])
+                    if "went on in place" in (e.get("detail") or "")]
+        poll("generations 0 and 1 in the history as gone on in place",
+             lambda: in_place()[:2] == [0, 1], 30)
+    check(h.wait_exit(a0, "nl0", 300) == 0, "node 0 failed:\n" + h.output("nl0")[-3000:])
+    out = h.output("nl0")
+    check("restarting the job" not in out and "stopping the other workers" not in out,
+          "node 0 restarted its workers:\n" + out[-3000:])
+    with open(metrics) as f:
+        worlds = [json.loads(l)["world_size"] for l in f if l.startswith("{")]
+    check(worlds[-1] == 4, "world sizes over the run: %s" % sorted(set(worlds)))
+    if spare:  # the spare took the lost node's place at once
+        check("generation 1: node rank 1 of 2" in h.output("nl2"), "the spare did not take the place:\n"
+              + h.output("nl2")[-2000:])
+    else:
+        check(2 in worlds, "the world never shrank: %s" % sorted(set(worlds)))
+
+
+def node_stop(h):
+    """2 nodes x 2 workers: node 1's agent SIGSTOPped past the heartbeat timeout (its workers run
+    on, in a world the survivors left). Node 0 goes on in place with world size 2; when node 1 is
+    continued it finds itself dropped, stops its stale workers and rejoins; the world grows back to
+    4 in place. Node 0 never restarts a worker; both agents exit 0."""
+    from multinode_harness import HEARTBEAT_TIMEOUT
+    cfg = config(60)
+    port = h.ddprund()
+    flags = c10d(port, "1:2", 2, run_id="ns") + ["--restart-scope=failed", "--max-restarts", "3",
+                                                  "--shutdown-timeout", "5"]
+    metrics = os.path.join(TMP, "ns.metrics.jsonl")
+    cmd = [TRAIN, "--config", cfg, "--metrics", metrics]
+    env = dict(os.environ, DDP_NO_SLURM="1")
+    ddprun = os.path.join(BIN, "ddprun")
+    a0 = h.spawn("ns0", [ddprun, "--node-rank", "0"] + flags + cmd, env)
+    a1 = h.spawn("ns1", [ddprun] + flags + cmd, env)
+    poll("progress", lambda: last_step(metrics) > 20, 120)
+    kept = sorted(workers(a0.pid))
+    os.kill(a1.pid, signal.SIGSTOP)
+    h.log("stopped node 1's agent")
+    try:
+        poll("the round formed in place", lambda: "formed in place" in h.output("ns0"),
+             10 * HEARTBEAT_TIMEOUT)
+        since = last_step(metrics)
+        poll("progress without node 1", lambda: last_step(metrics) > since + 10, 120)
+    finally:
+        os.kill(a1.pid, signal.SIGCONT)
+    h.log("continued node 1's agent")
+    poll("the world grown back", lambda: h.output("ns0").count("formed in place") >= 2, 120)
+    check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted")
+    check(h.wait_exit(a0, "ns0", 300) == 0, "node 0 failed:\n" + h.output("ns0")[-3000:])
+    check(h.wait_exit(a1, "ns1", 300) == 0, "node 1 failed:\n" + h.output("ns1")[-3000:])
+    out = h.output("ns0")
+    check("restarting the job" not in out and "stopping the other workers" not in out,
+          "node 0 restarted its workers:\n" + out[-3000:])
+
+
+def node_cut(h):
+    """2 hosts x 2 workers, each host (and ddprund) in a network namespace of its own; node 1's link
+    goes down. Node 0's workers keep their processes and train on with world size 2; node 1's agent
+    loses the store, stops its workers and exits; the link comes back and a new agent there grows
+    the world back to 4 in place. Nothing on node 0 restarts; the job finishes."""
+    if os.geteuid() != 0:
+        print("SKIP: needs root for network namespaces")
+        sys.exit(77)
+    # Long enough to outlast node 1's agent giving up on the store and a new agent joining.
+    cfg = config(400)
+    ips = h.make_netns(["d", "a", "b"])
+    port = h.ddprund(netns=ips["d"][0], host=ips["d"][1])
+    # A cut-off agent notices when a store call gives up: read_timeout, not heartbeat_timeout.
+    conf = RDZV_CONF.replace("read_timeout=10", "read_timeout=3")
+    metrics = os.path.join(TMP, "nc.metrics.jsonl")
+    cmd = [TRAIN, "--config", cfg, "--metrics", metrics]
+    env = dict(os.environ, DDP_NO_SLURM="1")
+
+    def agent(name, host, extra=()):
+        flags = c10d(port, "1:2", 2, run_id="nc", host=ips["d"][1], conf=conf,
+                     extra=["--local-addr", ips[host][1]] + list(extra))
+        return h.spawn(name, h.in_ns(ips[host][0], [os.path.join(BIN, "ddprun")] + flags + [
+            "--restart-scope=failed", "--max-restarts", "3", "--shutdown-timeout", "5"] + cmd), env)
+    a0 = agent("nc0", "a", ["--node-rank", "0"])
+    a1 = agent("nc1", "b")
+    poll("progress", lambda: last_step(metrics) > 20, 120)
+    kept = sorted(workers(a0.pid))
+    check(len(kept) == 2, "node 0 runs %s" % kept)
+    stale = workers(a1.pid)
+    since = last_step(metrics)
+    subprocess.run(["ip", "-n", ips["b"][0], "link", "set", "eth0", "down"], check=True)
+    h.log("link of node 1 down at step %d" % since)
+    poll("the round formed in place", lambda: "formed in place" in h.output("nc0"), 60)
+    poll("progress without node 1", lambda: last_step(metrics) > since + 10, 120)
+    check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted:\n" +
+          h.output("nc0")[-3000:])
+    rc = h.wait_exit(a1, "nc1", 120)
+    check(rc != 0, "the cut-off agent exited 0")
+    check(not any(alive(p) for p in stale), "node 1's workers still run after its agent exited")
+    subprocess.run(["ip", "-n", ips["b"][0], "link", "set", "eth0", "up"], check=True)
+    since = last_step(metrics)
+    agent("nc2", "b")
+    poll("the world grown back", lambda: h.output("nc0").count("formed in place") >= 2, 120)
+    poll("progress after the growth", lambda: last_step(metrics) > since + 10, 120)
+    check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted")
+    check(h.wait_exit(a0, "nc0", 300) == 0, "node 0 failed:\n" + h.output("nc0")[-3000:])
+    out = h.output("nc0")
+    check("restarting the job" not in out and "stopping the other workers" not in out,
+          "node 0 restarted its workers:\n" + out[-3000:])
+    with open(metrics) as f:
+        worlds = [json.loads(l)["world_size"] for l in f if l.startswith("{")]
+    check(2 in worlds and worlds[-1] == 4, "world sizes over the run: %s" % sorted(set(worlds)))
+
+
+def not_capable(h):
+    script = os.path.join(TMP, "plain_worker.py")
+    with open(script, "w") as f:
+        f.write("import os, sys, time\n"
+                "go = os.path.join(%r, 'gen%%s' %% os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
+                "open(go + '.' + os.environ['RANK'], 'w').close()\n"
+                "time.sleep(0 if os.environ['TORCHELASTIC_RESTART_COUNT'] != '0' else 600)\n" % TMP)
+    job = Job(h, "nc", 1, 2, None, ["--restart-scope=failed", "--max-restarts", "1"],
+              command=[script])
+    poll("both workers", lambda: len(workers(job.agents[0].pid, "python3")) == 2, 60)
+    os.kill(workers(job.agents[0].pid, "python3")[0], signal.SIGKILL)
+    check(job.wait() == [0], "the job failed:\n" + job.output()[-3000:])
+    out = job.output()
+    check("restart scope failed, but 0 of 2 workers recover in place" in out,
+          "no line saying why every worker restarts:\n" + out[-3000:])
+    check(os.path.exists(os.path.join(TMP, "gen1.0")) and os.path.exists(os.path.join(TMP, "gen1.1")),
+          "generation 1 did not run both workers")
+
+
+def main():
+    scenario = sys.argv[1]
+    kills = int(sys.argv[2]) if len(sys.argv) > 2 else None
+    random.seed(os.getpid())
+    h = Harness()
+    try:
+        if scenario == "kills_1x4":
+            bit_identical(h, 1, 4, kills or 100, epochs=240)
+        elif scenario == "kills_2x2":
+            bit_identical(h, 2, 2, kills or 20, epochs=80)
+        elif scenario == "second_failure":
+            second_failure(h)
+        elif scenario in ("node_loss", "node_loss_spare"):
+            node_loss(h, spare=scenario.endswith("spare"))
+        elif scenario == "node_stop":
+            node_stop(h)
+        elif scenario == "node_cut":
+            node_cut(h)
+        elif scenario == "all_state_lost":
+            all_state_lost(h)
+        elif scenario == "replacement_crash":
+            replacement_crash(h)
+        elif scenario == "budget":
+            budget(h)
+        elif scenario == "not_capable":
+            not_capable(h)
+        else:
+            raise TestFailure("unknown scenario " + scenario)
+        h.log("PASS")
+        return 0
+    except TestFailure as e:
+        print("FAIL: %s" % e, flush=True)
+        return 1
+    finally:
+        h.stop_all()
+        h.delete_netns()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

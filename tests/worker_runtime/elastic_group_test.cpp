@@ -1,0 +1,226 @@
+// In-place recovery's worker side: the quorum record, the agent's quorum board, and ElasticGroup
+// rebuilding a communicator for a new quorum while the healthy ranks keep their "process" (ranks
+// are threads here; the worker store is a real StoreServerThread on loopback).
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/quorum/quorum_board.hpp"
+#include "rendezvous/server/store_server.hpp"
+#include "rendezvous/store/tcp_store_client.hpp"
+#include "rendezvous/store/worker_store_keys.hpp"
+#include "tests/error_of.hpp"
+#include "tests/worker_runtime/rank_threads.hpp"
+#include "worker_runtime/elastic_group.hpp"
+#include "worker_runtime/state_agreement.hpp"
+
+using namespace std::chrono_literals;
+using ddp::testing::errorOf;
+
+namespace {
+
+ddp::QuorumRecord recordFor(int rank, int world, uint16_t port, int64_t quorum) {
+  ddp::QuorumRecord r;
+  r.id = {0, quorum};
+  r.rank = rank;
+  r.worldSize = world;
+  r.localRank = rank;
+  r.localWorldSize = world;
+  r.masterAddr = "127.0.0.1";
+  r.masterPort = port;
+  r.reason = quorum == 0 ? "" : "the last rank exited: replaced in place";
+  if (quorum > 0) r.replaced = {world - 1};
+  return r;
+}
+
+void publishQuorum(ddp::QuorumBoard& board, int world, uint16_t port, int64_t quorum) {
+  std::vector<std::pair<int, ddp::QuorumRecord>> records;
+  for (int r = 0; r < world; ++r) records.emplace_back(r, recordFor(r, world, port, quorum));
+  board.publish(records);
+}
+
+ddp::WorkerEnv envFor(int rank, int world, uint16_t port, const ddp::QuorumBoard& board) {
+  auto env = ddp::test::loopbackEnv(rank, world);
+  env.masterPort = port;
+  env.useAgentStore = true;
+  env.quorumBoard = board.path();
+  env.quorumSlot = rank;
+  return env;
+}
+
+ddp::StoreServerOptions loopbackStore() {
+  ddp::StoreServerOptions options;
+  options.host = "127.0.0.1";
+  options.name = "worker-store (elastic test)";
+  return options;
+}
+
+int64_t inPlaceCount(uint16_t port) {
+  ddp::TcpStoreClientOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  ddp::TcpStoreClient client(o);
+  return client.add(ddp::inPlaceCountKey(0), 0);
+}
+
+}  // namespace
+
+TEST_CASE("a quorum record survives its encoding; broken ones are refused by name", "[quorum]") {
+  ddp::QuorumRecord r = recordFor(1, 4, 4242, 3);
+  r.id.generation = 7;
+  CHECK(ddp::decodeQuorumRecord(ddp::encodeQuorumRecord(r)) == r);
+  CHECK(ddp::toString(r.id) == "7.3");
+  CHECK_THAT(errorOf<ddp::ProtocolError>([] { ddp::decodeQuorumRecord("not json"); }),
+             Catch::Contains("not a JSON object"));
+  CHECK_THAT(errorOf<ddp::ProtocolError>([] { ddp::decodeQuorumRecord(R"({"generation": 1})"); }),
+             Catch::Contains("no 'quorum'"));
+  r.rank = 4;
+  CHECK_THAT(errorOf<ddp::ProtocolError>([&] { ddp::decodeQuorumRecord(ddp::encodeQuorumRecord(r)); }),
+             Catch::Contains("rank outside the world"));
+}
+
+TEST_CASE("the board carries each slot's newest record and wakes a waiter", "[quorum]") {
+  ddp::QuorumBoard board(2);
+  ddp::QuorumBoardReader reader(board.path(), 1);
+  CHECK_FALSE(reader.read().has_value());
+  const uint32_t before = reader.epoch();
+  CHECK_FALSE(reader.waitForChange(before, 20ms));
+  std::thread agent([&] { publishQuorum(board, 2, 5000, 0); });
+  CHECK(reader.waitForChange(before, 10s));
+  agent.join();
+  CHECK(reader.epoch() != before);
+  REQUIRE(reader.read().has_value());
+  CHECK(reader.read()->rank == 1);
+  publishQuorum(board, 2, 5000, 1);
+  CHECK(reader.read()->id.quorum == 1);
+  CHECK(reader.read()->replaced == std::vector<int>{1});
+
+  CHECK_THAT(errorOf<ddp::Error>([&] { ddp::QuorumBoardReader(board.path(), 2); }), Catch::Contains("no slot 2"));
+  CHECK_THAT(errorOf<ddp::Error>([] { ddp::QuorumBoardReader("/proc/self/status", 0); }),
+             Catch::Contains("not a quorum board"));
+  CHECK_THAT(errorOf<ddp::ConfigError>([&] { board.publish({{5, recordFor(0, 2, 5000, 0)}}); }),
+             Catch::Contains("slot 5 outside 0..1"));
+}
+
+TEST_CASE("the ranks that did not fail rebuild for the replacement's quorum and go on",
+          "[elastic]") {
+  constexpr int kWorld = 3;
+  ddp::StoreServerThread server(loopbackStore());
+  ddp::QuorumBoard board(kWorld);
+  publishQuorum(board, kWorld, server.port(), 0);
+
+  std::atomic<int> built{0};
+  std::vector<float> before(kWorld, -1), after(kWorld, -1);
+  std::vector<ddp::QuorumId> ids(kWorld);
+  std::vector<std::string> survivorErrors(kWorld);
+  auto errors = ddp::test::runThreads(kWorld, [&](int rank, ddp::Store&) {
+    auto env = envFor(rank, kWorld, server.port(), board);
+    auto group = std::make_unique<ddp::ElasticGroup>(env, ddp::test::glooOptions(20s));
+    CHECK(group->recoversInPlace());
+    float v = float(rank + 1);
+    group->comm().allreduce(&v, 1, ddp::DataType::kFloat32, ddp::ReduceOp::kSum);
+    before[rank] = v;
+    ++built;
+    while (built.load() < kWorld) std::this_thread::yield();  // all summed once
+    if (rank == 2) {
+      group.reset();  // the failed worker: its connections close
+      publishQuorum(board, kWorld, server.port(), 1);  // its agent publishes the next quorum
+      group = std::make_unique<ddp::ElasticGroup>(env, ddp::test::glooOptions(20s));  // replacement
+    } else {
+      try {  // the old communicator is broken by rank 2's exit
+        float w = 1;
+        group->comm().allreduce(&w, 1, ddp::DataType::kFloat32, ddp::ReduceOp::kSum);
+        survivorErrors[rank] = "no error";
+      } catch (const ddp::CommError& e) {
+        survivorErrors[rank] = e.what();
+      }
+      group->rebuild(20s);
+    }
+    float w = float(10 * (rank + 1));
+    group->comm().allreduce(&w, 1, ddp::DataType::kFloat32, ddp::ReduceOp::kSum);
+    after[rank] = w;
+    ids[rank] = group->view().id;
+    group->comm().barrier();
+  });
+  REQUIRE(ddp::test::firstError(errors) == "");
+  CHECK(before == std::vector<float>(kWorld, 6));
+  CHECK(after == std::vector<float>(kWorld, 60));
+  for (int r = 0; r < kWorld; ++r) CHECK(ids[r] == ddp::QuorumId{0, 1});
+  CHECK(survivorErrors[0] != "no error");
+  CHECK(survivorErrors[1] != "no error");
+  // Announced once per generation, by the processes of quorum 0 only.
+  CHECK(inPlaceCount(server.port()) == kWorld);
+}
+
+TEST_CASE("a quorum superseded while it is being built is left for the newest", "[elastic]") {
+  constexpr int kWorld = 2;
+  ddp::StoreServerThread server(loopbackStore());
+  ddp::QuorumBoard board(kWorld);
+  publishQuorum(board, kWorld, server.port(), 0);
+  std::vector<ddp::QuorumId> ids(kWorld);
+  auto errors = ddp::test::runThreads(kWorld, [&](int rank, ddp::Store&) {
+    auto env = envFor(rank, kWorld, server.port(), board);
+    ddp::ElasticGroup group(env, ddp::test::glooOptions(20s));
+    group.comm().barrier();
+    if (rank == 0) {
+      ddp::QuorumBoardReader mine(board.path(), 0);
+      while (mine.read()->id.quorum < 1) mine.waitForChange(mine.epoch(), 100ms);
+      group.rebuild(20s);  // starts on quorum 1, which rank 1 never joins
+    } else {
+      ddp::TcpStoreClientOptions o;
+      o.host = "127.0.0.1";
+      o.port = server.port();
+      ddp::TcpStoreClient watcher(o);
+      const int64_t keys = watcher.numKeys();
+      publishQuorum(board, kWorld, server.port(), 1);
+      // Rank 0 is inside quorum 1's build once its address key is in the store.
+      while (watcher.numKeys() <= keys) std::this_thread::yield();
+      publishQuorum(board, kWorld, server.port(), 2);
+      group.rebuild(20s);
+    }
+    ids[rank] = group.view().id;
+    group.comm().barrier();
+  });
+  REQUIRE(ddp::test::firstError(errors) == "");
+  CHECK(ids[0] == ddp::QuorumId{0, 2});
+  CHECK(ids[1] == ddp::QuorumId{0, 2});
+}
+
+TEST_CASE("no newer quorum within the budget, or no board: rebuild() is a CommError", "[elastic]") {
+  ddp::StoreServerThread server(loopbackStore());
+  ddp::QuorumBoard board(1);
+  publishQuorum(board, 1, server.port(), 0);
+  ddp::ElasticGroup group(envFor(0, 1, server.port(), board), ddp::test::glooOptions(5s));
+  CHECK_FALSE(group.quorumChanged());
+  CHECK_THAT(errorOf<ddp::CommError>([&] { group.rebuild(100ms); }),
+             Catch::Contains("found no quorum to recover into within 100 ms"));
+
+  auto plain = ddp::test::loopbackEnv(0, 1);
+  plain.masterPort = server.port();
+  plain.useAgentStore = true;
+  ddp::ElasticGroup without(plain, ddp::test::glooOptions(5s));
+  CHECK_FALSE(without.recoversInPlace());
+  CHECK_THAT(errorOf<ddp::CommError>([&] { without.rebuild(1s); }), Catch::Contains("no quorum board"));
+}
+
+TEST_CASE("the donor is the lowest rank with the highest step; ranks that differ take its state",
+          "[elastic]") {
+  using D = ddp::StateDigest;
+  auto a = ddp::agreeOnState({D{5, 1}, D{6, 9}, D{6, 9}, D{-1, 0}});
+  CHECK(a.donor == 1);
+  CHECK(a.state == D{6, 9});
+  CHECK(a.differ == std::vector<int>{0, 3});
+  auto same = ddp::agreeOnState({D{4, 2}, D{4, 2}});
+  CHECK(same.donor == 0);
+  CHECK(same.differ.empty());
+  auto diverged = ddp::agreeOnState({D{4, 2}, D{4, 3}});
+  CHECK(diverged.differ == std::vector<int>{1});
+  const D d{int64_t(1) << 40, 0xfedcba9876543210ULL};
+  CHECK(ddp::unpackDigest(ddp::packDigest(d).data()) == d);
+}
