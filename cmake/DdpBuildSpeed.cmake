@@ -55,7 +55,7 @@ message(STATUS "ddprun: compiler launcher: ${CMAKE_CXX_COMPILER_LAUNCHER}")
 #    on the Asio files; loading the ~200 MB PCH costs ~1.5 s of CPU per file, so the tests (one
 #    small file per program) do not use one: with Catch2 in a PCH they compiled 12-15% slower.
 #    Off by default: with it GCC 12 warns where it does not without (-Wstringop-overread in
-#    launcher/slurm_nodelist.cpp), and the gain is small.
+#    launcher/cli/slurm_nodelist.cpp), and the gain is small.
 option(DDP_PCH "Precompile Boost.Asio, spdlog and nlohmann/json once per build (GCC)" OFF)
 set(DDP_PCH_HEADERS
   <boost/asio/io_context.hpp> <boost/asio/ip/tcp.hpp> <boost/asio/post.hpp>

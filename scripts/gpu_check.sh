@@ -14,7 +14,9 @@
 #                                     python3's site-packages (PyTorch's nvidia-* wheels); checks
 #                                     nvidia-smi; runs the GPU tests (exit 77 = skipped), a
 #                                     world-size-1 NCCL training run, `ddprun --nproc-per-node=gpu
-#                                     train`, a bf16-vs-fp32 loss comparison and samples/s of
+#                                     train`, a worker SIGKILLed under --restart-scope=failed
+#                                     (NCCL rebuilt in place; 2+ GPUs, else skipped), a
+#                                     bf16-vs-fp32 loss comparison and samples/s of
 #                                     `ddprun train` vs PyTorch DDP (nccl) on the same MLP, batch and
 #                                     steps. Prints a markdown table, also written to
 #                                     $OUT/gpu_check.md (plus $OUT/gpu_check_logs.tar.gz) when $OUT
@@ -150,6 +152,31 @@ train_run() {  # name nproc config extra-args... -> row; sets LAST="loss sps"
   fi
 }
 
+recovery_run() {  # cfg -> row: a worker SIGKILLed under --restart-scope=failed is replaced in place
+  local name="recovery in place (NCCL)" cfg=$1 gpus t pid victim
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if ((gpus < 2)); then
+    row "$name" "SKIPPED" "$gpus GPU: NCCL needs a device per rank, so no survivor to keep"
+    return
+  fi
+  t=$(budget 120); ((t > 0)) || { row "$name" "SKIPPED" "time budget spent"; return; }
+  rm -f "$WORK/recovery.jsonl"
+  timeout -k 5 "$t" "$B/bin/ddprun" --standalone --nproc-per-node=gpu --restart-scope=failed \
+    --max-restarts=3 "$B/bin/train" --config "$cfg" --metrics "$WORK/recovery.jsonl" \
+    > "$WORK/recovery.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do [[ -s "$WORK/recovery.jsonl" ]] && break; sleep 0.1; done
+  # agent -> guardian -> worker: the last worker of the agent
+  victim=$(pgrep -P "$(pgrep -P "$pid" | tail -1)" -x train | tail -1)
+  [[ -n "$victim" ]] && kill -KILL "$victim"
+  wait "$pid"; local rc=$?
+  if ((rc == 0)) && [[ -n "$victim" ]] && grep -q "replacing in place" "$WORK/recovery.log"; then
+    row "$name" "PASS" "worker $victim SIGKILLed, replaced in place, the job finished"
+  else
+    row "$name" "FAIL (rc $rc)" "$(brief "$WORK/recovery.log")"
+  fi
+}
+
 write_config() {  # file bf16(true|false)
   cat > "$1" <<JSON
 {"data": "$WORK/data", "hidden": [$HIDDEN], "device": "cuda", "bf16": $2, "backend": "nccl",
@@ -242,6 +269,7 @@ run() {
     write_config "$WORK/fp32.json" false; write_config "$WORK/bf16.json" true
     train_run "train ws=1 nccl fp32" 1 "$WORK/fp32.json" --backend nccl; FP32=$LAST
     train_run "train nproc=gpu" gpu "$WORK/fp32.json"
+    recovery_run "$WORK/fp32.json"
     train_run "train ws=1 nccl bf16" 1 "$WORK/bf16.json" --backend nccl; BF16=$LAST
     if [[ -n "$FP32" && -n "$BF16" ]]; then
       row "bf16 vs fp32 final loss" "$(python3 -c "import sys; a,b=map(float,sys.argv[1:]); print('PASS' if abs(a-b) <= max(0.05, 0.15*abs(a)) else 'FAIL')" "${FP32% *}" "${BF16% *}")" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes docs/status-page.png, the screenshot the README shows: the status page test's 2-node job
+# Makes docs/status-page.png, the screenshot docs/status.md shows: the status page test's 2-node job
 # (ddprund + two agents running `train`; rank 1 fails in generation 0, the job restarts) as
 # headless Chromium renders ddprund's page (tests/integration/status_page_test.py page).
 #

@@ -1,0 +1,650 @@
+"""Recovery from a worker SIGKILL, side by side: ddprun in place, ddprun full restart, torchrun.
+
+  recovery_bench.py BUILD_DIR WORK_DIR          (run by scripts/bench/recovery.sh; env below)
+
+Modes: `in place` (ddprun --restart-scope=failed), `full` (ddprun --restart-scope=all, the
+default: every worker restarts and `train` resumes from its checkpoint) and `torchrun`
+(torchrun 1.13 + tests/bench/torch_ddp_recovery.py, PyTorch DDP resuming from its checkpoint).
+Both trainers run the same MLP on the same data, AdamW, one BLAS thread per worker, a checkpoint
+every CKPT_EVERY steps, and their rank 0 appends one JSON line per completed step (`train`:
+`log_every` 1) with the step number and the writer's wall-clock `time`.
+
+How a recovery is timed: this process follows the progress file (inotify), reads it to its end,
+notes time.monotonic() and time.time(), and SIGKILLs the victim. The recovery time is from that
+monotonic stamp until this process *sees* the first line of a step completed after the kill. A
+line stamped (`time`) before the kill, or seen less than 2 ms after it, is a step that was already
+complete (a replacement process cannot even start in 2 ms): it counts as done before the kill.
+Steps redone = the last step done before the kill - the first step after it + 1 (0 when training
+continues with the interrupted step).
+
+Experiments (each prints a markdown table):
+  latency   per TOPOLOGIES entry (NxW: N agents x W workers; N=2 is two ddprun agents on a
+            ddprund, or two torchrun agents on the same ddprund as their c10d store) and per mode:
+            KILLS SIGKILLs of the highest rank, each after at least 1 s of steady steps, at a
+            step past the first checkpoint whose distance from the last checkpoint is drawn
+            uniformly from [0, CKPT_EVERY) (the same draws for every mode: SEED)
+  goodput   GOODPUT_TOPOLOGY, each mode: a fault-free run of REF_SECONDS gives steps/s; a run of
+            DURATION s with a SIGKILL of a random worker every KILL_EVERY s gives the net progress
+            (the last step at the end - the step at the start); goodput = the fault-free time for
+            that progress / DURATION
+  node_loss 2x2 with --nnodes 1:2: SIGKILL node 1's agent (its workers die with it); the time
+            until the survivors complete a step; then a new agent joins and the world grows back
+            to 4 before the next loss (NODE_KILLS times), for the in-place and full modes
+
+Every process started here runs in a session of its own; it is stopped by its process group, and
+any descendant still alive after that is killed by pid.
+"""
+import ctypes
+import json
+import os
+import random
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+BUILD, WORK = sys.argv[1], sys.argv[2]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(BUILD, "bin")
+PY = "/usr/bin/python3"
+TORCH_SCRIPT = os.path.join(ROOT, "tests", "bench", "torch_ddp_recovery.py")
+ENV = os.environ.get
+MODES = ENV("MODES", "inplace full torchrun").split()
+TOPOLOGIES = ENV("TOPOLOGIES", "1x2 1x4 2x2").split()
+KILLS = int(ENV("KILLS", "3"))
+SEED = int(ENV("SEED", "1"))
+EXPERIMENTS = ENV("EXPERIMENTS", "latency goodput node_loss").split()
+DURATION = float(ENV("DURATION", "180"))
+KILL_EVERY = float(ENV("KILL_EVERY", "10"))
+REF_SECONDS = float(ENV("REF_SECONDS", "30"))
+GOODPUT_TOPOLOGY = ENV("GOODPUT_TOPOLOGY", "1x4")
+NODE_KILLS = int(ENV("NODE_KILLS", "3"))
+CKPT_EVERY = int(ENV("CKPT_EVERY", "100"))
+HIDDEN = ENV("HIDDEN", "512,512")
+BATCH = int(ENV("BATCH", "256"))
+FEATURES, CLASSES, SAMPLES = int(ENV("FEATURES", "32")), int(ENV("CLASSES", "4")), int(ENV("SAMPLES", "65536"))
+RDZV_CONF = ENV("RDZV_CONF", "join_timeout=60,last_call_timeout=0.5,close_timeout=5,"
+                "keep_alive_interval=0.5,heartbeat_timeout=3,read_timeout=10")
+LOG_LEVEL = ENV("LOG_LEVEL", "info")
+START_TIMEOUT = float(ENV("START_TIMEOUT", "180"))
+LABEL = {"inplace": "ddprun in place (`--restart-scope=failed`)",
+         "full": "ddprun full restart (`--restart-scope=all`)",
+         "torchrun": "torchrun 1.13 + PyTorch DDP, from checkpoint"}
+SHORT = {"inplace": "in place", "full": "full restart", "torchrun": "torchrun"}
+AGENT_ENV = dict(os.environ, OMP_NUM_THREADS="1", DDP_NO_SLURM="1")
+# A step line seen this soon after the kill was complete before it (nothing restarts this fast).
+ALREADY_DONE_S = 0.002
+
+
+class BenchError(Exception):
+    pass
+
+
+def log(msg):
+    print("[bench %s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
+
+
+# -- following the progress file ----------------------------------------------------------------
+class Follower:
+    """Reads the JSON lines appended to `path`, waking on inotify (polling every 2 ms without)."""
+    IN_MODIFY, IN_CREATE = 0x2, 0x100
+
+    def __init__(self, path):
+        self.path, self.offset, self.partial = path, 0, b""
+        self.lines = []  # (seen monotonic, record)
+        self.fd = -1
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if fd >= 0 and libc.inotify_add_watch(fd, os.path.dirname(path).encode(),
+                                              self.IN_MODIFY | self.IN_CREATE) >= 0:
+            self.fd = fd
+        elif fd >= 0:
+            os.close(fd)
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def read(self):
+        """Appends every complete line now in the file; returns the new (seen, record) pairs."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        now = time.monotonic()
+        self.offset += len(data)
+        chunks = (self.partial + data).split(b"\n")
+        self.partial = chunks.pop()
+        new = []
+        for c in chunks:
+            if c.strip().startswith(b"{"):
+                rec = json.loads(c)
+                if "step" in rec:
+                    new.append((now, rec))
+        self.lines += new
+        return new
+
+    def wait(self, timeout):
+        """Blocks until the file may have changed or `timeout` s passed."""
+        if self.fd >= 0:
+            r, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
+            if r:
+                try:
+                    os.read(self.fd, 65536)
+                except BlockingIOError:
+                    pass
+        else:
+            time.sleep(min(0.002, max(0.0, timeout)))
+
+    def until(self, what, pred, timeout, alive=None):
+        """Reads lines until pred(new_pairs) is truthy; returns its value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = pred(self.read())
+            if value:
+                return value
+            if alive is not None and not alive():
+                raise BenchError("the job ended while waiting for " + what)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BenchError("timed out after %.0f s waiting for %s" % (timeout, what))
+            self.wait(min(left, 0.05))
+
+    def last(self):
+        return self.lines[-1][1] if self.lines else None
+
+
+# -- processes ---------------------------------------------------------------------------------
+def proc_stat(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[1]), fields[19]  # state, ppid, starttime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def descendants(pid):
+    kids = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = proc_stat(int(entry))
+            if st and st[0] != "Z":
+                kids.setdefault(st[1], []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def environ(pid):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    except OSError:
+        return {}
+
+
+def cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+class Job:
+    """One training job: its agents (ddprun or torchrun processes) and its progress file."""
+
+    def __init__(self, name, launcher):
+        self.name, self.launcher = name, launcher
+        self.dir = os.path.join(WORK, name)
+        os.makedirs(os.path.join(self.dir, "ckpt"))
+        self.progress = os.path.join(self.dir, "progress.jsonl")
+        self.follow = Follower(self.progress)
+        self.agents = []  # (label, Popen)
+        self.lost = set()  # pids of agents killed on purpose (node loss)
+        self.config = None  # train's config (ddprun jobs)
+
+    def spawn(self, label, argv, env=None):
+        out = open(os.path.join(self.dir, label + ".log"), "w")
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                             start_new_session=True, cwd=self.dir)
+        out.close()
+        self.agents.append((label, p))
+        return p
+
+    def alive(self):
+        return all(p.poll() is None for _, p in self.agents if p.pid not in self.lost)
+
+    def workers(self):
+        """{pid: rank} of the running workers (train processes, or Python ones running the script)."""
+        agents = {p.pid for _, p in self.agents}
+        out = {}
+        for _, p in self.agents:
+            for pid in descendants(p.pid):
+                if pid in agents:
+                    continue
+                env = environ(pid)
+                if b"RANK" not in env:
+                    continue
+                if self.launcher == "ddprun":
+                    if not open_comm(pid) == "train":
+                        continue
+                elif TORCH_SCRIPT.encode() not in cmdline(pid) or b"torch.distributed.run" in cmdline(pid):
+                    continue
+                out[pid] = int(env[b"RANK"])
+        return out
+
+    def stop(self):
+        tree = []
+        for _, p in self.agents:
+            tree += [(pid, proc_stat(pid)) for pid in descendants(p.pid)]
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 15
+        for _, p in self.agents:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+        for pid, st in tree:  # descendants that left the group: same pid and start time
+            now = proc_stat(pid)
+            if st and now and now[2] == st[2] and now[0] != "Z":
+                os.kill(pid, signal.SIGKILL)
+        self.follow.close()
+
+    def output(self):
+        text = ""
+        for label, _ in self.agents:
+            with open(os.path.join(self.dir, label + ".log"), errors="replace") as f:
+                text += "--- %s\n%s" % (label, f.read()[-3000:])
+        return text
+
+
+def open_comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+# -- launching ---------------------------------------------------------------------------------
+def write_config():
+    data = os.path.join(WORK, "data")
+    subprocess.run([os.path.join(BIN, "train"), "make-data", "--out", data, "--samples", str(SAMPLES),
+                    "--features", str(FEATURES), "--classes", str(CLASSES), "--shards", "4",
+                    "--seed", "1"], check=True, stdout=subprocess.DEVNULL)
+    return data
+
+
+def ddprund():
+    """Starts a ddprund on 127.0.0.1, port from the OS; returns (Job holding it, port)."""
+    job = Job("ddprund-%d" % next_id(), "none")
+    port_file = os.path.join(job.dir, "port")
+    job.spawn("ddprund", [os.path.join(BIN, "ddprund"), "--host", "127.0.0.1", "--port", "0",
+                          "--port-file", port_file])
+    deadline = time.monotonic() + 30
+    while not (os.path.exists(port_file) and open(port_file).read().strip()):
+        if time.monotonic() > deadline or not job.alive():
+            job.stop()
+            raise BenchError("ddprund did not write its port:\n" + job.output())
+        time.sleep(0.02)
+    return job, int(open(port_file).read())
+
+
+_ids = iter(range(1, 1 << 30))
+
+
+def next_id():
+    return next(_ids)
+
+
+def train_config(job, data):
+    path = os.path.join(job.dir, "train.json")
+    with open(path, "w") as f:
+        json.dump({"data": data, "hidden": [int(h) for h in HIDDEN.split(",")], "device": "cpu",
+                   "epochs": 1000000, "batch_size": BATCH, "optimizer": "adamw", "lr": 0.001,
+                   "log_every": 1, "progress_seconds": 1e9, "checkpoint_every": CKPT_EVERY,
+                   "checkpoint_dir": os.path.join(job.dir, "ckpt")}, f)
+    return path
+
+
+def start(mode, nodes, nproc, data, port=None, nnodes=None):
+    """Starts a job of `nodes` agents x `nproc` workers; returns it."""
+    job = Job("%s-%dx%d-%d" % (mode, nodes, nproc, next_id()), "torchrun" if mode == "torchrun" else "ddprun")
+    if job.launcher == "ddprun":
+        job.config = train_config(job, data)
+    for n in range(nodes):
+        job.spawn("node%d" % n, agent_argv(job, mode, n, nodes, nproc, data, port, nnodes), AGENT_ENV)
+    return job
+
+
+def agent_argv(job, mode, n, nodes, nproc, data, port, nnodes=None):
+    nnodes = nnodes or str(nodes)
+    if mode == "torchrun":
+        argv = [PY, "-m", "torch.distributed.run", "--nproc_per_node=%d" % nproc,
+                "--max_restarts=1000", "--monitor_interval=0.1", "--redirects=1", "--tee=1",
+                "--log_dir", os.path.join(job.dir, "logs%d-%d" % (n, next_id()))]
+        if nodes == 1:
+            argv += ["--standalone"]
+        else:
+            argv += ["--nnodes=" + nnodes, "--rdzv_backend=c10d",
+                     "--rdzv_endpoint=127.0.0.1:%d" % port, "--rdzv_id=" + job.name,
+                     "--rdzv_conf=is_host=false,join_timeout=60,read_timeout=60"]
+        return argv + [TORCH_SCRIPT, "--data", data, "--hidden", HIDDEN, "--batch-size", str(BATCH),
+                       "--checkpoint-dir", os.path.join(job.dir, "ckpt"),
+                       "--checkpoint-every", str(CKPT_EVERY), "--progress", job.progress]
+    argv = [os.path.join(BIN, "ddprun"), "--nproc-per-node", str(nproc), "--max-restarts", "1000",
+            "--restart-scope", "failed" if mode == "inplace" else "all", "--shutdown-timeout", "2",
+            "--log-level", LOG_LEVEL]
+    if nodes == 1:
+        argv += ["--standalone"]
+    else:
+        argv += ["--nnodes", nnodes, "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                 "127.0.0.1:%d" % port, "--rdzv-id", job.name, "--rdzv-conf", RDZV_CONF]
+        if n == 0:
+            argv += ["--node-rank", "0"]
+    return argv + [os.path.join(BIN, "train"), "--config", job.config, "--metrics", job.progress]
+
+
+def topology(spec):
+    nodes, nproc = spec.split("x")
+    return int(nodes), int(nproc)
+
+
+# -- one kill ----------------------------------------------------------------------------------
+def steady(job, seconds, world, phase=None):
+    """Waits until the job completed steps for `seconds` s with `world` workers running; with a
+    `phase`, then until it completes a step s >= CKPT_EVERY with s % CKPT_EVERY == phase (so that
+    a kill lands at a known point between two checkpoints, and one exists)."""
+    job.follow.until("the first step", lambda new: job.follow.lines, START_TIMEOUT, job.alive)
+    t0 = time.monotonic()
+    job.follow.until("%.1f s of steps" % seconds, lambda new: new and time.monotonic() - t0 >= seconds
+                     and len(job.workers()) == world, START_TIMEOUT, job.alive)
+    if phase is not None:
+        job.follow.until("step %d after a checkpoint" % phase, lambda new: any(
+            r["step"] >= CKPT_EVERY and r["step"] % CKPT_EVERY == phase for _, r in new),
+            START_TIMEOUT, job.alive)
+
+
+def measure_kill(job, victim_pids, timeout=START_TIMEOUT):
+    """SIGKILLs victim_pids (read the progress file to its end first); returns (seconds from the
+    kill to the first step completed after it, steps redone, that step)."""
+    job.follow.read()
+    done = max((r["step"] for _, r in job.follow.lines[-50:]), default=0)
+    wall, t_kill = time.time(), time.monotonic()
+    for pid in victim_pids:
+        os.kill(pid, signal.SIGKILL)
+
+    def after(new):
+        nonlocal done
+        for seen, rec in new:
+            if rec["time"] < wall or seen - t_kill < ALREADY_DONE_S:
+                done = max(done, rec["step"])
+                continue
+            return seen, rec
+        return None
+
+    seen, rec = job.follow.until("a step after the kill", after, timeout, job.alive)
+    return seen - t_kill, max(0, done - rec["step"] + 1), rec["step"]
+
+
+def victim(job, rank=None):
+    ws = job.workers()
+    if not ws:
+        return None
+    if rank is None:
+        return random.choice(sorted(ws))
+    return max(ws, key=lambda p: (ws[p] == rank, ws[p]))
+
+
+# -- experiments -------------------------------------------------------------------------------
+def latency(data):
+    rows = []
+    for spec in TOPOLOGIES:
+        nodes, nproc = topology(spec)
+        for mode in MODES:
+            store, port = ddprund() if nodes > 1 else (None, None)
+            job = start(mode, nodes, nproc, data, port)
+            times, redone = [], []
+            phases = random.Random(SEED * 1000 + TOPOLOGIES.index(spec))
+            try:
+                for k in range(KILLS):
+                    steady(job, 1.0, nodes * nproc, phases.randrange(CKPT_EVERY))
+                    v = victim(job, nodes * nproc - 1)
+                    dt, r, step = measure_kill(job, [v])
+                    times.append(dt)
+                    redone.append(r)
+                    log("%s %s kill %d: %.1f ms, %d steps redone (resumed at step %d)" %
+                        (spec, mode, k + 1, dt * 1e3, r, step))
+            except BenchError as e:
+                log("%s %s: %s\n%s" % (spec, mode, e, job.output()))
+            finally:
+                job.stop()
+                if store:
+                    store.stop()
+            rows.append((spec, mode, times, redone))
+    return rows
+
+
+def rate_of(job, seconds, world):
+    """Steps/s over `seconds` s of a running job, from the progress lines (this process's clock)."""
+    steady(job, 2.0, world)
+    job.follow.read()
+    s0, t0 = job.follow.last()["step"], time.monotonic()
+    time.sleep(seconds)
+    job.follow.read()
+    s1, t1 = job.follow.last()["step"], time.monotonic()
+    return (s1 - s0) / (t1 - t0)
+
+
+def follow_until(job, t):
+    """Reads the progress lines as they come (each stamped when seen) until monotonic time t."""
+    job.follow.until("time", lambda new: time.monotonic() >= t, max(0.0, t - time.monotonic()) + 5)
+
+
+def in_run_rate(lines, t0, t1):
+    """Steps/s of the faulted run itself, away from its faults: over the second half of every
+    interval between two kills (and before the first), where the steps rose without a restart and
+    the first line came within 0.5 s of the half's start (so no recovery was still going on)."""
+    steps, secs, a = 0, 0.0, t0 + KILL_EVERY / 2
+    while a < t1:
+        b = min(a + KILL_EVERY / 2, t1)
+        seg = [(seen, r["step"]) for seen, r in lines if a <= seen < b]
+        if len(seg) > 1 and seg[0][0] - a < 0.5 and all(y > x for (_, x), (_, y) in zip(seg, seg[1:])):
+            steps += seg[-1][1] - seg[0][1]
+            secs += seg[-1][0] - seg[0][0]
+        a += KILL_EVERY
+    return steps / secs if secs else float("nan")
+
+
+def goodput(data):
+    nodes, nproc = topology(GOODPUT_TOPOLOGY)
+    rows = []
+    refs = {}
+    for mode in MODES:
+        launcher = "torchrun" if mode == "torchrun" else "ddprun"
+        store, port = ddprund() if nodes > 1 else (None, None)
+        try:
+            if launcher not in refs:
+                job = start(mode, nodes, nproc, data, port)
+                try:
+                    refs[launcher] = rate_of(job, REF_SECONDS, nodes * nproc)
+                    log("%s fault-free: %.1f steps/s" % (launcher, refs[launcher]))
+                finally:
+                    job.stop()
+            job = start(mode, nodes, nproc, data, port)
+            try:
+                steady(job, 2.0, nodes * nproc)
+                job.follow.read()
+                s0, t0 = job.follow.last()["step"], time.monotonic()
+                kills, tick = 0, t0 + KILL_EVERY
+                while tick < t0 + DURATION:
+                    follow_until(job, tick)
+                    v = None
+                    while v is None and time.monotonic() < t0 + DURATION:
+                        v = victim(job)
+                        if v is None:
+                            time.sleep(0.01)
+                    if v is not None:
+                        try:
+                            os.kill(v, signal.SIGKILL)
+                            kills += 1
+                        except ProcessLookupError:
+                            pass
+                    tick += KILL_EVERY
+                    if not job.alive():
+                        raise BenchError("the job ended:\n" + job.output())
+                follow_until(job, t0 + DURATION)
+                s1, t1 = job.follow.last()["step"], time.monotonic()
+            finally:
+                job.stop()
+            free = (s1 - s0) / refs[launcher]
+            inrun = in_run_rate(job.follow.lines, t0, t1)
+            rows.append((mode, refs[launcher], s1 - s0, kills, t1 - t0, free / (t1 - t0), inrun))
+            log("%s goodput: %d steps in %.1f s with %d kills: %.1f%% (%.1f%% against the in-run "
+                "rate %.1f steps/s)" % (mode, s1 - s0, t1 - t0, kills, 100 * free / (t1 - t0),
+                                        100 * (s1 - s0) / inrun / (t1 - t0), inrun))
+        except BenchError as e:
+            log("goodput %s: %s" % (mode, e))
+        finally:
+            if store:
+                store.stop()
+    return rows
+
+
+def node_loss(data):
+    rows = []
+    for mode in [m for m in MODES if m != "torchrun"]:
+        store, port = ddprund()
+        job = start(mode, 2, 2, data, port, nnodes="1:2")
+        times = []
+        phases = random.Random(SEED * 1000 + 999)
+        try:
+            for k in range(NODE_KILLS):
+                job.follow.until("world size 4", lambda new: job.follow.last() and
+                                 job.follow.last()["world_size"] == 4, START_TIMEOUT, job.alive)
+                steady(job, 1.0, 4, phases.randrange(CKPT_EVERY))
+                agent = job.agents[-1][1]  # node 1 (or the agent that took its place)
+                job.lost.add(agent.pid)
+                dt, r, step = measure_kill(job, [agent.pid])
+                times.append(dt)
+                log("node loss %s %d: %.1f ms to the survivors' step %d (world %d, %d redone)" %
+                    (mode, k + 1, dt * 1e3, step, job.follow.last()["world_size"], r))
+                agent.wait()
+                job.spawn("node1-%d" % (k + 1), agent_argv(job, mode, 1, 2, 2, data, port, "1:2"),
+                          AGENT_ENV)
+        except BenchError as e:
+            log("node loss %s: %s\n%s" % (mode, e, job.output()))
+        finally:
+            job.stop()
+            store.stop()
+        rows.append((mode, times))
+    return rows
+
+
+# -- tables ------------------------------------------------------------------------------------
+def ms(x):
+    return "%.0f" % (x * 1e3) if x >= 0.1 else "%.1f" % (x * 1e3)
+
+
+def spread(values):
+    if not values:
+        return "failed"
+    return "%s ms (%s–%s)" % (ms(statistics.median(values)), ms(min(values)), ms(max(values)))
+
+
+def print_latency(rows):
+    print("### Time from a worker SIGKILL to the first step completed after it\n")
+    print("KILLS=%d kills of the highest rank per cell, median (min–max); steps redone: mean (max); "
+          "ratio = median / in place's median.\n" % KILLS)
+    print("| workers | mode | kill → next step | steps redone | ratio to in place |")
+    print("|---|---|---|---|---|")
+    base = {}
+    for spec, mode, times, redone in rows:
+        if mode == "inplace" and times:
+            base[spec] = statistics.median(times)
+    for spec, mode, times, redone in rows:
+        ratio = "%.1f×" % (statistics.median(times) / base[spec]) if times and spec in base else "–"
+        red = "%.1f (%d)" % (statistics.mean(redone), max(redone)) if redone else "–"
+        print("| %s | %s | %s | %s | %s |" % (spec.replace("x", " × "), LABEL[mode], spread(times),
+                                               red, ratio))
+    print()
+
+
+def print_goodput(rows):
+    print("### Goodput: %s, a SIGKILL of a random worker every %g s for %g s\n" %
+          (GOODPUT_TOPOLOGY.replace("x", " × "), KILL_EVERY, DURATION))
+    print("Goodput = net steps in the faulted run ÷ (fault-free steps/s × its duration). Fault-free "
+          "steps/s: a separate run of %g s (ref. run), or the faulted run's own steps/s over the second "
+          "half of each interval between kills (in-run), which shares its load.\n" % REF_SECONDS)
+    print("| mode | fault-free steps/s: ref. run / in-run | net steps with kills | kills | "
+          "goodput vs ref. run | goodput vs in-run | cost per kill (in-run) |")
+    print("|---|---|---|---|---|---|---|")
+    for mode, rate, steps, kills, secs, g, inrun in rows:
+        per_kill = (secs - steps / inrun) / kills if kills else 0
+        print("| %s | %.1f / %.1f | %d in %.0f s | %d | %.1f%% | **%.1f%%** | %.2f s |" %
+              (LABEL[mode], rate, inrun, steps, secs, kills, 100 * g, 100 * steps / inrun / secs,
+               per_kill))
+    print()
+
+
+def print_node_loss(rows):
+    hb = dict(kv.split("=") for kv in RDZV_CONF.split(","))
+    hbt = float(hb.get("heartbeat_timeout", "15"))
+    print("### Node loss at 2 × 2 (`--nnodes 1:2`): node 1's agent SIGKILLed\n")
+    print("`--rdzv-conf %s`; %d losses, the world grown back to 4 between them; median (min–max).\n"
+          % (RDZV_CONF, NODE_KILLS))
+    print("| mode | kill → survivors' next step | minus heartbeat_timeout (%g s) |" % hbt)
+    print("|---|---|---|")
+    for mode, times in rows:
+        minus = spread([t - hbt for t in times]) if times else "–"
+        print("| %s | %s | %s |" % (LABEL[mode], spread(times), minus))
+    print()
+
+
+def main():
+    random.seed(SEED)
+    data = write_config()
+    load0 = open("/proc/loadavg").read().split()[:3]
+    out = {}
+    if "latency" in EXPERIMENTS:
+        out["latency"] = latency(data)
+    if "goodput" in EXPERIMENTS:
+        out["goodput"] = goodput(data)
+    if "node_loss" in EXPERIMENTS and "2x2" in TOPOLOGIES:
+        out["node_loss"] = node_loss(data)
+    load1 = open("/proc/loadavg").read().split()[:3]
+    print("MLP %d-%s-%d, batch %d per rank, AdamW, checkpoint every %d steps, OMP_NUM_THREADS=1; "
+          "%d CPUs; load average before %s, after %s\n" %
+          (FEATURES, HIDDEN.replace(",", "-"), CLASSES, BATCH, CKPT_EVERY, os.cpu_count(),
+           " ".join(load0), " ".join(load1)))
+    if "latency" in out:
+        print_latency(out["latency"])
+    if "goodput" in out:
+        print_goodput(out["goodput"])
+    if "node_loss" in out:
+        print_node_loss(out["node_loss"])
+    with open(os.path.join(WORK, "results.json"), "w") as f:
+        json.dump(out, f)
+
+
+if __name__ == "__main__":
+    main()
