@@ -360,6 +360,8 @@ TrainResult TrainLoop::run() {
       recover(e.what());
     }
   }
+  // From here on a failed peer cannot be replaced: its replacement would wait for this rank.
+  if (recoversInPlace() && !result_.injectedFailure) group_->markFinished();
   double wall = std::chrono::duration<double>(Clock::now() - start).count();
   result_.steps = state_.step;
   result_.stepsThisRun = state_.step - firstStep;

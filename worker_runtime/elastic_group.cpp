@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -27,8 +28,11 @@ using Clock = std::chrono::steady_clock;
 // quorum that a newer one replaced would otherwise wait its whole budget for ranks that are gone.
 class SupersededStore final : public Store {
  public:
-  SupersededStore(Store& inner, const QuorumBoardReader* board, uint32_t epoch)
-      : inner_(inner), board_(board), epoch_(epoch) {}
+  // `probe` (may be empty) runs every kProbeInterval of waiting and may throw to give up.
+  SupersededStore(Store& inner, const QuorumBoardReader* board, uint32_t epoch,
+                  std::function<void()> probe)
+      : inner_(inner), board_(board), epoch_(epoch), probe_(std::move(probe)),
+        nextProbe_(Clock::now() + kProbeInterval) {}
   void set(const std::string& k, const std::string& v) override { inner_.set(k, v); }
   std::string get(const std::string& k) override {
     wait({k}, inner_.timeout());
@@ -45,6 +49,10 @@ class SupersededStore final : public Store {
     while (true) {
       if (board_ != nullptr && board_->epoch() != epoch_) {
         throw CommError("a newer quorum was published while this one was being built");
+      }
+      if (probe_ && Clock::now() >= nextProbe_) {
+        probe_();
+        nextProbe_ = Clock::now() + kProbeInterval;
       }
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) return inner_.wait(keys, std::chrono::milliseconds(1));
@@ -70,9 +78,12 @@ class SupersededStore final : public Store {
   void setTimeout(std::chrono::milliseconds t) override { inner_.setTimeout(t); }
 
  private:
+  static constexpr auto kProbeInterval = std::chrono::milliseconds(250);
   Store& inner_;
   const QuorumBoardReader* board_;
   uint32_t epoch_;
+  std::function<void()> probe_;
+  Clock::time_point nextProbe_;
 };
 
 constexpr auto kStuckGrace = std::chrono::seconds(2);
@@ -287,28 +298,48 @@ const std::atomic<uint32_t>* ElasticGroup::quorumEpoch() const {
   return board_ ? &board_->epochWord() : nullptr;
 }
 
+std::unique_ptr<TcpStoreClient> ElasticGroup::agentStore(std::chrono::milliseconds timeout) const {
+  TcpStoreClientOptions o;
+  o.host = storeAddr_;
+  o.port = storePort_;
+  o.connectTimeout = o.timeout = timeout;
+  return std::make_unique<TcpStoreClient>(o);
+}
+
 void ElasticGroup::markStateLost() {
   if (!board_) return;
   try {
-    TcpStoreClientOptions o;
-    o.host = storeAddr_;
-    o.port = storePort_;
-    o.connectTimeout = o.timeout = std::chrono::seconds(5);
-    TcpStoreClient(o).set(stateLostKey(view_.id.generation), toString(view_.id));
+    agentStore(std::chrono::seconds(5))->set(stateLostKey(view_.id.generation), toString(view_.id));
   } catch (const Error& e) {
     logger("worker")->warn("could not tell the agents that the state is lost: {}", e.what());
   }
+}
+
+void ElasticGroup::markFinished() {
+  if (!board_) return;
+  try {
+    agentStore(std::chrono::seconds(5))->set(finishedKey(view_.id.generation),
+                                             "rank " + std::to_string(view_.rank) + " of quorum " +
+                                                 toString(view_.id));
+  } catch (const Error& e) {
+    logger("worker")->warn("could not tell the agents that this rank finished: {}", e.what());
+  }
+}
+
+void ElasticGroup::checkFinished(const QuorumId& building, std::unique_ptr<TcpStoreClient>& probe) {
+  if (!probe) probe = agentStore(std::chrono::seconds(5));
+  const std::string key = finishedKey(building.generation);
+  if (!probe->check({key})) return;
+  finishedBy_ = probe->get(key);
+  throw CommError(finishedBy_ + " finished the job while quorum " + toString(building) +
+                  " was being built");
 }
 
 void ElasticGroup::announceInPlace() {
   if (!board_ || view_.id.generation == announcedGeneration_ || view_.id.quorum != 0) return;
   // Quorum 0 only: a process replaced later in the generation was counted by its predecessor.
   // The key is the agents' (worker_store_keys.hpp: no worker prefix), so on a connection of its own.
-  TcpStoreClientOptions o;
-  o.host = storeAddr_;
-  o.port = storePort_;
-  o.connectTimeout = o.timeout = options_.timeout;
-  TcpStoreClient(o).add(inPlaceCountKey(view_.id.generation), 1);
+  agentStore(options_.timeout)->add(inPlaceCountKey(view_.id.generation), 1);
   announcedGeneration_ = view_.id.generation;
 }
 
@@ -341,7 +372,10 @@ void ElasticGroup::build(const QuorumRecord& record, Clock::time_point deadline)
   CommOptions options = options_;
   if (board_) options.storePrefix = options_.storePrefix + "/q" + std::to_string(record.id.quorum);
   options.timeout = std::min(budget, options_.timeout);
-  SupersededStore watched(*store_, board_.get(), builtEpoch_);
+  std::unique_ptr<TcpStoreClient> probe;  // opened once a wait lasts past the first probe
+  std::function<void()> finished;
+  if (board_) finished = [this, &record, &probe] { checkFinished(record.id, probe); };
+  SupersededStore watched(*store_, board_.get(), builtEpoch_, std::move(finished));
   std::unique_ptr<Communicator> comm;
   {
     // The watchdog sees the build as an operation of this quorum: superseded, its pairs still
@@ -414,6 +448,12 @@ void ElasticGroup::join(const QuorumId& from, bool newer, std::chrono::milliseco
         return;
       } catch (const Error& e) {
         dropComm();
+        // A rank finished the job: no quorum of this generation can form any more.
+        if (!finishedBy_.empty()) {
+          throw CommError("rank " + std::to_string(newest->rank) + ": " + finishedBy_ +
+                          " finished the job while this rank waited to build quorum " +
+                          toString(newest->id) + ": that quorum cannot form");
+        }
         // Superseded (the board moved meanwhile) is no failure of that quorum.
         if (board_->epoch() == epoch) failed = newest->id;
         lastError = "quorum " + toString(newest->id) + ": " + e.what();

@@ -29,6 +29,10 @@
 // still listening for a peer shut down at once (Gloo waits its whole budget for a peer that died or
 // moved on), the connections it opened 2 s later, and past 4 s the process ends as above.
 //
+// A rank that finished its last step says so (markFinished()): a replacement started after that,
+// or one waiting to build with it, gives up at once (CommError) instead of waiting its whole
+// budget for a peer that will not come back, and the agents restart every worker instead.
+//
 // Without a board (torchrun, --restart-scope=all, or the board cannot be opened: a warning says
 // why) the group is the plain communicator of the env, and rebuild() throws CommError: the worker
 // exits and its agent restarts the group as before.
@@ -57,6 +61,7 @@
 namespace ddp {
 
 class QuorumBoardReader;
+class TcpStoreClient;
 
 // What a running worker sees of its membership (the quorum's record, or the env without a board).
 struct GroupView {
@@ -112,6 +117,12 @@ class ElasticGroup {
   // is new), so replacing workers cannot help: they restart every worker instead. Best effort
   // (one store call, errors logged); never throws.
   void markStateLost();
+  // Tells the agents and the other ranks that this rank finished the job (its last step is done):
+  // a quorum with it can no longer form, so no worker is replaced from now on (a failure restarts
+  // every worker, as torchrun's would) and a replacement already waiting to build a quorum gives up
+  // at once (CommError) instead of waiting its whole budget. Best effort (one store call, errors
+  // logged); never throws. No-op without a board.
+  void markFinished();
 
  private:
   // Builds for the newest record on the board that is newer than `from` (or as new, with
@@ -120,6 +131,11 @@ class ElasticGroup {
             const QuorumRecord* fallback);
   void build(const QuorumRecord& record, std::chrono::steady_clock::time_point deadline);
   void announceInPlace();
+  // A connection to the generation's worker store for the agents' /ddp/ keys (worker_store_keys).
+  std::unique_ptr<TcpStoreClient> agentStore(std::chrono::milliseconds timeout) const;
+  // While a build waits for its peers: throws CommError (and sets finishedBy_) once a rank of the
+  // generation finished the job.
+  void checkFinished(const QuorumId& building, std::unique_ptr<TcpStoreClient>& probe);
   void watchdog();
   void dropComm();  // destroys comm_ (under commMutex_)
 
@@ -148,6 +164,7 @@ class ElasticGroup {
   GroupView view_;
   uint32_t builtEpoch_ = 0;
   int64_t announcedGeneration_ = -1;
+  std::string finishedBy_;  // set by checkFinished(): who finished the job, as its key says
 };
 
 }  // namespace ddp

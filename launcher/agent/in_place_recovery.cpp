@@ -123,6 +123,8 @@ void InPlaceRecovery::decide(std::vector<WorkerFailure> failures, bool workerFin
   Supervisor& sup = hooks_.supervisor;
   const int64_t g = round_.generation;
   try {
+    // A worker of this node exited 0, or one anywhere finished its last step.
+    workerFinished = workerFinished || keeper_->workerFinished();
     const InPlaceDecision d = decideInPlace({scope_, keeper_->workersInPlace(), round_.worldSize,
                                              workerFinished, keeper_->stateLost()});
     if (!d.replace) {

@@ -153,8 +153,9 @@ InPlaceDecision decideInPlace(const InPlaceInput& in) {
                    "held it: every worker restarts (from the last checkpoint, if any)"};
   }
   if (in.workerFinished) {
-    return {false, "restart scope failed, but a worker of this node already finished (exited 0) "
-                   "and a replacement could not train with it again: every worker restarts"};
+    return {false, "restart scope failed, but a worker already finished the job (exited 0 or did "
+                   "its last step) and a replacement could not train with it again: every worker "
+                   "restarts"};
   }
   return {true, "every worker recovers in place: the failed ones are replaced, the others keep "
                 "running"};

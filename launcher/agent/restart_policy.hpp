@@ -154,7 +154,8 @@ struct InPlaceInput {
   RestartScope scope = RestartScope::kAll;
   int64_t workersInPlace = 0;  // the generation's in_place counter (worker_store_keys.hpp)
   int worldSize = 1;
-  bool workerFinished = false;  // a worker of this node's group already exited 0
+  bool workerFinished = false;  // a worker of this node exited 0, or one of the job finished its
+                                // last step (worker_store_keys.hpp's finished key)
   bool stateLost = false;       // a worker found no rank holding the state (worker_store_keys)
 };
 

@@ -102,6 +102,11 @@ bool QuorumKeeper::stateLost() {
   return calls_->check({stateLostKey(round_.generation)});
 }
 
+bool QuorumKeeper::workerFinished() {
+  if (!calls_) throw Error("no generation is running");
+  return calls_->check({finishedKey(round_.generation)});
+}
+
 bool QuorumKeeper::publishLocked(const QuorumChange& change) {
   if (change.id <= current_) return false;
   std::vector<std::pair<int, QuorumRecord>> records;

@@ -74,6 +74,9 @@ class QuorumKeeper {
   bool allInPlace() const { return allInPlace_.load(); }
   // True when a worker found the generation's state lost (worker_store_keys.hpp). One store call.
   bool stateLost();
+  // True when a worker of the generation finished its last step (worker_store_keys.hpp's
+  // finished key): a quorum with it can no longer form. One store call.
+  bool workerFinished();
   // Makes the next quorum of the generation (see above) and writes it on this node's board.
   // Throws NetworkError, TimeoutError.
   QuorumChange makeQuorum(const std::vector<int>& replaced, const std::string& reason);

@@ -24,6 +24,10 @@
 //   /ddp/attempt_<g>/state_lost    set by workers that found no rank of their quorum holding the
 //                                  training state (every process was new): the agents then stop
 //                                  replacing workers and restart every one (from a checkpoint)
+//   /ddp/attempt_<g>/finished      set by a worker that finished its last step ("rank R of quorum
+//                                  g.q"): a quorum with it can no longer form, so the agents stop
+//                                  replacing workers (every one restarts, as torchrun's would) and
+//                                  a replacement waiting to build one gives up at once
 //   /ddp/metrics/n                 the newest metric point's number (an ADD counter, from 1)
 //   /ddp/metrics/<n % 64>          metric point n: a ring of the newest 64 (metric_points.hpp),
 //                                  written by rank 0 of a trainer or a torch script, relayed by
@@ -58,6 +62,10 @@ inline std::string inPlaceCountKey(int64_t generation) {
 
 inline std::string stateLostKey(int64_t generation) {
   return "/ddp/attempt_" + std::to_string(generation) + "/state_lost";
+}
+
+inline std::string finishedKey(int64_t generation) {
+  return "/ddp/attempt_" + std::to_string(generation) + "/finished";
 }
 
 inline constexpr int64_t kMetricPointSlots = 64;

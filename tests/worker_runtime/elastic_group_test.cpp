@@ -224,3 +224,58 @@ TEST_CASE("the donor is the lowest rank with the highest step; ranks that differ
   const D d{int64_t(1) << 40, 0xfedcba9876543210ULL};
   CHECK(ddp::unpackDigest(ddp::packDigest(d).data()) == d);
 }
+
+TEST_CASE("a rank that finished the job: a replacement waiting for it gives up at once",
+          "[elastic]") {
+  // Rank 1 is killed after rank 0 did its last step: its replacement's quorum cannot form (rank 0
+  // will not build again), so it fails with a line saying why, long before its 60 s budget.
+  const bool finishedFirst = GENERATE(true, false);
+  CAPTURE(finishedFirst);
+  constexpr int kWorld = 2;
+  ddp::StoreServerThread server(loopbackStore());
+  ddp::QuorumBoard board(kWorld);
+  publishQuorum(board, kWorld, server.port(), 0);
+  std::atomic<bool> replacementDone{false};
+  std::string replacementError = "no error";
+  auto errors = ddp::test::runThreads(kWorld, [&](int rank, ddp::Store& shared) {
+    auto env = envFor(rank, kWorld, server.port(), board);
+    auto group = std::make_unique<ddp::ElasticGroup>(env, ddp::test::glooOptions(20s));
+    group->comm().barrier();
+    ddp::TcpStoreClientOptions o;
+    o.host = "127.0.0.1";
+    o.port = server.port();
+    ddp::TcpStoreClient watcher(o);
+    if (rank == 0) {
+      if (!finishedFirst) {
+        // The replacement is inside quorum 1's build once its address key is in the store.
+        shared.wait({"replacement-started"}, 30s);
+        const int64_t keys = std::stoll(shared.get("keys-before"));
+        while (watcher.numKeys() <= keys) std::this_thread::yield();
+      }
+      group->markFinished();
+      shared.set("finished", "1");
+      while (!replacementDone.load()) std::this_thread::yield();  // keeps its process meanwhile
+      return;
+    }
+    if (finishedFirst) shared.wait({"finished"}, 30s);
+    group.reset();  // the killed worker
+    shared.set("keys-before", std::to_string(watcher.numKeys()));
+    publishQuorum(board, kWorld, server.port(), 1);
+    shared.set("replacement-started", "1");
+    try {
+      ddp::ElasticGroup replacement(env, ddp::test::glooOptions(60s));
+      replacementError = "built quorum " + ddp::toString(replacement.view().id);
+    } catch (const ddp::CommError& e) {
+      replacementError = e.what();
+    }
+    replacementDone = true;
+  });
+  REQUIRE(ddp::test::firstError(errors) == "");
+  CHECK_THAT(replacementError,
+             Catch::Contains("rank 0 of quorum 0.0 finished the job while this rank waited to build "
+                             "quorum 0.1"));
+  ddp::TcpStoreClientOptions o;
+  o.host = "127.0.0.1";
+  o.port = server.port();
+  CHECK(ddp::TcpStoreClient(o).get(ddp::finishedKey(0)) == "rank 0 of quorum 0.0");
+}
