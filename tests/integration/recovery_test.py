@@ -58,6 +58,23 @@ def last_step(metrics):
     return max(steps) if steps else -1
 
 
+def finish(h, p, name, metrics, stall=120):
+    """Waits for agent `p` to exit for as long as the job steps on (rank 0's metrics file): a slow
+    machine only makes it longer; a job that makes no step in `stall` s fails the test."""
+    step, seen = last_step(metrics), time.monotonic()
+    while True:
+        try:
+            return p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        now = last_step(metrics)
+        if now != step:
+            step, seen = now, time.monotonic()
+        elif time.monotonic() - seen > stall:
+            raise TestFailure("%s (pid %d) made no step in %d s (last step %d):\n%s" %
+                              (name, p.pid, stall, step, h.output(name)[-3000:]))
+
+
 def params_crc(text):
     m = re.findall(r"params crc32c ([0-9a-f]{8})", text)
     check(m, "no 'params crc32c' line in:\n" + text[-3000:])
@@ -88,10 +105,9 @@ class Job:
                 env = dict(os.environ, DDP_NO_SLURM="1")
                 self.agents.append(h.spawn("%s%d" % (tag, n), argv, env))
 
-    def wait(self, timeout=600):
-        codes = [self.h.wait_exit(p, "%s%d" % (self.tag, i), timeout) for i, p in
-                 enumerate(self.agents)]
-        return codes
+    def wait(self):
+        return [finish(self.h, p, "%s%d" % (self.tag, i), self.metrics)
+                for i, p in enumerate(self.agents)]
 
     def output(self):
         return "".join(self.h.output("%s%d" % (self.tag, i)) for i in range(self.nodes))
@@ -325,7 +341,7 @@ def node_loss(h, spare):
                     if "went on in place" in (e.get("detail") or "")]
         poll("generations 0 and 1 in the history as gone on in place",
              lambda: in_place()[:2] == [0, 1], 30)
-    check(h.wait_exit(a0, "nl0", 300) == 0, "node 0 failed:\n" + h.output("nl0")[-3000:])
+    check(finish(h, a0, "nl0", metrics) == 0, "node 0 failed:\n" + h.output("nl0")[-3000:])
     out = h.output("nl0")
     check("restarting the job" not in out and "stopping the other workers" not in out,
           "node 0 restarted its workers:\n" + out[-3000:])
@@ -369,8 +385,8 @@ def node_stop(h):
     h.log("continued node 1's agent")
     poll("the world grown back", lambda: h.output("ns0").count("formed in place") >= 2, 120)
     check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted")
-    check(h.wait_exit(a0, "ns0", 300) == 0, "node 0 failed:\n" + h.output("ns0")[-3000:])
-    check(h.wait_exit(a1, "ns1", 300) == 0, "node 1 failed:\n" + h.output("ns1")[-3000:])
+    check(finish(h, a0, "ns0", metrics) == 0, "node 0 failed:\n" + h.output("ns0")[-3000:])
+    check(finish(h, a1, "ns1", metrics) == 0, "node 1 failed:\n" + h.output("ns1")[-3000:])
     out = h.output("ns0")
     check("restarting the job" not in out and "stopping the other workers" not in out,
           "node 0 restarted its workers:\n" + out[-3000:])
@@ -421,7 +437,7 @@ def node_cut(h):
     poll("the world grown back", lambda: h.output("nc0").count("formed in place") >= 2, 120)
     poll("progress after the growth", lambda: last_step(metrics) > since + 10, 120)
     check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted")
-    check(h.wait_exit(a0, "nc0", 300) == 0, "node 0 failed:\n" + h.output("nc0")[-3000:])
+    check(finish(h, a0, "nc0", metrics) == 0, "node 0 failed:\n" + h.output("nc0")[-3000:])
     out = h.output("nc0")
     check("restarting the job" not in out and "stopping the other workers" not in out,
           "node 0 restarted its workers:\n" + out[-3000:])
