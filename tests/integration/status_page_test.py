@@ -135,14 +135,21 @@ def check_page(h, base, agent):
     check([n["rank"] for n in job["nodes"]] == [0, 1], "the agent shows both nodes")
 
 
-def dump_dom(base):
+def dump_dom(base, tries=3):
+    """The DOM Chromium renders for `base`. An empty output is Chromium's own failure (its renderer
+    died: it prints no DOM at all, not a wrong one), so it is tried again, up to `tries` times."""
     profile = os.path.join(TMP, "chromium-profile")
-    shutil.rmtree(profile, ignore_errors=True)
-    r = subprocess.run(CHROMIUM + ["--user-data-dir=" + profile, "--virtual-time-budget=3000",
-                                   "--dump-dom", base],
-                       capture_output=True, text=True, timeout=120)
-    check(r.stdout.strip(), "chromium printed no page (exit %d):\n%s" % (r.returncode, r.stderr[-3000:]))
-    return r.stdout
+    failures = []
+    for _ in range(tries):
+        shutil.rmtree(profile, ignore_errors=True)
+        r = subprocess.run(CHROMIUM + ["--user-data-dir=" + profile, "--virtual-time-budget=3000",
+                                       "--dump-dom", base],
+                           capture_output=True, text=True, timeout=120)
+        if r.stdout.strip():
+            return r.stdout
+        failures.append("exit %d:\n%s" % (r.returncode, r.stderr[-2000:]))
+        print("chromium printed no page (%s)" % failures[-1], flush=True)
+    raise TestFailure("chromium printed no page in %d tries:\n%s" % (tries, "\n".join(failures)))
 
 
 def check_recovery(h, base, agent):
