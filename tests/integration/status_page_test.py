@@ -111,7 +111,6 @@ def start_job(h, fail, extra_flags=()):
 
 
 def check_page(h, base, agent):
-    profile = os.path.join(TMP, "chromium-profile")
     dom = dump_dom(base)
     check('data-job="%s"' % RUN_ID in dom, "the page lists the job:\n" + dom[:3000])
     for rank in (0, 1):
@@ -123,10 +122,9 @@ def check_page(h, base, agent):
     check(cause and "rank 1" in cause.group(1) and "injected failure" in cause.group(1),
           "generation 0's root cause: %s" % (cause and cause.group(1)))
     shot = os.path.join(TMP, "status-page.png")
-    shutil.rmtree(profile, ignore_errors=True)
-    subprocess.run(CHROMIUM + ["--user-data-dir=" + profile, "--virtual-time-budget=3000",
-                               "--screenshot=" + shot, base],
-                   capture_output=True, timeout=120)
+    if os.path.exists(shot):
+        os.unlink(shot)
+    chromium(base, "--screenshot=" + shot, lambda r: os.path.exists(shot), "took no screenshot")
     check(os.path.getsize(shot) > 10000, "a screenshot was taken")
     if os.environ.get("DDP_STATUS_SCREENSHOT"):
         shutil.copyfile(shot, os.environ["DDP_STATUS_SCREENSHOT"])
@@ -135,21 +133,25 @@ def check_page(h, base, agent):
     check([n["rank"] for n in job["nodes"]] == [0, 1], "the agent shows both nodes")
 
 
-def dump_dom(base, tries=3):
-    """The DOM Chromium renders for `base`. An empty output is Chromium's own failure (its renderer
-    died: it prints no DOM at all, not a wrong one), so it is tried again, up to `tries` times."""
+def chromium(base, action, done, what, tries=3):
+    """Headless Chromium on page `base` with `action` (--dump-dom, --screenshot=...); `done(result)`
+    tells whether it did it. Chromium that did nothing at all (its renderer died: no DOM, no file,
+    not a wrong one) is Chromium's own failure, so it is tried again, up to `tries` times."""
     profile = os.path.join(TMP, "chromium-profile")
     failures = []
     for _ in range(tries):
         shutil.rmtree(profile, ignore_errors=True)
         r = subprocess.run(CHROMIUM + ["--user-data-dir=" + profile, "--virtual-time-budget=3000",
-                                       "--dump-dom", base],
-                           capture_output=True, text=True, timeout=120)
-        if r.stdout.strip():
-            return r.stdout
+                                       action, base], capture_output=True, text=True, timeout=120)
+        if done(r):
+            return r
         failures.append("exit %d:\n%s" % (r.returncode, r.stderr[-2000:]))
-        print("chromium printed no page (%s)" % failures[-1], flush=True)
-    raise TestFailure("chromium printed no page in %d tries:\n%s" % (tries, "\n".join(failures)))
+        print("chromium %s (%s)" % (what, failures[-1]), flush=True)
+    raise TestFailure("chromium %s in %d tries:\n%s" % (what, tries, "\n".join(failures)))
+
+
+def dump_dom(base):
+    return chromium(base, "--dump-dom", lambda r: r.stdout.strip(), "printed no page").stdout
 
 
 def check_recovery(h, base, agent):
