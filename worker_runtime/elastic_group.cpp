@@ -17,74 +17,13 @@
 #include "rendezvous/store/tcp_store_client.hpp"
 #include "rendezvous/store/worker_store_keys.hpp"
 #include "worker_runtime/detail/socket_scan.hpp"
+#include "worker_runtime/detail/superseded_store.hpp"
 #include "worker_runtime/worker_store.hpp"
 
 namespace ddp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A store whose waits give up as soon as the quorum board moves: a communicator being built for a
-// quorum that a newer one replaced would otherwise wait its whole budget for ranks that are gone.
-class SupersededStore final : public Store {
- public:
-  // `probe` (may be empty) runs every kProbeInterval of waiting and may throw to give up.
-  SupersededStore(Store& inner, const QuorumBoardReader* board, uint32_t epoch,
-                  std::function<void()> probe)
-      : inner_(inner), board_(board), epoch_(epoch), probe_(std::move(probe)),
-        nextProbe_(Clock::now() + kProbeInterval) {}
-  void set(const std::string& k, const std::string& v) override { inner_.set(k, v); }
-  std::string get(const std::string& k) override {
-    wait({k}, inner_.timeout());
-    return inner_.get(k);
-  }
-  int64_t add(const std::string& k, int64_t d) override { return inner_.add(k, d); }
-  std::string compareSet(const std::string& k, const std::string& e,
-                         const std::string& d) override {
-    return inner_.compareSet(k, e, d);
-  }
-  using Store::wait;
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    const auto deadline = Clock::now() + timeout;
-    while (true) {
-      if (board_ != nullptr && board_->epoch() != epoch_) {
-        throw CommError("a newer quorum was published while this one was being built");
-      }
-      if (probe_ && Clock::now() >= nextProbe_) {
-        probe_();
-        nextProbe_ = Clock::now() + kProbeInterval;
-      }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) return inner_.wait(keys, std::chrono::milliseconds(1));
-      try {
-        return inner_.wait(keys, std::min(left, std::chrono::milliseconds(20)));
-      } catch (const TimeoutError&) {
-        if (Clock::now() >= deadline) throw;
-      }
-    }
-  }
-  bool check(const std::vector<std::string>& keys) override { return inner_.check(keys); }
-  bool deleteKey(const std::string& k) override { return inner_.deleteKey(k); }
-  int64_t numKeys() override { return inner_.numKeys(); }
-  std::vector<std::string> multiGet(const std::vector<std::string>& keys) override {
-    wait(keys, inner_.timeout());
-    return inner_.multiGet(keys);
-  }
-  void multiSet(const std::vector<std::string>& k, const std::vector<std::string>& v) override {
-    inner_.multiSet(k, v);
-  }
-  void append(const std::string& k, const std::string& v) override { inner_.append(k, v); }
-  std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
-  void setTimeout(std::chrono::milliseconds t) override { inner_.setTimeout(t); }
-
- private:
-  static constexpr auto kProbeInterval = std::chrono::milliseconds(250);
-  Store& inner_;
-  const QuorumBoardReader* board_;
-  uint32_t epoch_;
-  std::function<void()> probe_;
-  Clock::time_point nextProbe_;
-};
 
 constexpr auto kStuckGrace = std::chrono::seconds(2);
 
@@ -375,7 +314,7 @@ void ElasticGroup::build(const QuorumRecord& record, Clock::time_point deadline)
   std::unique_ptr<TcpStoreClient> probe;  // opened once a wait lasts past the first probe
   std::function<void()> finished;
   if (board_) finished = [this, &record, &probe] { checkFinished(record.id, probe); };
-  SupersededStore watched(*store_, board_.get(), builtEpoch_, std::move(finished));
+  detail::SupersededStore watched(*store_, board_.get(), builtEpoch_, std::move(finished));
   std::unique_ptr<Communicator> comm;
   {
     // The watchdog sees the build as an operation of this quorum: superseded, its pairs still
