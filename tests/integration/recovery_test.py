@@ -17,15 +17,8 @@
                      with the killed worker as root cause and the first kill "recovered in place"
   not_capable        workers that do not link worker_runtime (a Python program): a kill restarts
                      every worker, and the agent says why in one line
-  node_loss          2 nodes x 2 workers (nnodes 1:2): node 1's agent SIGKILLed; node 0's workers
-                     keep their processes on world size 2; a new agent grows the world back to 4
-  node_loss_spare    the same with a spare agent waiting: it takes the lost node's place
-  node_stop          node 1's agent SIGSTOPped past the heartbeat timeout: node 0 goes on in place;
-                     node 1, continued, drops its stale workers and rejoins; the world grows back
-  node_cut           every host in a network namespace; node 1's link goes down: node 0 goes on in
-                     place with world size 2 (no process restarted), node 1's agent stops its
-                     workers and exits (the store lost); a new agent on node 1's host, the link up
-                     again, grows the world back to 4 in place
+
+Nodes lost and regained in place: recovery_nodes_test.py.
 
 Progress is read from the metrics file rank 0 appends (one line every 5 steps). Worker pids are
 the agent's grandchildren (agent -> guardian -> worker) named `train`. Every process started here
@@ -41,9 +34,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import (BIN, PY, RDZV_CONF, TMP, Harness, TestFailure,  # noqa: E402
-                               alive, c10d, check, failure_summary, poll, root_cause,
-                               train_config, workers)
+from multinode_harness import (BIN, TMP, Harness, TestFailure, c10d, check,  # noqa: E402
+                               failure_summary, poll, root_cause, train_config, workers)
 
 TRAIN = os.path.join(BIN, "train")
 
@@ -301,151 +293,6 @@ def budget(h):
     check("budget" in out and job.replacements() == 1, "the second kill was replaced")
 
 
-def node_loss(h, spare):
-    """2 nodes x 2 workers (nnodes 1:2, or 1:2 plus a spare agent waiting): node 1's agent is
-    SIGKILLed (its workers die with it); node 0's workers keep their processes and train on with
-    world size 2 (or 4 again with the spare); then (without a spare) a new agent joins and the world
-    grows back to 4 in place. Node 0 never restarts a worker; the job finishes."""
-    cfg = config(60)
-    port = h.ddprund()
-    flags = c10d(port, "1:2", 2, run_id="nl") + ["--restart-scope=failed", "--max-restarts", "3",
-                                                  "--shutdown-timeout", "5"]
-    metrics = os.path.join(TMP, "nl.metrics.jsonl")
-    cmd = [TRAIN, "--config", cfg, "--metrics", metrics]
-    env = dict(os.environ, DDP_NO_SLURM="1")
-    ddprun = os.path.join(BIN, "ddprun")
-    a0 = h.spawn("nl0", [ddprun, "--node-rank", "0"] + flags + cmd, env)
-    a1 = h.spawn("nl1", [ddprun] + flags + cmd, env)
-    poll("progress", lambda: last_step(metrics) > 20, 120)
-    if spare:
-        h.spawn("nl2", [ddprun] + flags + cmd, env)
-        poll("the spare waiting", lambda: "waiting as a spare" in h.output("nl2"), 60)
-    kept = sorted(workers(a0.pid))
-    check(len(kept) == 2, "node 0 runs %s" % kept)
-    since = last_step(metrics)
-    os.kill(a1.pid, signal.SIGKILL)
-    h.log("killed node 1's agent at step %d" % since)
-    poll("the round formed in place", lambda: "formed in place" in h.output("nl0"), 60)
-    poll("progress after the loss", lambda: last_step(metrics) > since + 10, 120)
-    check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted")
-    if not spare:
-        since = last_step(metrics)
-        h.spawn("nl2", [ddprun] + flags + cmd, env)
-        poll("the world grown back", lambda: h.output("nl0").count("formed in place") >= 2, 60)
-        poll("progress after the growth", lambda: last_step(metrics) > since + 10, 120)
-        check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted")
-        # The generations that ended in place (the loss, the growth) are in the job's history,
-        # said to be so.
-        def in_place():
-            return [e["generation"] for e in job_status(h, "nl").get("history", [])
-                    if "went on in place" in (e.get("detail") or "")]
-        poll("generations 0 and 1 in the history as gone on in place",
-             lambda: in_place()[:2] == [0, 1], 30)
-    check(finish(h, a0, "nl0", metrics) == 0, "node 0 failed:\n" + h.output("nl0")[-3000:])
-    out = h.output("nl0")
-    check("restarting the job" not in out and "stopping the other workers" not in out,
-          "node 0 restarted its workers:\n" + out[-3000:])
-    with open(metrics) as f:
-        worlds = [json.loads(l)["world_size"] for l in f if l.startswith("{")]
-    check(worlds[-1] == 4, "world sizes over the run: %s" % sorted(set(worlds)))
-    if spare:  # the spare took the lost node's place at once
-        check("generation 1: node rank 1 of 2" in h.output("nl2"), "the spare did not take the place:\n"
-              + h.output("nl2")[-2000:])
-    else:
-        check(2 in worlds, "the world never shrank: %s" % sorted(set(worlds)))
-
-
-def node_stop(h):
-    """2 nodes x 2 workers: node 1's agent SIGSTOPped past the heartbeat timeout (its workers run
-    on, in a world the survivors left). Node 0 goes on in place with world size 2; when node 1 is
-    continued it finds itself dropped, stops its stale workers and rejoins; the world grows back to
-    4 in place. Node 0 never restarts a worker; both agents exit 0."""
-    from multinode_harness import HEARTBEAT_TIMEOUT
-    cfg = config(60)
-    port = h.ddprund()
-    flags = c10d(port, "1:2", 2, run_id="ns") + ["--restart-scope=failed", "--max-restarts", "3",
-                                                  "--shutdown-timeout", "5"]
-    metrics = os.path.join(TMP, "ns.metrics.jsonl")
-    cmd = [TRAIN, "--config", cfg, "--metrics", metrics]
-    env = dict(os.environ, DDP_NO_SLURM="1")
-    ddprun = os.path.join(BIN, "ddprun")
-    a0 = h.spawn("ns0", [ddprun, "--node-rank", "0"] + flags + cmd, env)
-    a1 = h.spawn("ns1", [ddprun] + flags + cmd, env)
-    poll("progress", lambda: last_step(metrics) > 20, 120)
-    kept = sorted(workers(a0.pid))
-    os.kill(a1.pid, signal.SIGSTOP)
-    h.log("stopped node 1's agent")
-    try:
-        poll("the round formed in place", lambda: "formed in place" in h.output("ns0"),
-             10 * HEARTBEAT_TIMEOUT)
-        since = last_step(metrics)
-        poll("progress without node 1", lambda: last_step(metrics) > since + 10, 120)
-    finally:
-        os.kill(a1.pid, signal.SIGCONT)
-    h.log("continued node 1's agent")
-    poll("the world grown back", lambda: h.output("ns0").count("formed in place") >= 2, 120)
-    check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted")
-    check(finish(h, a0, "ns0", metrics) == 0, "node 0 failed:\n" + h.output("ns0")[-3000:])
-    check(finish(h, a1, "ns1", metrics) == 0, "node 1 failed:\n" + h.output("ns1")[-3000:])
-    out = h.output("ns0")
-    check("restarting the job" not in out and "stopping the other workers" not in out,
-          "node 0 restarted its workers:\n" + out[-3000:])
-
-
-def node_cut(h):
-    """2 hosts x 2 workers, each host (and ddprund) in a network namespace of its own; node 1's link
-    goes down. Node 0's workers keep their processes and train on with world size 2; node 1's agent
-    loses the store, stops its workers and exits; the link comes back and a new agent there grows
-    the world back to 4 in place. Nothing on node 0 restarts; the job finishes."""
-    if os.geteuid() != 0:
-        print("SKIP: needs root for network namespaces")
-        sys.exit(77)
-    # Long enough to outlast node 1's agent giving up on the store and a new agent joining.
-    cfg = config(400)
-    ips = h.make_netns(["d", "a", "b"])
-    port = h.ddprund(netns=ips["d"][0], host=ips["d"][1])
-    # A cut-off agent notices when a store call gives up: read_timeout, not heartbeat_timeout.
-    conf = RDZV_CONF.replace("read_timeout=10", "read_timeout=3")
-    metrics = os.path.join(TMP, "nc.metrics.jsonl")
-    cmd = [TRAIN, "--config", cfg, "--metrics", metrics]
-    env = dict(os.environ, DDP_NO_SLURM="1")
-
-    def agent(name, host, extra=()):
-        flags = c10d(port, "1:2", 2, run_id="nc", host=ips["d"][1], conf=conf,
-                     extra=["--local-addr", ips[host][1]] + list(extra))
-        return h.spawn(name, h.in_ns(ips[host][0], [os.path.join(BIN, "ddprun")] + flags + [
-            "--restart-scope=failed", "--max-restarts", "3", "--shutdown-timeout", "5"] + cmd), env)
-    a0 = agent("nc0", "a", ["--node-rank", "0"])
-    a1 = agent("nc1", "b")
-    poll("progress", lambda: last_step(metrics) > 20, 120)
-    kept = sorted(workers(a0.pid))
-    check(len(kept) == 2, "node 0 runs %s" % kept)
-    stale = workers(a1.pid)
-    since = last_step(metrics)
-    subprocess.run(["ip", "-n", ips["b"][0], "link", "set", "eth0", "down"], check=True)
-    h.log("link of node 1 down at step %d" % since)
-    poll("the round formed in place", lambda: "formed in place" in h.output("nc0"), 60)
-    poll("progress without node 1", lambda: last_step(metrics) > since + 10, 120)
-    check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted:\n" +
-          h.output("nc0")[-3000:])
-    rc = h.wait_exit(a1, "nc1", 120)
-    check(rc != 0, "the cut-off agent exited 0")
-    check(not any(alive(p) for p in stale), "node 1's workers still run after its agent exited")
-    subprocess.run(["ip", "-n", ips["b"][0], "link", "set", "eth0", "up"], check=True)
-    since = last_step(metrics)
-    agent("nc2", "b")
-    poll("the world grown back", lambda: h.output("nc0").count("formed in place") >= 2, 120)
-    poll("progress after the growth", lambda: last_step(metrics) > since + 10, 120)
-    check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted")
-    check(finish(h, a0, "nc0", metrics) == 0, "node 0 failed:\n" + h.output("nc0")[-3000:])
-    out = h.output("nc0")
-    check("restarting the job" not in out and "stopping the other workers" not in out,
-          "node 0 restarted its workers:\n" + out[-3000:])
-    with open(metrics) as f:
-        worlds = [json.loads(l)["world_size"] for l in f if l.startswith("{")]
-    check(2 in worlds and worlds[-1] == 4, "world sizes over the run: %s" % sorted(set(worlds)))
-
-
 def not_capable(h):
     script = os.path.join(TMP, "plain_worker.py")
     with open(script, "w") as f:
@@ -477,12 +324,6 @@ def main():
             bit_identical(h, 2, 2, kills or 20, epochs=80)
         elif scenario == "second_failure":
             second_failure(h)
-        elif scenario in ("node_loss", "node_loss_spare"):
-            node_loss(h, spare=scenario.endswith("spare"))
-        elif scenario == "node_stop":
-            node_stop(h)
-        elif scenario == "node_cut":
-            node_cut(h)
         elif scenario == "all_state_lost":
             all_state_lost(h)
         elif scenario == "replacement_crash":
