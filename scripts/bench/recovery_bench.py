@@ -34,16 +34,17 @@ Experiments (each prints a markdown table):
 Every process started here runs in a session of its own; it is stopped by its process group, and
 any descendant still alive after that is killed by pid.
 """
-import ctypes
 import json
 import os
 import random
-import select
 import signal
-import statistics
 import subprocess
 import sys
 import time
+
+from recovery_follow import (BenchError, Follower, cmdline, descendants, environ, log,
+                             proc_stat)
+from recovery_tables import print_goodput, print_latency, print_node_loss
 
 BUILD, WORK = sys.argv[1], sys.argv[2]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -76,128 +77,6 @@ SHORT = {"inplace": "in place", "full": "full restart", "torchrun": "torchrun"}
 AGENT_ENV = dict(os.environ, OMP_NUM_THREADS="1", DDP_NO_SLURM="1")
 # A step line seen this soon after the kill was complete before it (nothing restarts this fast).
 ALREADY_DONE_S = 0.002
-
-
-class BenchError(Exception):
-    pass
-
-
-def log(msg):
-    print("[bench %s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
-
-
-# -- following the progress file ----------------------------------------------------------------
-class Follower:
-    """Reads the JSON lines appended to `path`, waking on inotify (polling every 2 ms without)."""
-    IN_MODIFY, IN_CREATE = 0x2, 0x100
-
-    def __init__(self, path):
-        self.path, self.offset, self.partial = path, 0, b""
-        self.lines = []  # (seen monotonic, record)
-        self.fd = -1
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if fd >= 0 and libc.inotify_add_watch(fd, os.path.dirname(path).encode(),
-                                              self.IN_MODIFY | self.IN_CREATE) >= 0:
-            self.fd = fd
-        elif fd >= 0:
-            os.close(fd)
-
-    def close(self):
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def read(self):
-        """Appends every complete line now in the file; returns the new (seen, record) pairs."""
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        now = time.monotonic()
-        self.offset += len(data)
-        chunks = (self.partial + data).split(b"\n")
-        self.partial = chunks.pop()
-        new = []
-        for c in chunks:
-            if c.strip().startswith(b"{"):
-                rec = json.loads(c)
-                if "step" in rec:
-                    new.append((now, rec))
-        self.lines += new
-        return new
-
-    def wait(self, timeout):
-        """Blocks until the file may have changed or `timeout` s passed."""
-        if self.fd >= 0:
-            r, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
-            if r:
-                try:
-                    os.read(self.fd, 65536)
-                except BlockingIOError:
-                    pass
-        else:
-            time.sleep(min(0.002, max(0.0, timeout)))
-
-    def until(self, what, pred, timeout, alive=None):
-        """Reads lines until pred(new_pairs) is truthy; returns its value."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = pred(self.read())
-            if value:
-                return value
-            if alive is not None and not alive():
-                raise BenchError("the job ended while waiting for " + what)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise BenchError("timed out after %.0f s waiting for %s" % (timeout, what))
-            self.wait(min(left, 0.05))
-
-    def last(self):
-        return self.lines[-1][1] if self.lines else None
-
-
-# -- processes ---------------------------------------------------------------------------------
-def proc_stat(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return fields[0], int(fields[1]), fields[19]  # state, ppid, starttime
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def descendants(pid):
-    kids = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            st = proc_stat(int(entry))
-            if st and st[0] != "Z":
-                kids.setdefault(st[1], []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            out.append(k)
-            todo.append(k)
-    return out
-
-
-def environ(pid):
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-    except OSError:
-        return {}
-
-
-def cmdline(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
 
 
 class Job:
@@ -560,66 +439,6 @@ def node_loss(data):
     return rows
 
 
-# -- tables ------------------------------------------------------------------------------------
-def ms(x):
-    return "%.0f" % (x * 1e3) if x >= 0.1 else "%.1f" % (x * 1e3)
-
-
-def spread(values):
-    if not values:
-        return "failed"
-    return "%s ms (%s–%s)" % (ms(statistics.median(values)), ms(min(values)), ms(max(values)))
-
-
-def print_latency(rows):
-    print("### Time from a worker SIGKILL to the first step completed after it\n")
-    print("KILLS=%d kills of the highest rank per cell, median (min–max); steps redone: mean (max); "
-          "ratio = median / in place's median.\n" % KILLS)
-    print("| workers | mode | kill → next step | steps redone | ratio to in place |")
-    print("|---|---|---|---|---|")
-    base = {}
-    for spec, mode, times, redone in rows:
-        if mode == "inplace" and times:
-            base[spec] = statistics.median(times)
-    for spec, mode, times, redone in rows:
-        ratio = "%.1f×" % (statistics.median(times) / base[spec]) if times and spec in base else "–"
-        red = "%.1f (%d)" % (statistics.mean(redone), max(redone)) if redone else "–"
-        print("| %s | %s | %s | %s | %s |" % (spec.replace("x", " × "), LABEL[mode], spread(times),
-                                               red, ratio))
-    print()
-
-
-def print_goodput(rows):
-    print("### Goodput: %s, a SIGKILL of a random worker every %g s for %g s\n" %
-          (GOODPUT_TOPOLOGY.replace("x", " × "), KILL_EVERY, DURATION))
-    print("Goodput = net steps in the faulted run ÷ (fault-free steps/s × its duration). Fault-free "
-          "steps/s: a separate run of %g s (ref. run), or the faulted run's own steps/s over the second "
-          "half of each interval between kills (in-run), which shares its load.\n" % REF_SECONDS)
-    print("| mode | fault-free steps/s: ref. run / in-run | net steps with kills | kills | "
-          "goodput vs ref. run | goodput vs in-run | cost per kill (in-run) |")
-    print("|---|---|---|---|---|---|---|")
-    for mode, rate, steps, kills, secs, g, inrun in rows:
-        per_kill = (secs - steps / inrun) / kills if kills else 0
-        print("| %s | %.1f / %.1f | %d in %.0f s | %d | %.1f%% | **%.1f%%** | %.2f s |" %
-              (LABEL[mode], rate, inrun, steps, secs, kills, 100 * g, 100 * steps / inrun / secs,
-               per_kill))
-    print()
-
-
-def print_node_loss(rows):
-    hb = dict(kv.split("=") for kv in RDZV_CONF.split(","))
-    hbt = float(hb.get("heartbeat_timeout", "15"))
-    print("### Node loss at 2 × 2 (`--nnodes 1:2`): node 1's agent SIGKILLed\n")
-    print("`--rdzv-conf %s`; %d losses, the world grown back to 4 between them; median (min–max).\n"
-          % (RDZV_CONF, NODE_KILLS))
-    print("| mode | kill → survivors' next step | minus heartbeat_timeout (%g s) |" % hbt)
-    print("|---|---|---|")
-    for mode, times in rows:
-        minus = spread([t - hbt for t in times]) if times else "–"
-        print("| %s | %s | %s |" % (LABEL[mode], spread(times), minus))
-    print()
-
-
 def main():
     random.seed(SEED)
     data = write_config()
@@ -637,11 +456,11 @@ def main():
           (FEATURES, HIDDEN.replace(",", "-"), CLASSES, BATCH, CKPT_EVERY, os.cpu_count(),
            " ".join(load0), " ".join(load1)))
     if "latency" in out:
-        print_latency(out["latency"])
+        print_latency(out["latency"], LABEL, KILLS)
     if "goodput" in out:
-        print_goodput(out["goodput"])
+        print_goodput(out["goodput"], LABEL, GOODPUT_TOPOLOGY, KILL_EVERY, DURATION, REF_SECONDS)
     if "node_loss" in out:
-        print_node_loss(out["node_loss"])
+        print_node_loss(out["node_loss"], LABEL, RDZV_CONF, NODE_KILLS)
     with open(os.path.join(WORK, "results.json"), "w") as f:
         json.dump(out, f)
 
