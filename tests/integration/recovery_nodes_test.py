@@ -22,9 +22,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import (BIN, RDZV_CONF, TMP, Harness, TestFailure,  # noqa: E402
-                               alive, c10d, check, poll, workers)
-from recovery_test import TRAIN, config, finish, job_status, last_step  # noqa: E402
+from multinode_harness import (BIN, RDZV_CONF, TMP, alive, c10d, check, poll,  # noqa: E402
+                               workers)
+from recovery_test import TRAIN, config, finish, job_status, last_step, run  # noqa: E402
 
 
 def node_loss(h, spare):
@@ -173,25 +173,12 @@ def node_cut(h):
 
 
 def main():
-    scenario = sys.argv[1]
-    h = Harness()
-    try:
-        if scenario in ("node_loss", "node_loss_spare"):
-            node_loss(h, spare=scenario.endswith("spare"))
-        elif scenario == "node_stop":
-            node_stop(h)
-        elif scenario == "node_cut":
-            node_cut(h)
-        else:
-            raise TestFailure("unknown scenario " + scenario)
-        h.log("PASS")
-        return 0
-    except TestFailure as e:
-        print("FAIL: %s" % e, flush=True)
-        return 1
-    finally:
-        h.stop_all()
-        h.delete_netns()
+    return run({
+        "node_loss": lambda h, a: node_loss(h, spare=False),
+        "node_loss_spare": lambda h, a: node_loss(h, spare=True),
+        "node_stop": lambda h, a: node_stop(h),
+        "node_cut": lambda h, a: node_cut(h),
+    })
 
 
 if __name__ == "__main__":

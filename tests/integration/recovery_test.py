@@ -312,28 +312,16 @@ def not_capable(h):
           "generation 1 did not run both workers")
 
 
-def main():
-    scenario = sys.argv[1]
-    kills = int(sys.argv[2]) if len(sys.argv) > 2 else None
+def run(scenarios):
+    """Runs the scenario argv[1] names (`scenarios`: name -> function(harness, argv[2:])); every
+    process it started is stopped and every namespace deleted, pass or fail. Returns the exit code."""
+    name = sys.argv[1]
     random.seed(os.getpid())
     h = Harness()
     try:
-        if scenario == "kills_1x4":
-            bit_identical(h, 1, 4, kills or 100, epochs=240)
-        elif scenario == "kills_2x2":
-            bit_identical(h, 2, 2, kills or 20, epochs=80)
-        elif scenario == "second_failure":
-            second_failure(h)
-        elif scenario == "all_state_lost":
-            all_state_lost(h)
-        elif scenario == "replacement_crash":
-            replacement_crash(h)
-        elif scenario == "budget":
-            budget(h)
-        elif scenario == "not_capable":
-            not_capable(h)
-        else:
-            raise TestFailure("unknown scenario " + scenario)
+        if name not in scenarios:
+            raise TestFailure("unknown scenario " + name)
+        scenarios[name](h, sys.argv[2:])
         h.log("PASS")
         return 0
     except TestFailure as e:
@@ -342,6 +330,20 @@ def main():
     finally:
         h.stop_all()
         h.delete_netns()
+
+
+def main():
+    def kills(args, default):
+        return int(args[0]) if args else default
+    return run({
+        "kills_1x4": lambda h, a: bit_identical(h, 1, 4, kills(a, 100), epochs=240),
+        "kills_2x2": lambda h, a: bit_identical(h, 2, 2, kills(a, 20), epochs=80),
+        "second_failure": lambda h, a: second_failure(h),
+        "all_state_lost": lambda h, a: all_state_lost(h),
+        "replacement_crash": lambda h, a: replacement_crash(h),
+        "budget": lambda h, a: budget(h),
+        "not_capable": lambda h, a: not_capable(h),
+    })
 
 
 if __name__ == "__main__":
