@@ -14,7 +14,6 @@
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
 #include "rendezvous/quorum/quorum_board.hpp"
-#include "rendezvous/store/tcp_store_client.hpp"
 #include "rendezvous/store/worker_store_keys.hpp"
 #include "worker_runtime/detail/socket_scan.hpp"
 #include "worker_runtime/detail/superseded_store.hpp"
@@ -237,18 +236,10 @@ const std::atomic<uint32_t>* ElasticGroup::quorumEpoch() const {
   return board_ ? &board_->epochWord() : nullptr;
 }
 
-std::unique_ptr<TcpStoreClient> ElasticGroup::agentStore(std::chrono::milliseconds timeout) const {
-  TcpStoreClientOptions o;
-  o.host = storeAddr_;
-  o.port = storePort_;
-  o.connectTimeout = o.timeout = timeout;
-  return std::make_unique<TcpStoreClient>(o);
-}
-
 void ElasticGroup::markStateLost() {
   if (!board_) return;
   try {
-    agentStore(std::chrono::seconds(5))->set(stateLostKey(view_.id.generation), toString(view_.id));
+    unprefixed(*store_).set(stateLostKey(view_.id.generation), toString(view_.id));
   } catch (const Error& e) {
     logger("worker")->warn("could not tell the agents that the state is lost: {}", e.what());
   }
@@ -257,19 +248,18 @@ void ElasticGroup::markStateLost() {
 void ElasticGroup::markFinished() {
   if (!board_) return;
   try {
-    agentStore(std::chrono::seconds(5))->set(finishedKey(view_.id.generation),
-                                             "rank " + std::to_string(view_.rank) + " of quorum " +
-                                                 toString(view_.id));
+    unprefixed(*store_).set(finishedKey(view_.id.generation),
+                            "rank " + std::to_string(view_.rank) + " of quorum " + toString(view_.id));
   } catch (const Error& e) {
     logger("worker")->warn("could not tell the agents that this rank finished: {}", e.what());
   }
 }
 
-void ElasticGroup::checkFinished(const QuorumId& building, std::unique_ptr<TcpStoreClient>& probe) {
-  if (!probe) probe = agentStore(std::chrono::seconds(5));
+void ElasticGroup::checkFinished(const QuorumId& building) {
+  Store& shared = unprefixed(*store_);
   const std::string key = finishedKey(building.generation);
-  if (!probe->check({key})) return;
-  finishedBy_ = probe->get(key);
+  if (!shared.check({key})) return;
+  finishedBy_ = shared.get(key);
   throw CommError(finishedBy_ + " finished the job while quorum " + toString(building) +
                   " was being built");
 }
@@ -277,8 +267,8 @@ void ElasticGroup::checkFinished(const QuorumId& building, std::unique_ptr<TcpSt
 void ElasticGroup::announceInPlace() {
   if (!board_ || view_.id.generation == announcedGeneration_ || view_.id.quorum != 0) return;
   // Quorum 0 only: a process replaced later in the generation was counted by its predecessor.
-  // The key is the agents' (worker_store_keys.hpp: no worker prefix), so on a connection of its own.
-  agentStore(options_.timeout)->add(inPlaceCountKey(view_.id.generation), 1);
+  // The key is the agents' (worker_store_keys.hpp): no worker prefix, on the same connection.
+  unprefixed(*store_).add(inPlaceCountKey(view_.id.generation), 1);
   announcedGeneration_ = view_.id.generation;
 }
 
@@ -311,9 +301,8 @@ void ElasticGroup::build(const QuorumRecord& record, Clock::time_point deadline)
   CommOptions options = options_;
   if (board_) options.storePrefix = options_.storePrefix + "/q" + std::to_string(record.id.quorum);
   options.timeout = std::min(budget, options_.timeout);
-  std::unique_ptr<TcpStoreClient> probe;  // opened once a wait lasts past the first probe
   std::function<void()> finished;
-  if (board_) finished = [this, &record, &probe] { checkFinished(record.id, probe); };
+  if (board_) finished = [this, &record] { checkFinished(record.id); };
   detail::SupersededStore watched(*store_, board_.get(), builtEpoch_, std::move(finished));
   std::unique_ptr<Communicator> comm;
   {

@@ -61,7 +61,6 @@
 namespace ddp {
 
 class QuorumBoardReader;
-class TcpStoreClient;
 
 // What a running worker sees of its membership (the quorum's record, or the env without a board).
 struct GroupView {
@@ -131,11 +130,9 @@ class ElasticGroup {
             const QuorumRecord* fallback);
   void build(const QuorumRecord& record, std::chrono::steady_clock::time_point deadline);
   void announceInPlace();
-  // A connection to the generation's worker store for the agents' /ddp/ keys (worker_store_keys).
-  std::unique_ptr<TcpStoreClient> agentStore(std::chrono::milliseconds timeout) const;
   // While a build waits for its peers: throws CommError (and sets finishedBy_) once a rank of the
   // generation finished the job.
-  void checkFinished(const QuorumId& building, std::unique_ptr<TcpStoreClient>& probe);
+  void checkFinished(const QuorumId& building);
   void watchdog();
   void dropComm();  // destroys comm_ (under commMutex_)
 

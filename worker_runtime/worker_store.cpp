@@ -45,6 +45,7 @@ class WorkerStore final : public Store {
   }
   std::chrono::milliseconds timeout() const override { return view_.timeout(); }
   void setTimeout(std::chrono::milliseconds timeout) override { view_.setTimeout(timeout); }
+  Store& client() { return *client_; }
 
  private:
   // Declared first so the client disconnects before the server stops.
@@ -54,6 +55,8 @@ class WorkerStore final : public Store {
 };
 
 }  // namespace
+
+Store& unprefixed(Store& workerStore) { return dynamic_cast<WorkerStore&>(workerStore).client(); }
 
 std::unique_ptr<Store> connectWorkerStore(const WorkerEnv& env, std::chrono::milliseconds timeout) {
   std::unique_ptr<StoreServerThread> server;

@@ -24,4 +24,10 @@ namespace ddp {
 // NetworkError when rank 0 cannot bind MASTER_PORT.
 std::unique_ptr<Store> connectWorkerStore(const WorkerEnv& env, std::chrono::milliseconds timeout);
 
+// The connection behind a store connectWorkerStore() returned, without its key prefix: for the
+// keys agents and workers share (rendezvous/store/worker_store_keys.hpp), on the same connection.
+// Valid as long as `workerStore`. Throws std::bad_cast for a store connectWorkerStore() did not
+// return.
+Store& unprefixed(Store& workerStore);
+
 }  // namespace ddp
