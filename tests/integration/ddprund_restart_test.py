@@ -21,7 +21,8 @@ import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import BIN, SRC, TMP, Harness, TestFailure, c10d, check, poll  # noqa: E402
+from multinode_harness import (BIN, SRC, TMP, Harness, TestFailure, c10d, check,  # noqa: E402
+                               json_lines, poll)
 
 CONF = ("join_timeout=60,last_call_timeout=0.5,close_timeout=10,keep_alive_interval=0.5,"
         "heartbeat_timeout=10,read_timeout=30")
@@ -60,13 +61,6 @@ def start_ddprund(h, data_dir, fsync, port=0, name="ddprund"):
                     lambda: os.path.exists(port_file) and open(port_file).read().strip(), 30))
 
 
-def metric_lines(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def scenario(h, fsync):
     for name in os.listdir(TMP):  # the harness clears files; a run before may have left folders
         if os.path.isdir(os.path.join(TMP, name)):
@@ -92,7 +86,7 @@ def scenario(h, fsync):
     env = dict(os.environ, DDP_NO_SLURM="1")
     agents = {n: h.spawn(n, [os.path.join(BIN, "ddprun")] + flags + train, env)
               for n in ("a", "b", "c")}
-    poll("the first metrics of rank 0", lambda: metric_lines(metrics), 90)
+    poll("the first metrics of rank 0", lambda: json_lines(metrics), 90)
     for n, p in agents.items():
         check(p.poll() is None, "agent %s ended before the daemon was killed" % n)
         os.kill(p.pid, signal.SIGSTOP)
@@ -101,7 +95,7 @@ def scenario(h, fsync):
         daemon = next(p for n, p in h.procs if n == "ddprund")
         os.kill(daemon.pid, signal.SIGKILL)
         daemon.wait()
-        steps_at_kill = metric_lines(metrics)[-1]["step"]
+        steps_at_kill = json_lines(metrics)[-1]["step"]
         h.log("SIGKILL ddprund with %d keys at step %d; restarting in 0.5 s" %
               (len(before), steps_at_kill))
         time.sleep(0.5)  # the scenario: the daemon is away for half a second
@@ -121,7 +115,7 @@ def scenario(h, fsync):
     for n, p in agents.items():
         rc = h.wait_exit(p, n, 240)
         check(rc == 0, "agent %s exited %d:\n%s" % (n, rc, h.output(n)[-3000:]))
-    lines = metric_lines(metrics)
+    lines = json_lines(metrics)
     check(lines[-1]["step"] > steps_at_kill, "training did not go on after the restart")
     gens = sorted({line["generation"] for line in lines})
     check(gens == [0], "metrics of generations %s: a worker restart happened" % gens)

@@ -55,6 +55,17 @@ def poll(what, pred, timeout):
         time.sleep(0.05)
 
 
+def json_lines(path):
+    """The JSON objects of the complete lines of `path`, a file another process appends to ([] while
+    it does not exist): a last line still being written (no newline yet) is left for the next read."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return []
+    return [json.loads(l) for l in text[:text.rfind("\n") + 1].splitlines() if l.startswith("{")]
+
+
 def alive(pid):
     """True while pid exists and is not a zombie."""
     try:

@@ -15,15 +15,14 @@
 
 Every process started here is stopped by pid.
 """
-import json
 import os
 import signal
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import (BIN, RDZV_CONF, TMP, alive, c10d, check, poll,  # noqa: E402
-                               workers)
+from multinode_harness import (BIN, RDZV_CONF, TMP, alive, c10d, check,  # noqa: E402
+                               json_lines, poll, workers)
 from recovery_test import TRAIN, config, finish, job_status, last_step, run  # noqa: E402
 
 
@@ -71,8 +70,7 @@ def node_loss(h, spare):
     out = h.output("nl0")
     check("restarting the job" not in out and "stopping the other workers" not in out,
           "node 0 restarted its workers:\n" + out[-3000:])
-    with open(metrics) as f:
-        worlds = [json.loads(l)["world_size"] for l in f if l.startswith("{")]
+    worlds = [line["world_size"] for line in json_lines(metrics)]
     check(worlds[-1] == 4, "world sizes over the run: %s" % sorted(set(worlds)))
     if spare:  # the spare took the lost node's place at once
         check("generation 1: node rank 1 of 2" in h.output("nl2"), "the spare did not take the place:\n"
@@ -167,8 +165,7 @@ def node_cut(h):
     out = h.output("nc0")
     check("restarting the job" not in out and "stopping the other workers" not in out,
           "node 0 restarted its workers:\n" + out[-3000:])
-    with open(metrics) as f:
-        worlds = [json.loads(l)["world_size"] for l in f if l.startswith("{")]
+    worlds = [line["world_size"] for line in json_lines(metrics)]
     check(2 in worlds and worlds[-1] == 4, "world sizes over the run: %s" % sorted(set(worlds)))
 
 

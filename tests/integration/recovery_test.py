@@ -35,18 +35,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from multinode_harness import (BIN, TMP, Harness, TestFailure, c10d, check,  # noqa: E402
-                               failure_summary, poll, root_cause, train_config, workers)
+                               failure_summary, json_lines, poll, root_cause, train_config,
+                               workers)
 
 TRAIN = os.path.join(BIN, "train")
 
 
 def last_step(metrics):
-    try:
-        with open(metrics) as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return -1
-    steps = [json.loads(l)["step"] for l in lines if l.strip().startswith("{")]
+    steps = [line["step"] for line in json_lines(metrics)]
     return max(steps) if steps else -1
 
 
