@@ -43,8 +43,8 @@ def check(cond, what):
         raise TestFailure(what)
 
 
-def poll(what, pred, timeout):
-    """Returns pred()'s first truthy value, polling every 50 ms; fails after timeout seconds."""
+def poll(what, pred, timeout, interval=0.05):
+    """Returns pred()'s first truthy value, polling every `interval` s; fails after timeout s."""
     deadline = time.monotonic() + timeout
     while True:
         value = pred()
@@ -52,7 +52,7 @@ def poll(what, pred, timeout):
             return value
         if time.monotonic() > deadline:
             raise TestFailure("timed out after %.0f s waiting for %s" % (timeout, what))
-        time.sleep(0.05)
+        time.sleep(interval)
 
 
 def json_lines(path):
@@ -233,9 +233,9 @@ def netns_lock():
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def children(pid):
-    """The pids of `pid`'s living children (from /proc)."""
-    out = []
+def process_tree():
+    """{pid: [living children]} for every process, from one pass over /proc."""
+    tree = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -244,9 +244,9 @@ def children(pid):
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(entry))
-    return out
+        if fields[0] != "Z":
+            tree.setdefault(int(fields[1]), []).append(int(entry))
+    return tree
 
 
 def comm(pid):
@@ -259,7 +259,8 @@ def comm(pid):
 
 def workers(agent_pid, name="train"):
     """An agent's workers named `name`: its grandchildren (agent -> guardian -> worker)."""
-    return [w for g in children(agent_pid) for w in children(g) if comm(w) == name]
+    tree = process_tree()
+    return [w for g in tree.get(agent_pid, []) for w in tree.get(g, []) if comm(w) == name]
 
 
 def read_cmdline(pid):

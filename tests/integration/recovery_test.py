@@ -46,6 +46,28 @@ def last_step(metrics):
     return max(steps) if steps else -1
 
 
+class StepTail:
+    """The last step in a metrics file another process appends to, read from where the previous
+    call stopped: the kill loop polls it every few ms, whatever the file's length."""
+
+    def __init__(self, path):
+        self.path, self.offset, self.step = path, 0, -1
+
+    def __call__(self):
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                text = f.read()
+        except FileNotFoundError:
+            return self.step
+        complete = text[:text.rfind(b"\n") + 1]  # a line still being written waits for the next call
+        self.offset += len(complete)
+        for line in complete.splitlines():
+            if line.startswith(b"{"):
+                self.step = max(self.step, json.loads(line)["step"])
+        return self.step
+
+
 def finish(h, p, name, metrics, stall=120):
     """Waits for agent `p` to exit for as long as the job steps on (rank 0's metrics file): a slow
     machine only makes it longer; a job that makes no step in `stall` s fails the test."""
@@ -141,21 +163,24 @@ def kill_loop(h, job, kills, pick, steps=None):
     joined and training resumed). With `steps` (the job's length), none in its last tenth: a worker
     killed as its peers finish has no quorum left to join."""
     done, since, killed = 0, -1, set()
+    step = StepTail(job.metrics)
     while done < kills:
         try:
-            poll("progress after kill %d" % done, lambda: last_step(job.metrics) > since + 5 or
-                 any(p.poll() is not None for p in job.agents), 120)
+            # Polled every 5 ms: the job steps on while this loop reacts, and a slow reaction on a
+            # busy machine would spend the job's steps before every kill is done.
+            poll("progress after kill %d" % done, lambda: step() > since + 5 or
+                 any(p.poll() is not None for p in job.agents), 120, interval=0.005)
         except TestFailure as e:
             raise TestFailure("%s; the workers' stacks:\n%s" % (e, stacks(job)))
         check(all(p.poll() is None for p in job.agents),
               "the job ended after %d of %d kills:\n%s" % (done, kills, job.output()[-3000:]))
-        check(steps is None or last_step(job.metrics) < steps * 0.9,
+        check(steps is None or step() < steps * 0.9,
               "the job neared its end (step %d of %d) after %d of %d kills" %
-              (last_step(job.metrics), steps or 0, done, kills))
+              (step(), steps or 0, done, kills))
         victims = [v for v in pick(done) if v not in killed]  # a dying process counts once
         if not victims:
             continue
-        since = last_step(job.metrics)
+        since = step()
         victim = random.choice(victims)
         try:
             os.kill(victim, signal.SIGKILL)
