@@ -141,21 +141,25 @@ std::chrono::milliseconds peerCauseBound(const RendezvousSettings& s) {
 }
 
 InPlaceDecision decideInPlace(const InPlaceInput& in) {
-  if (in.scope == RestartScope::kAll) return {false, "restart scope all: every worker restarts"};
+  if (in.scope == RestartScope::kAll) {
+    return {false, "restart scope all: no worker is replaced in place"};
+  }
   if (in.workersInPlace < in.worldSize) {
     return {false, "restart scope failed, but " + std::to_string(in.workersInPlace) + " of " +
                        std::to_string(in.worldSize) +
                        " workers recover in place (a worker must link worker_runtime and build "
-                       "its communicator first; PyTorch scripts do not): every worker restarts"};
+                       "its communicator first; PyTorch scripts do not): no worker is replaced in "
+                       "place"};
   }
   if (in.stateLost) {
     return {false, "restart scope failed, but the training state was lost with every process that "
-                   "held it: every worker restarts (from the last checkpoint, if any)"};
+                   "held it: no worker is replaced in place (a restart resumes from the last "
+                   "checkpoint, if any)"};
   }
   if (in.workerFinished) {
     return {false, "restart scope failed, but a worker already finished the job (exited 0 or did "
-                   "its last step) and a replacement could not train with it again: every worker "
-                   "restarts"};
+                   "its last step) and a replacement could not train with it again: no worker is "
+                   "replaced in place"};
   }
   return {true, "every worker recovers in place: the failed ones are replaced, the others keep "
                 "running"};

@@ -45,8 +45,9 @@
 //   all             -                                      stop the group (the table above)
 //   failed          fewer than the world size               stop the group (the table above),
 //                   (a worker without worker_runtime)       with a note saying why
-//   failed          all of them, but a worker of this       stop the group (the table above): a
-//                   node already finished (exited 0)        replacement could never meet it again
+//   failed          all of them, but a worker already       stop the group (the table above): a
+//                   finished (exited 0 on this node, or     replacement could never meet it again
+//                   did its last step: the finished key)
 //   failed          all of them, but the state is lost      stop the group (the table above): the
 //                   (every process that held it died)       restart resumes from a checkpoint
 //   failed          all of them                             replace the failed workers in place:
