@@ -2,6 +2,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
@@ -110,9 +113,13 @@ int runTrain(const TrainOptions& o) {
   const int finalRank = group ? group->view().rank : 0;
   if (finalRank == 0) {
     // The parameters' CRC-32C: equal across runs means bit-identical training (the recovery tests).
-    log->info("done: {} steps, epoch {}, loss {:.4f}, {:.0f} samples/s, params crc32c {:08x}{}",
-              result.steps, result.epoch, result.lastLoss, result.samplesPerS,
-              crc32c(result.params.data(), result.params.size() * sizeof(float)),
+    // A run resumed from a checkpoint of the job's end did no step: no loss or speed of its own.
+    const std::string progress =
+        result.stepsThisRun > 0
+            ? fmt::format("loss {:.4f}, {:.0f} samples/s", result.lastLoss, result.samplesPerS)
+            : std::string("no step in this run (it resumed from the final checkpoint)");
+    log->info("done: {} steps, epoch {}, {}, params crc32c {:08x}{}", result.steps, result.epoch,
+              progress, crc32c(result.params.data(), result.params.size() * sizeof(float)),
               result.recoveries > 0 ? ", " + std::to_string(result.recoveries) +
                                           (result.recoveries == 1 ? " recovery" : " recoveries") +
                                           " in place on this rank"

@@ -38,6 +38,9 @@ PYEOF
 "$BIN/train" --config "$TMP/cfg.json" --checkpoint-dir "$TMP/ckpt" > /dev/null 2> "$TMP/err2.txt" \
   || fail "rerun exited $?"
 grep -q "resuming from .* at step 188 (epoch 2" "$TMP/err2.txt" || { cat "$TMP/err2.txt"; fail "rerun did not resume"; }
+# ... and says so, instead of a loss and a speed it did not measure ("loss 0.0000, 0 samples/s").
+grep -q "done: 188 steps, epoch 2, no step in this run (it resumed from the final checkpoint), params crc32c" \
+  "$TMP/err2.txt" || { cat "$TMP/err2.txt"; fail "the rerun's last line"; }
 
 expect_config_error() {  # pattern command...
   local pattern=$1; shift
