@@ -26,24 +26,33 @@ from multinode_harness import (BIN, RDZV_CONF, TMP, alive, c10d, check,  # noqa:
 from recovery_test import TRAIN, config, finish, job_status, last_step, run  # noqa: E402
 
 
+def two_nodes(h, tag):
+    """A ddprund and two agents of 2 workers (nnodes 1:2, restart scope failed) training on, agent
+    `tag`0 as node rank 0, once rank 0 passed step 20. Returns both agents, a function that starts
+    one more agent named by its argument, and the metrics file."""
+    port = h.ddprund()
+    flags = c10d(port, "1:2", 2, run_id=tag) + ["--restart-scope=failed", "--max-restarts", "3",
+                                                 "--shutdown-timeout", "5"]
+    metrics = os.path.join(TMP, tag + ".metrics.jsonl")
+    cmd = [TRAIN, "--config", config(60), "--metrics", metrics]
+    env = dict(os.environ, DDP_NO_SLURM="1")
+
+    def agent(name, extra=()):
+        return h.spawn(name, [os.path.join(BIN, "ddprun")] + list(extra) + flags + cmd, env)
+    a0 = agent(tag + "0", ["--node-rank", "0"])
+    a1 = agent(tag + "1")
+    poll("progress", lambda: last_step(metrics) > 20, 120)
+    return a0, a1, agent, metrics
+
+
 def node_loss(h, spare):
     """2 nodes x 2 workers (nnodes 1:2, or 1:2 plus a spare agent waiting): node 1's agent is
     SIGKILLed (its workers die with it); node 0's workers keep their processes and train on with
     world size 2 (or 4 again with the spare); then (without a spare) a new agent joins and the world
     grows back to 4 in place. Node 0 never restarts a worker; the job finishes."""
-    cfg = config(60)
-    port = h.ddprund()
-    flags = c10d(port, "1:2", 2, run_id="nl") + ["--restart-scope=failed", "--max-restarts", "3",
-                                                  "--shutdown-timeout", "5"]
-    metrics = os.path.join(TMP, "nl.metrics.jsonl")
-    cmd = [TRAIN, "--config", cfg, "--metrics", metrics]
-    env = dict(os.environ, DDP_NO_SLURM="1")
-    ddprun = os.path.join(BIN, "ddprun")
-    a0 = h.spawn("nl0", [ddprun, "--node-rank", "0"] + flags + cmd, env)
-    a1 = h.spawn("nl1", [ddprun] + flags + cmd, env)
-    poll("progress", lambda: last_step(metrics) > 20, 120)
+    a0, a1, agent, metrics = two_nodes(h, "nl")
     if spare:
-        h.spawn("nl2", [ddprun] + flags + cmd, env)
+        agent("nl2")
         poll("the spare waiting", lambda: "waiting as a spare" in h.output("nl2"), 60)
     kept = sorted(workers(a0.pid))
     check(len(kept) == 2, "node 0 runs %s" % kept)
@@ -55,7 +64,7 @@ def node_loss(h, spare):
     check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted")
     if not spare:
         since = last_step(metrics)
-        h.spawn("nl2", [ddprun] + flags + cmd, env)
+        agent("nl2")
         poll("the world grown back", lambda: h.output("nl0").count("formed in place") >= 2, 60)
         poll("progress after the growth", lambda: last_step(metrics) > since + 10, 120)
         check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted")
@@ -85,17 +94,7 @@ def node_stop(h):
     continued it finds itself dropped, stops its stale workers and rejoins; the world grows back to
     4 in place. Node 0 never restarts a worker; both agents exit 0."""
     from multinode_harness import HEARTBEAT_TIMEOUT
-    cfg = config(60)
-    port = h.ddprund()
-    flags = c10d(port, "1:2", 2, run_id="ns") + ["--restart-scope=failed", "--max-restarts", "3",
-                                                  "--shutdown-timeout", "5"]
-    metrics = os.path.join(TMP, "ns.metrics.jsonl")
-    cmd = [TRAIN, "--config", cfg, "--metrics", metrics]
-    env = dict(os.environ, DDP_NO_SLURM="1")
-    ddprun = os.path.join(BIN, "ddprun")
-    a0 = h.spawn("ns0", [ddprun, "--node-rank", "0"] + flags + cmd, env)
-    a1 = h.spawn("ns1", [ddprun] + flags + cmd, env)
-    poll("progress", lambda: last_step(metrics) > 20, 120)
+    a0, a1, _, metrics = two_nodes(h, "ns")
     kept = sorted(workers(a0.pid))
     os.kill(a1.pid, signal.SIGSTOP)
     h.log("stopped node 1's agent")
