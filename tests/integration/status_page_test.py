@@ -35,6 +35,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -137,12 +138,20 @@ def chromium(base, action, done, what, tries=3):
     """Headless Chromium on page `base` with `action` (--dump-dom, --screenshot=...); `done(result)`
     tells whether it did it. Chromium that did nothing at all (its renderer died: no DOM, no file,
     not a wrong one) is Chromium's own failure, so it is tried again, up to `tries` times."""
-    profile = os.path.join(TMP, "chromium-profile")
     failures = []
     for _ in range(tries):
-        shutil.rmtree(profile, ignore_errors=True)
-        r = subprocess.run(CHROMIUM + ["--user-data-dir=" + profile, "--virtual-time-budget=3000",
-                                       action, base], capture_output=True, text=True, timeout=120)
+        # Chromium puts its singleton socket in $TMPDIR/org.chromium.Chromium.XXXXXX/: a Unix socket
+        # path holds at most 107 bytes, which a checkout in a deeper directory than this one (CI's)
+        # overruns under $DDP_TEST_TMP, and Chromium aborts. So its profile and temporary files
+        # live in a fresh short directory under /tmp, removed after each try.
+        home = tempfile.mkdtemp(prefix="ddp-chromium-", dir="/tmp")
+        try:
+            r = subprocess.run(CHROMIUM + ["--user-data-dir=" + os.path.join(home, "profile"),
+                                           "--virtual-time-budget=3000", action, base],
+                               env=dict(os.environ, TMPDIR=home),
+                               capture_output=True, text=True, timeout=120)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
         if done(r):
             return r
         failures.append("exit %d:\n%s" % (r.returncode, r.stderr[-2000:]))
