@@ -143,7 +143,6 @@ int Agent::run() {
       lost = e.what();
     }
     if (!lost.empty()) failOver(lost);
-  for (const auto& warning : config_.warnings) log_->warn("{}", warning);
   }
 }
 

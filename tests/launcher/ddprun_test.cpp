@@ -268,6 +268,20 @@ TEST_CASE("torchrun's prefix template: ${hostname} and the worker's ${pid} expan
         std::string::npos);
 }
 
+TEST_CASE("a warning at start is printed once, not again at every restart", "[ddprun]") {
+  const auto dir = test::scratchDir("warnonce");
+  Ddprun run(dir, {"--standalone", "--nproc-per-node=1", "--max-restarts=2", "--log-prefix={nope}",
+                   test::workerBin(), "--exit", "3", "--fail-until-attempt", "2"});
+  REQUIRE(run.wait() == 0);  // generations 0 and 1 fail, generation 2 succeeds
+  const std::string err = run.err();
+  const std::string warning = "unknown variable(s) nope";
+  std::size_t count = 0;
+  for (auto at = err.find(warning); at != std::string::npos; at = err.find(warning, at + 1)) {
+    ++count;
+  }
+  CHECK(count == 1);
+}
+
 TEST_CASE("a program that does not exist is one clear error", "[ddprun]") {
   const auto dir = test::scratchDir("missing");
   Ddprun run(dir, {"--standalone", "--nproc-per-node=2", "--no-python", dir + "/nope"});
