@@ -5,8 +5,8 @@
 #                                     needed): configures and builds a CUDA release build in
 #                                     $BUILD_DIR (default build-gpu; sm_90), then packs DIR (default
 #                                     bundle/, git-ignored): bin/ (stripped ddprun, ddprund, train),
-#                                     tests/ (GPU test binaries), lib/ (the non-system shared
-#                                     libraries they need; never libcuda/libcudart/libcublas*/
+#                                     tests/ (GPU test binaries), lib/ (train's CUDA model module
+#                                     and the non-system shared libraries they need; never libcuda/libcudart/libcublas*/
 #                                     libnccl), gpu_torch_ddp.py + ddp_shards.py, gpu_check.sh and run.sh.
 #                                     Fails if DIR is 64 MiB or more.
 #   scripts/gpu_check.sh run [DIR]    GPU machine: LD_LIBRARY_PATH = DIR/lib + the directories of
@@ -68,7 +68,9 @@ pack() {
   for t in "$build"/tests-bin/gpu_* "$build"/tests-bin/trainer_cuda_model_test; do
     [[ -x "$t" ]] && strip --strip-unneeded -o "$DIR/tests/$(basename "$t")" "$t"
   done
-  copy_libs "$DIR"/bin/* "$DIR"/tests/*
+  # train's CUDA model (cuBLAS), a module it loads from bin/../lib for a model on a GPU.
+  strip --strip-unneeded -o "$DIR/lib/libddp_train_cuda.so" "$build/lib/libddp_train_cuda.so"
+  copy_libs "$DIR"/bin/* "$DIR"/tests/* "$DIR/lib/libddp_train_cuda.so"
   cp "$ROOT/scripts/gpu_torch_ddp.py" "$ROOT/scripts/ddp_shards.py" "$ROOT/scripts/gpu_check.sh" "$DIR/"
   printf '#!/usr/bin/env bash\nexec bash "$(dirname "$0")/gpu_check.sh" run "$(dirname "$0")"\n' \
     > "$DIR/run.sh"
@@ -260,7 +262,7 @@ run() {
   export DDP_LOG_LEVEL=warn
   WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
   echo "gpu_check: $GPU_NAME; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-  local missing; missing=$(ldd "$B"/bin/* "$B"/tests/* 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t\n' ' ')
+  local missing; missing=$(ldd "$B"/bin/* "$B"/tests/* "$B"/lib/libddp_train_cuda.so 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t\n' ' ')
   [[ -z "$missing" ]] && row "shared libraries" "PASS" "all resolved" \
     || row "shared libraries" "FAIL" "missing: $missing"
   run_tests

@@ -9,6 +9,8 @@
 
 #include "rendezvous/base/error.hpp"
 #include "trainer/cuda_kernels.cuh"
+#include "trainer/cuda_devices.hpp"
+#include "trainer/cuda_module.hpp"
 
 namespace ddp {
 namespace {
@@ -46,15 +48,6 @@ struct Scratch {
 };
 
 }  // namespace
-
-int cudaDeviceCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver" error
-    return 0;
-  }
-  return n;
-}
 
 struct CudaMlp::Impl {
   cudaStream_t stream = nullptr, comm = nullptr;
@@ -265,3 +258,10 @@ void* CudaMlp::commStream() {
 void CudaMlp::synchronize() { check(cudaStreamSynchronize(impl_->stream), "synchronize"); }
 
 }  // namespace ddp
+
+// The module's entry (cuda_module.hpp): train loads this module, and so cuBLAS, only for a model
+// on a CUDA device.
+extern "C" __attribute__((visibility("default"))) ddp::Model* ddp_train_cuda_make_mlp(
+    const ddp::MlpShape* shape, int deviceIndex, bool bf16) {
+  return new ddp::CudaMlp(*shape, deviceIndex, bf16);
+}

@@ -9,6 +9,8 @@
 // announced gradients; the reducer's communication thread makes its own stream (commStream())
 // wait for that event before the NCCL allreduce, so communication overlaps later backward work.
 //
+// Built into the module libddp_train_cuda.so, which train loads on demand (cuda_module.hpp).
+//
 // Thread safety: see Model. commStream()/waitForGrads() are called from the communication thread.
 #pragma once
 
@@ -18,9 +20,6 @@
 #include "trainer/model.hpp"
 
 namespace ddp {
-
-// Visible CUDA devices (0 when there is no driver or device). Never throws.
-int cudaDeviceCount();
 
 class CudaMlp final : public Model {
  public:

@@ -8,6 +8,7 @@
 
 #include "trainer/cpu_mlp.hpp"
 #include "trainer/cuda_mlp.hpp"
+#include "trainer/cuda_devices.hpp"
 
 using namespace ddp;
 

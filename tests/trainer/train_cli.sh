@@ -42,6 +42,24 @@ grep -q "resuming from .* at step 188 (epoch 2" "$TMP/err2.txt" || { cat "$TMP/e
 grep -q "done: 188 steps, epoch 2, no step in this run (it resumed from the final checkpoint), params crc32c" \
   "$TMP/err2.txt" || { cat "$TMP/err2.txt"; fail "the rerun's last line"; }
 
+# cuBLAS is loaded only for a model on a CUDA device (trainer/cuda_module.hpp): a CPU run never
+# maps it (loading it costs a process about 0.6 s of CPU and 200 MB). A build with CUDA (the module
+# beside bin/) loads it for device "cuda", and without a GPU that is the model's one-line error.
+LD_DEBUG=files "$BIN/train" --config "$TMP/cfg.json" --max-steps 2 > /dev/null 2> "$TMP/ld.txt" \
+  || fail "CPU run under LD_DEBUG exited $?"
+grep -q "file=libcublas" "$TMP/ld.txt" && fail "a CPU run loaded cuBLAS: $(grep -m1 'file=libcublas' "$TMP/ld.txt")"
+grep -q "file=libopenblas\|file=libdnnl" "$TMP/ld.txt" || fail "LD_DEBUG=files listed nothing (the check above proves nothing)"
+if [[ -f "$BIN/../lib/libddp_train_cuda.so" ]]; then
+  sed 's/"hidden"/"device": "cuda", "hidden"/' "$TMP/cfg.json" > "$TMP/cuda.json"
+  LD_DEBUG=files "$BIN/train" --config "$TMP/cuda.json" --max-steps 2 > /dev/null 2> "$TMP/ld.txt"
+  rc=$?
+  grep -q "file=libcublas" "$TMP/ld.txt" || fail "device cuda did not load the CUDA model's cuBLAS"
+  if (( rc != 0 )); then  # no GPU here: the model says so (exit 2), not a loader error
+    [[ $rc -eq 2 ]] && grep -q "no CUDA device is visible" "$TMP/ld.txt" \
+      || { grep -v '^ *[0-9]*:' "$TMP/ld.txt"; fail "device cuda without a GPU: exit $rc"; }
+  fi
+fi
+
 expect_config_error() {  # pattern command...
   local pattern=$1; shift
   "$@" > /dev/null 2> "$TMP/e.txt"
