@@ -10,7 +10,6 @@
 #include "rendezvous/base/error.hpp"
 #include "trainer/cuda_kernels.cuh"
 #include "trainer/cuda_devices.hpp"
-#include "trainer/cuda_module.hpp"
 
 namespace ddp {
 namespace {

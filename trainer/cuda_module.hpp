@@ -1,7 +1,7 @@
 // The CUDA model as a module loaded on demand.
 //
 // cuBLAS registers its kernels when it is loaded: a process that merely links it spends about
-// 0.6 s of CPU and 200 MB of memory before main(), measured on the 2-core CI machine. That cost is
+// 0.4 s of CPU and 215 MB of memory before main() (docs/trainer.md has the measurement). That cost is
 // paid by every worker of a CPU job, and by every replacement process an in-place recovery starts
 // (docs/recovery.md). So CudaMlp (cuda_mlp.hpp, cuBLAS plus the kernels) is built into a module of
 // its own, libddp_train_cuda.so in the build's (or bundle's, or install prefix's) lib/ beside
