@@ -43,7 +43,7 @@ grep -q "done: 188 steps, epoch 2, no step in this run (it resumed from the fina
   "$TMP/err2.txt" || { cat "$TMP/err2.txt"; fail "the rerun's last line"; }
 
 # cuBLAS is loaded only for a model on a CUDA device (trainer/cuda_module.hpp): a CPU run never
-# maps it (loading it costs a process about 0.6 s of CPU and 200 MB). A build with CUDA (the module
+# maps it (loading it costs a process about 0.4 s of CPU and 215 MB). A build with CUDA (the module
 # beside bin/) loads it for device "cuda", and without a GPU that is the model's one-line error.
 LD_DEBUG=files "$BIN/train" --config "$TMP/cfg.json" --max-steps 2 > /dev/null 2> "$TMP/ld.txt" \
   || fail "CPU run under LD_DEBUG exited $?"
