@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config ccache
   libboost1.81-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libgloo-dev libopenblas-dev zlib1g-dev
+  libxxhash-dev  # the trainer's state hash when a quorum forms in place
   libssl-dev  # TLS of the rendezvous transport (Boost.Asio SSL over OpenSSL)
   # fuzzing: libFuzzer needs clang (tests/fuzz/, scripts/fuzz.sh)
   clang-14 libfuzzer-14-dev

@@ -67,6 +67,12 @@ std::vector<std::vector<float>> Optimizer::saveState() {
   return out;
 }
 
+std::vector<float*> Optimizer::stateBuffers() {
+  std::vector<float*> out;
+  for (auto& buf : state_) out.push_back(buf.get());
+  return out;
+}
+
 void Optimizer::loadState(const std::vector<std::vector<float>>& state) {
   if (state.size() != state_.size()) {
     throw ConfigError("checkpoint holds " + std::to_string(state.size()) +

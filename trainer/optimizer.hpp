@@ -50,6 +50,10 @@ class Optimizer {
   std::vector<std::vector<float>> saveState();
   // Restores buffers from saveState(). Throws ConfigError when the count or sizes differ.
   void loadState(const std::vector<std::vector<float>>& state);
+  // The state buffers themselves, in the model's memory (device memory for a CUDA model), each
+  // model.numParams() floats, in saveState()'s order; valid for the optimizer's lifetime. For a
+  // peer's state handed over in place (train_recovery.cpp).
+  std::vector<float*> stateBuffers();
   const OptimizerConfig& config() const { return config_; }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <string>
 
 #include <fmt/format.h>
@@ -80,6 +81,12 @@ int runTrain(const TrainOptions& o) {
   // the quorum's (a replacement process may start in a later quorum than its env names).
   std::unique_ptr<ElasticGroup> group;
   const auto timeout = std::chrono::milliseconds(int64_t(config.commTimeoutS * 1000));
+  // The data, model and optimizer are built (and the GEMMs warmed up) while the communicator
+  // connects: a replacement process then meets its waiting peers with its model ready.
+  std::future<std::shared_ptr<PreparedTrainer>> prepared;
+  if (distributed && config.device == TrainDevice::kCpu) {
+    prepared = std::async(std::launch::async, [&config] { return prepareTrainer(config); });
+  }
   if (distributed) {
     CommOptions options;
     options.backend = config.backend;
@@ -102,7 +109,8 @@ int runTrain(const TrainOptions& o) {
               backendName(config.backend), view.worldSize, view.id.generation,
               group && group->recoversInPlace() ? ", recovers in place" : "");
   }
-  TrainResult result = train(config, ctx, group ? &group->comm() : nullptr);
+  TrainResult result = train(config, ctx, group ? &group->comm() : nullptr,
+                             prepared.valid() ? prepared.get() : nullptr);
   if (result.injectedFailure) {
     throw Error("injected failure: rank " + std::to_string(env.rank) + " stops at step " +
                 std::to_string(o.failAtStep) + " (--fail-at-step, generation 0" +

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -41,7 +42,8 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 namespace detail {
 
-TrainLoop::TrainLoop(const TrainConfig& config, const RunContext& ctx, Communicator* comm)
+TrainLoop::TrainLoop(const TrainConfig& config, const RunContext& ctx, Communicator* comm,
+                     std::shared_ptr<PreparedTrainer> prepared)
     : cfg_(config),
       ctx_(ctx),
       comm_(ctx.worldSize > 1 ? comm : nullptr),
@@ -49,10 +51,19 @@ TrainLoop::TrainLoop(const TrainConfig& config, const RunContext& ctx, Communica
       startGeneration_(ctx.generation),
       hasState_(!ctx.replacement) {
     if (ctx_.worldSize > 1 && !comm) throw ConfigError("trainer: world size > 1 needs a communicator");
-    data_ = std::make_unique<ShardedDataset>(cfg_.data);
-    shape_ = {int(data_->features()), cfg_.hidden, int(data_->classes())};
-    model_ = makeModel(cfg_.device, shape_, ctx_.localRank, cfg_.bf16);
-    optimizer_ = std::make_unique<Optimizer>(*model_, cfg_.optimizer, ctx_.worldSize);
+    if (prepared) {
+      prepared_ = prepared;  // its warm-up may still run
+      data_ = std::move(prepared->data);
+      shape_ = prepared->shape;
+      model_ = std::move(prepared->model);
+      optimizer_ = std::move(prepared->optimizer);
+      optimizer_->setWorldSize(ctx_.worldSize);
+    } else {
+      data_ = std::make_unique<ShardedDataset>(cfg_.data);
+      shape_ = {int(data_->features()), cfg_.hidden, int(data_->classes())};
+      model_ = makeModel(cfg_.device, shape_, ctx_.localRank, cfg_.bf16);
+      optimizer_ = std::make_unique<Optimizer>(*model_, cfg_.optimizer, ctx_.worldSize);
+    }
     setUpSampler();
     // The state first, then the collectives built on the communicator: the order in which the
     // survivors of a recovery in place run them too (train_recovery.cpp), so a replacement
@@ -108,7 +119,10 @@ void TrainLoop::setUpSampler() {
 }
 
 void TrainLoop::restoreOrInit() {
-  auto params = initMlpParams(shape_, cfg_.seed);
+  // A replacement process takes every parameter from a peer (syncState): no initialisation to pay
+  // for while the survivors wait.
+  std::vector<float> params;
+  if (!ctx_.replacement) params = initMlpParams(shape_, cfg_.seed);
   state_ = {0, 0, 0, 0, ctx_.worldSize, ctx_.worldSize, ctx_.generation, cfg_.seed, cfg_.seed};
   std::optional<Checkpoint> ckpt;
   if (ctx_.rank == 0 && !ctx_.replacement && !cfg_.checkpointDir.empty()) {
@@ -136,11 +150,18 @@ void TrainLoop::restoreOrInit() {
                               state_.epoch, state_.worldSize);
     }
   }
-  model_->upload(params.data(), model_->params(), params.size());
+  if (!params.empty()) model_->upload(params.data(), model_->params(), params.size());
   if (recoversInPlace()) {
     // The survivors of a recovery in place run syncState too: this is where a replacement
     // process meets them (and where a fresh generation's ranks check they agree).
-    if (comm_) syncState();
+    if (comm_) {
+      syncState();
+    } else if (!hasState_) {
+      // A replacement alone in its world: no peer holds the state it would take.
+      group_->markStateLost();
+      throw StateLost("quorum " + toString(group_->view().id) + ": a replacement process alone "
+                      "in its world has no peer to take the training state from");
+    }
   } else if (comm_) {
     // DDP's constructor broadcasts rank 0's parameters; doing the same guards against any drift.
     comm_->broadcast(model_->params(), model_->numParams() * sizeof(float), 0);
@@ -375,8 +396,40 @@ TrainResult TrainLoop::run() {
 
 }  // namespace detail
 
-TrainResult train(const TrainConfig& config, const RunContext& context, Communicator* comm) {
-  detail::TrainLoop loop(config, context, comm);
+std::shared_ptr<PreparedTrainer> prepareTrainer(const TrainConfig& config) {
+  if (config.device != TrainDevice::kCpu) {
+    throw ConfigError("trainer: only a CPU model is prepared ahead of train()");
+  }
+  auto p = std::make_shared<PreparedTrainer>();
+  p->data = std::make_unique<ShardedDataset>(config.data);
+  p->shape = {int(p->data->features()), config.hidden, int(p->data->classes())};
+  p->model = makeModel(config.device, p->shape, 0, config.bf16);
+  p->optimizer = std::make_unique<Optimizer>(*p->model, config.optimizer, 1);
+  // One forward and backward of a batch as large as the run's, on a throwaway model of the same
+  // shape and on a thread of its own: the GEMM library builds its kernels (for every model of the
+  // process) while the model itself meets its peers and may take one's state. Its errors are the
+  // first step's, which reports them.
+  const std::size_t n = std::min<std::size_t>(std::size_t(config.batchSize), p->data->size());
+  if (n > 0) {
+    std::vector<int64_t> ids(n);
+    for (std::size_t i = 0; i < n; ++i) ids[i] = int64_t(i);
+    std::vector<float> x(n * p->data->features());
+    std::vector<int32_t> y(n);
+    p->data->gather(ids, x.data(), y.data());
+    p->warmUp = std::async(std::launch::async, [model = makeModel(config.device, p->shape, 0, false),
+                                                x = std::move(x), y = std::move(y), n] {
+      try {
+        model->trainBatch(x.data(), y.data(), int(n), 1.0f, GradReadyFn{});
+      } catch (const std::exception&) {
+      }
+    });
+  }
+  return p;
+}
+
+TrainResult train(const TrainConfig& config, const RunContext& context, Communicator* comm,
+                  std::shared_ptr<PreparedTrainer> prepared) {
+  detail::TrainLoop loop(config, context, comm, std::move(prepared));
   return loop.run();
 }
 

@@ -70,12 +70,25 @@ struct TrainResult {
   std::vector<float> params;    // final parameters (host copy)
 };
 
+// What a rank builds before it knows its rank and world size: its data mapped, its model and
+// optimizer made, and the GEMM library's kernels warming up on a thread (they are built at their
+// first use: ~50 ms of a fresh process's first step otherwise). `train` builds it on a thread of
+// its own while the communicator connects, so a replacement process meets its waiting peers with
+// its model ready.
+struct PreparedTrainer;
+// Any thread; the result goes to train() on the training thread (the warm-up runs on until done,
+// on a throwaway model). CPU device only (a CUDA model belongs to the thread that made it:
+// train() builds that one itself). Throws ConfigError (data, model, optimizer).
+std::shared_ptr<PreparedTrainer> prepareTrainer(const TrainConfig& config);
+
 // Runs the whole training. `config` is checked (validateTrainConfig) and its device resolved
 // (resolveDeviceAndBackend) by the caller; train checks neither again. `comm` may be null when
-// worldSize is 1. Blocks for the whole run.
+// worldSize is 1; `prepared` (prepareTrainer's, for this config) may be null. Blocks for the whole
+// run.
 // Throws ConfigError (config, data, checkpoint mismatch), CommError (a collective failed or a
 // peer's parameters differ, and no recovery in place was possible), ddp::Error (checkpoint or
 // metrics I/O).
-TrainResult train(const TrainConfig& config, const RunContext& context, Communicator* comm);
+TrainResult train(const TrainConfig& config, const RunContext& context, Communicator* comm,
+                  std::shared_ptr<PreparedTrainer> prepared = nullptr);
 
 }  // namespace ddp

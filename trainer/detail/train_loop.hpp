@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,11 +24,25 @@
 #include "trainer/trainer.hpp"
 #include "worker_runtime/state_agreement.hpp"
 
+namespace ddp {
+
+struct PreparedTrainer {
+  std::unique_ptr<ShardedDataset> data;
+  MlpShape shape;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;  // for world size 1 until the loop sets its own
+  std::future<void> warmUp;              // the GEMM warm-up's thread (its destructor joins it)
+};
+
+}  // namespace ddp
+
 namespace ddp::detail {
 
 class TrainLoop {
  public:
-  TrainLoop(const TrainConfig& config, const RunContext& ctx, Communicator* comm);
+  // `prepared` may be null (then the loop builds data, model and optimizer itself).
+  TrainLoop(const TrainConfig& config, const RunContext& ctx, Communicator* comm,
+            std::shared_ptr<PreparedTrainer> prepared);
   TrainResult run();
 
  private:
@@ -70,7 +85,6 @@ class TrainLoop {
   // Collective: every rank's (step, hash); the donor's state to every rank that differs.
   void syncState();
   StateDigest digest();
-  void broadcastHost(std::vector<float>& values, int root);
   void adoptQuorum();  // ctx_, comm_, metrics_ for the group's current view
 
   TrainConfig cfg_;
@@ -78,6 +92,7 @@ class TrainLoop {
   Communicator* comm_;
   ElasticGroup* group_;
   const int startGeneration_;
+  std::shared_ptr<PreparedTrainer> prepared_;  // kept until the loop ends: its warm-up may run
   std::unique_ptr<ShardedDataset> data_;
   MlpShape shape_;
   std::unique_ptr<Model> model_;
