@@ -275,6 +275,19 @@ def all_state_lost(h):
           "no fallback to a full restart:\n" + out[-4000:])
 
 
+def lone_worker(h):
+    """A one-worker job: a replacement would have no peer to take the state from. It says the state
+    is lost and every worker restarts (generation 1), instead of training on from new parameters."""
+    cfg = config(20)
+    job = Job(h, "ip", 1, 1, cfg, ["--restart-scope=failed", "--max-restarts", "10"])
+    poll("progress", lambda: last_step(job.metrics) > 5, 120)
+    os.kill(workers(job.agents[0].pid)[0], signal.SIGKILL)
+    check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
+    out = job.output()
+    check("alone in its world has no peer to take the training state from" in out and
+          "generation 1" in out, "no fallback to a full restart:\n" + out[-4000:])
+
+
 def replacement_crash(h):
     cfg = config(20)
     want = reference(h, 1, 4, cfg)
@@ -361,6 +374,7 @@ def main():
         "kills_2x2": lambda h, a: bit_identical(h, 2, 2, kills(a, 20), epochs=80),
         "second_failure": lambda h, a: second_failure(h),
         "all_state_lost": lambda h, a: all_state_lost(h),
+        "lone_worker": lambda h, a: lone_worker(h),
         "replacement_crash": lambda h, a: replacement_crash(h),
         "budget": lambda h, a: budget(h),
         "not_capable": lambda h, a: not_capable(h),
