@@ -229,3 +229,39 @@ TEST_CASE("buckets are contiguous, last layer first, the first capped at 1 MiB",
   Reducer small(model, &comm, ReducerOptions{4096, 1u << 20});
   REQUIRE(small.buckets().size() > 3);  // bucket_mb smaller than the first-bucket cap wins
 }
+
+TEST_CASE("a trainer prepared ahead trains bit for bit like one train() builds", "[ddp][prepare]") {
+  // prepareTrainer's model and optimizer are made before the world size is known (for 1) and its
+  // GEMM warm-up runs on a throwaway model: neither may change a single bit of the run.
+  TrainConfig config = baseConfig(8, 1);
+  config.optimizer.type = "adamw";
+  config.optimizer.lr = 0.01f;
+  config.optimizer.lrScaling = "linear";  // the world size matters: set once the rank knows it
+  const auto built = runRanks(2, config);
+  auto group = std::make_shared<test::FakeGroup>(2);
+  std::vector<TrainResult> prepared(2);
+  std::vector<std::exception_ptr> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto ahead = prepareTrainer(config);
+        test::FakeCommunicator comm(group, r);
+        RunContext ctx{r, 2, 0, 0, -1, 0, -1, -1, {}};
+        prepared[r] = train(config, ctx, &comm, std::move(ahead));
+      } catch (...) {
+        errors[r] = std::current_exception();
+        group->abort();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    if (errors[r]) std::rethrow_exception(errors[r]);
+    REQUIRE(prepared[r].steps == built[r].steps);
+    REQUIRE(prepared[r].params == built[r].params);
+  }
+  TrainConfig cuda = config;
+  cuda.device = TrainDevice::kCuda;
+  REQUIRE_THROWS_AS(prepareTrainer(cuda), ConfigError);
+}
