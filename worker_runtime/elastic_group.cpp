@@ -137,6 +137,7 @@ ElasticGroup::ElasticGroup(const WorkerEnv& env, const CommOptions& options)
   } catch (...) {
     stop_ = true;
     watchdog_.join();
+    if (retiring_.joinable()) retiring_.join();
     throw;
   }
   guard_ = std::make_unique<Guard>(*this);
@@ -221,6 +222,7 @@ Communicator& ElasticGroup::comm() {
 ElasticGroup::~ElasticGroup() {
   stop_ = true;
   if (watchdog_.joinable()) watchdog_.join();
+  if (retiring_.joinable()) retiring_.join();
 }
 
 bool ElasticGroup::joinedLate() const {
@@ -332,8 +334,20 @@ void ElasticGroup::build(const QuorumRecord& record, Clock::time_point deadline)
 }
 
 void ElasticGroup::dropComm() {
-  std::lock_guard<std::mutex> lock(commMutex_);
-  comm_.reset();
+  std::unique_ptr<Communicator> old;
+  {
+    std::lock_guard<std::mutex> lock(commMutex_);
+    old = std::move(comm_);
+  }
+  if (!old) return;
+  if (old->backend() != CommBackend::kGloo) return;  // NCCL: aborted and freed here, as before
+  // Gloo closes its pairs one at a time, each waiting for a tick of its event loop (which wakes
+  // every 10 ms): 20-30 ms on a loaded CPU, which this rank spends building the next communicator
+  // instead; the retiring thread closes them meanwhile. (Not by abort(): its descriptors are
+  // found by scanning, and in a process of several ranks they may be another's.) A closing
+  // socket only ever leaves the set the next build's scans start from, so they find no stranger.
+  if (retiring_.joinable()) retiring_.join();
+  retiring_ = std::thread([comm = std::move(old)]() mutable { comm.reset(); });
 }
 
 const GroupView& ElasticGroup::rebuild(std::chrono::milliseconds budget) {

@@ -10,8 +10,9 @@
 // what lets the agents replace a failed worker instead of restarting every one.
 //
 // When a collective fails (CommError) or quorumChanged() says the agent published a newer quorum,
-// the worker calls rebuild(): the old communicator is destroyed first (its connections close, so
-// peers still blocked on it fail at once and rebuild too), then the group waits for a quorum newer
+// the worker calls rebuild(): the old communicator is closed first (its connections close, so
+// peers still blocked on it fail at once and rebuild too; a Gloo one on a thread of its own, as
+// Gloo takes a tick of its event loop per connection), then the group waits for a quorum newer
 // than the one it had — the agent of a failed worker publishes one within milliseconds — and
 // builds a communicator for it over its own keys ("ddp/comm/q<quorum>" under the generation's
 // prefix: Gloo's full mesh, or a new NCCL unique id). A newer quorum published while it builds
@@ -134,7 +135,9 @@ class ElasticGroup {
   // generation finished the job.
   void checkFinished(const QuorumId& building);
   void watchdog();
-  void dropComm();  // destroys comm_ (under commMutex_)
+  // Takes comm_ away (under commMutex_) and destroys it: a Gloo one on retiring_ (joined before
+  // the next one and by the destructor), any other here.
+  void dropComm();
 
   WorkerEnv env_;
   CommOptions options_;
@@ -158,6 +161,7 @@ class ElasticGroup {
   std::atomic<uint32_t> opEpoch_{kIdle};
   std::atomic<bool> stop_{false};
   std::thread watchdog_;
+  std::thread retiring_;
   GroupView view_;
   uint32_t builtEpoch_ = 0;
   int64_t announcedGeneration_ = -1;

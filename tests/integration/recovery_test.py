@@ -278,7 +278,7 @@ def all_state_lost(h):
 def lone_worker(h):
     """A one-worker job: a replacement would have no peer to take the state from. It says the state
     is lost and every worker restarts (generation 1), instead of training on from new parameters."""
-    cfg = config(20)
+    cfg = config(3)
     job = Job(h, "ip", 1, 1, cfg, ["--restart-scope=failed", "--max-restarts", "10"])
     poll("progress", lambda: last_step(job.metrics) > 5, 120)
     os.kill(workers(job.agents[0].pid)[0], signal.SIGKILL)
