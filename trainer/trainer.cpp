@@ -20,8 +20,6 @@
 namespace ddp {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // --hang-at-step: this rank stops inside a step for good, as a rank stuck in a kernel or a dead
@@ -49,41 +47,41 @@ TrainLoop::TrainLoop(const TrainConfig& config, const RunContext& ctx, Communica
       group_(ctx.group),
       startGeneration_(ctx.generation),
       hasState_(!ctx.replacement) {
-    if (ctx_.worldSize > 1 && !comm) throw ConfigError("trainer: world size > 1 needs a communicator");
-    if (prepared) {
-      prepared_ = prepared;  // its warm-up may still run
-      data_ = std::move(prepared->data);
-      shape_ = prepared->shape;
-      model_ = std::move(prepared->model);
-      optimizer_ = std::move(prepared->optimizer);
-      optimizer_->setWorldSize(ctx_.worldSize);
-    } else {
-      data_ = std::make_unique<ShardedDataset>(cfg_.data);
-      shape_ = {int(data_->features()), cfg_.hidden, int(data_->classes())};
-      model_ = makeModel(cfg_.device, shape_, ctx_.localRank, cfg_.bf16);
-      optimizer_ = std::make_unique<Optimizer>(*model_, cfg_.optimizer, ctx_.worldSize);
-    }
-    setUpSampler();
-    // The state first, then the collectives built on the communicator: the order in which the
-    // survivors of a recovery in place run them too (train_recovery.cpp), so a replacement
-    // process meets them there.
-    try {
-      restoreOrInit();
-      setUpCollectives();
-    } catch (const StateLost&) {
-      throw;
-    } catch (const CommError& e) {
-      // A peer failed while this rank met the others (a replacement taking the state, a new
-      // generation's ranks comparing theirs): recovered like a failed step, not by an exit that
-      // would cost this process and a restart.
-      if (!recoversInPlace()) throw;
-      recover(e.what());
-    }
-    if (ctx_.rank == 0 && !metrics_) {
-      metrics_ = std::make_unique<MetricsSink>(cfg_.metrics, cfg_.tensorboardDir, cfg_.progressSeconds);
-      if (ctx_.publishPoint) metrics_->publishTo(ctx_.publishPoint);
-    }
+  if (ctx_.worldSize > 1 && !comm) throw ConfigError("trainer: world size > 1 needs a communicator");
+  if (prepared) {
+    prepared_ = prepared;  // its warm-up may still run
+    data_ = std::move(prepared->data);
+    shape_ = prepared->shape;
+    model_ = std::move(prepared->model);
+    optimizer_ = std::move(prepared->optimizer);
+    optimizer_->setWorldSize(ctx_.worldSize);
+  } else {
+    data_ = std::make_unique<ShardedDataset>(cfg_.data);
+    shape_ = {int(data_->features()), cfg_.hidden, int(data_->classes())};
+    model_ = makeModel(cfg_.device, shape_, ctx_.localRank, cfg_.bf16);
+    optimizer_ = std::make_unique<Optimizer>(*model_, cfg_.optimizer, ctx_.worldSize);
   }
+  setUpSampler();
+  // The state first, then the collectives built on the communicator: the order in which the
+  // survivors of a recovery in place run them too (train_recovery.cpp), so a replacement
+  // process meets them there.
+  try {
+    restoreOrInit();
+    setUpCollectives();
+  } catch (const StateLost&) {
+    throw;
+  } catch (const CommError& e) {
+    // A peer failed while this rank met the others (a replacement taking the state, a new
+    // generation's ranks comparing theirs): recovered like a failed step, not by an exit that
+    // would cost this process and a restart.
+    if (!recoversInPlace()) throw;
+    recover(e.what());
+  }
+  if (ctx_.rank == 0 && !metrics_) {
+    metrics_ = std::make_unique<MetricsSink>(cfg_.metrics, cfg_.tensorboardDir, cfg_.progressSeconds);
+    if (ctx_.publishPoint) metrics_->publishTo(ctx_.publishPoint);
+  }
+}
 
 void TrainLoop::setUpCollectives() {
   gradComm_.reset();

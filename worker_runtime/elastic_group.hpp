@@ -156,7 +156,7 @@ class ElasticGroup {
   class Guard;
   std::unique_ptr<Guard> guard_;  // comm() with a board
   // The watchdog's view of the training thread: the epoch the running collective started under
-  // (kIdle: none), and when the board was first seen past it.
+  // (kIdle: none).
   static constexpr uint32_t kIdle = 0xffffffffu;
   std::atomic<uint32_t> opEpoch_{kIdle};
   std::atomic<bool> stop_{false};

@@ -248,10 +248,10 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
       supervisor_.runGeneration(std::move(specs), logs_, round.generation);
   inPlace_.endGeneration();
   previousWorkerStore_.reset();
-  // Rounds formed in place while the workers ran (in_place_round.cpp) moved running_ on.
   for (const auto& f : outcome.failures) {  // a hung worker's stacks outlive a temporary log dir
     if (!f.stacksFile.empty() && logs_.contains(f.stacksFile)) logs_.keep();
   }
+  // Rounds formed in place while the workers ran (in_place_round.cpp) moved running_ on.
   return follow(running_, outcome);
 }
 

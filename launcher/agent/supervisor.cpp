@@ -160,15 +160,10 @@ bool Supervisor::anyWorkerSucceeded() const {
   return false;
 }
 
-std::vector<WorkerFailure> Supervisor::replacedFailures() const {
-  return group_ != nullptr ? group_->replaced() : replaced_;
-}
-
 void Supervisor::finish(OutcomeKind kind) {
   if (outcome_) return;
   pending_.kind = kind;
   pending_.failures = group_->failures();
-  replaced_ = group_->replaced();
   outcome_ = std::move(pending_);
 }
 
@@ -234,7 +229,6 @@ GenerationOutcome Supervisor::runGeneration(std::vector<WorkerSpec> specs, const
   recovering_ = false;
   transitioning_ = false;
   deferred_.reset();
-  replaced_.clear();
   if (timerServer_) {
     for (auto& spec : specs) addHangEnvironment(spec.env, hang_, timerServer_->path());
   }

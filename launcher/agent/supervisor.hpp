@@ -134,8 +134,6 @@ class Supervisor {
 
   // io thread: true when a worker of the running generation exited 0.
   bool anyWorkerSucceeded() const;
-  // Failures replaced in place in the running (or last) generation.
-  std::vector<WorkerFailure> replacedFailures() const;
 
  private:
   void onSignal(const ReceivedSignal& s);
@@ -165,7 +163,6 @@ class Supervisor {
   bool recovering_ = false;     // the failure handler took failures; its answer is pending
   bool transitioning_ = false;  // the round-end handler took an event; its answer is pending
   std::optional<RendezvousEvent> deferred_;  // an event that came while transitioning
-  std::vector<WorkerFailure> replaced_;  // the last generation's, once it ended
 };
 
 template <class F, class OnSignal>

@@ -74,7 +74,7 @@ std::string causeText(const WorkerFailure& f) {
 std::optional<std::string> judgeGenerations(const std::vector<FailureRecord>& records,
                                             int64_t generation, int after) {
   if (after < 1 || generation + 1 < after) return std::nullopt;
-  // causes[0] is `generation`, causes[i] generation - i; one more (the bar of rule 2) when known.
+  // causes[0] is `generation`, causes[i] generation - i.
   std::vector<GenerationCause> causes;
   for (int64_t g = generation; g > generation - after; --g) {
     auto cause = causeOf(records, g);
