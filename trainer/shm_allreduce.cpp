@@ -74,8 +74,10 @@ std::size_t segmentBytes(int ranks, std::size_t chunkFloats) {
   return headerBytes(ranks) + std::size_t(ranks + 1) * chunkFloats * sizeof(float);
 }
 
+// MAP_POPULATE: the page tables are filled here, in one call, instead of by a fault per page in
+// the first allreduce (on a loaded VM ~10 us each: ~10 ms of the first step after a recovery).
 void* mapFd(int fd, std::size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   return p == MAP_FAILED ? nullptr : p;
 }
 

@@ -93,6 +93,9 @@ void TrainLoop::setUpCollectives() {
       shm.quorumEpoch = group_->quorumEpoch();
       shm.quorumEpochSeen = group_->builtAtEpoch();
     }
+    // No allreduce is larger than the gradients: a slot sized to them, not the 4 MiB default,
+    // keeps the segment (allocated and mapped again at every recovery in place) small.
+    shm.chunkFloats = std::min(shm.chunkFloats, (model_->numParams() + 15) / 16 * 16);
     gradComm_ = ShmAllreduce::tryCreate(*comm_, shm);
   }
   ReducerOptions reducer{std::size_t(cfg_.bucketMb * 1024 * 1024)};
