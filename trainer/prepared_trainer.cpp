@@ -40,4 +40,8 @@ std::shared_ptr<PreparedTrainer> prepareTrainer(const TrainConfig& config) {
   return p;
 }
 
+void awaitWarmUp(PreparedTrainer& prepared) {
+  if (prepared.warmUp.valid()) prepared.warmUp.wait();
+}
+
 }  // namespace ddp

@@ -18,6 +18,7 @@
 #include "worker_runtime/elastic_group.hpp"
 #include "worker_runtime/failure_sequence.hpp"
 #include "worker_runtime/progress.hpp"
+#include "worker_runtime/standby.hpp"
 #include "worker_runtime/worker_env.hpp"
 
 namespace ddp {
@@ -72,6 +73,20 @@ int runMakeData(const MakeDataOptions& o) {
 }
 
 int runTrain(const TrainOptions& o) {
+  // A standby process (ddprun --standby-workers) builds its data, model and optimizer and warms its
+  // GEMMs up, with no rank yet; then it waits for the agent to make it a failed worker's
+  // replacement (worker_runtime/standby.hpp), and goes on as one with all of that ready. The wait
+  // comes after every thread it started ended: the environment it receives replaces this one.
+  std::shared_ptr<PreparedTrainer> ready;
+  if (startedAsStandby()) {
+    setupLogging(o.logLevel, "standby");
+    const TrainConfig config = configWithOverrides(o);
+    if (config.device == TrainDevice::kCpu) {
+      ready = prepareTrainer(config);
+      awaitWarmUp(*ready);
+    }
+  }
+  awaitStandbyAssignment();  // also says that this program can be a standby
   const bool distributed = std::getenv("RANK") != nullptr;
   WorkerEnv env;
   if (distributed) env = WorkerEnv::fromEnvironment();
@@ -84,7 +99,7 @@ int runTrain(const TrainOptions& o) {
   // The data, model and optimizer are built (and the GEMMs warmed up) while the communicator
   // connects: a replacement process then meets its waiting peers with its model ready.
   std::future<std::shared_ptr<PreparedTrainer>> prepared;
-  if (distributed && config.device == TrainDevice::kCpu) {
+  if (distributed && config.device == TrainDevice::kCpu && !ready) {
     prepared = std::async(std::launch::async, [&config] { return prepareTrainer(config); });
   }
   if (distributed) {
@@ -110,7 +125,7 @@ int runTrain(const TrainOptions& o) {
               group && group->recoversInPlace() ? ", recovers in place" : "");
   }
   TrainResult result = train(config, ctx, group ? &group->comm() : nullptr,
-                             prepared.valid() ? prepared.get() : nullptr);
+                             prepared.valid() ? prepared.get() : std::move(ready));
   if (result.injectedFailure) {
     throw Error("injected failure: rank " + std::to_string(env.rank) + " stops at step " +
                 std::to_string(o.failAtStep) + " (--fail-at-step, generation 0" +

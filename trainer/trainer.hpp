@@ -80,6 +80,9 @@ struct PreparedTrainer;
 // on a throwaway model). CPU device only (a CUDA model belongs to the thread that made it:
 // train() builds that one itself). Throws ConfigError (data, model, optimizer).
 std::shared_ptr<PreparedTrainer> prepareTrainer(const TrainConfig& config);
+// Blocks until `prepared`'s warm-up thread ended (a standby process waits for it before it takes
+// a new environment). Never throws.
+void awaitWarmUp(PreparedTrainer& prepared);
 
 // Runs the whole training. `config` is checked (validateTrainConfig) and its device resolved
 // (resolveDeviceAndBackend) by the caller; train checks neither again. `comm` may be null when

@@ -17,6 +17,7 @@
 #include "rendezvous/store/worker_store_keys.hpp"
 #include "worker_runtime/detail/socket_scan.hpp"
 #include "worker_runtime/detail/superseded_store.hpp"
+#include "worker_runtime/standby.hpp"
 #include "worker_runtime/worker_store.hpp"
 
 namespace ddp {
@@ -270,6 +271,9 @@ void ElasticGroup::announceInPlace() {
   if (!board_ || view_.id.generation == announcedGeneration_ || view_.id.quorum != 0) return;
   // Quorum 0 only: a process replaced later in the generation was counted by its predecessor.
   // The key is the agents' (worker_store_keys.hpp): no worker prefix, on the same connection.
+  // A program that can wait as a standby says so first: an agent that sees in_place complete
+  // then knows whether every worker can (worker_runtime/standby.hpp).
+  if (standbyCapable()) unprefixed(*store_).add(standbyCountKey(view_.id.generation), 1);
   unprefixed(*store_).add(inPlaceCountKey(view_.id.generation), 1);
   announcedGeneration_ = view_.id.generation;
 }

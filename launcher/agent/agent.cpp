@@ -98,7 +98,8 @@ Agent::Agent(const LaunchConfig& config)
                             config.maxRestarts,
                             [this](std::string& why) { return nextRoundInPlace(why); },
                             [this](const InPlaceRound& n) { preflightInPlace(n); },
-                            [this](const InPlaceRound& n) { return adoptInPlace(n); }}) {
+                            [this](const InPlaceRound& n) { return adoptInPlace(n); },
+                            [this](std::string& why) { return standbyPlan(why); }}) {
   self_.host = host_;
   self_.addr = advertisedAddr_;
   // Node rank 0's worker store serves these too: a multi-NIC node may reach it from another
@@ -265,6 +266,19 @@ WorkerSpec Agent::replacementSpec(int localRank, int64_t quorum) const {
   inPlace_.addEnvironment(spec.env, localRank);
   spec.env["DDP_STATE_FROM_PEER"] = "1";
   return spec;
+}
+
+std::optional<StandbyPlan> Agent::standbyPlan(std::string& why) const {
+  if (config_.standbyWorkers == 0) return std::nullopt;
+  if (config_.virtualLocalRank) {
+    why = "--virtual-local-rank gives each worker a CUDA_VISIBLE_DEVICES of its own";
+    return std::nullopt;
+  }
+  if (numa_.bindingFor(0)) {
+    why = "--numa-binding binds each worker before it starts, and a standby waits unbound";
+    return std::nullopt;
+  }
+  return StandbyPlan{replacementSpec(0, 0), config_.standbyWorkers};
 }
 
 }  // namespace detail

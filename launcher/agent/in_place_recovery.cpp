@@ -44,6 +44,24 @@ void InPlaceRecovery::beginGeneration(const RendezvousResult& round,
   if (!keeper_) return;
   endGeneration();
   round_ = round;
+  keeper_->onAllInPlace([this, g = round.generation](bool standbyCapable) {
+    Supervisor& sup = hooks_.supervisor;
+    sup.post([this, &sup, g, standbyCapable] {
+      if (!sup.running(g) || !hooks_.standbySpec) return;
+      std::string why = "not every worker's program can wait as one (worker_runtime/standby.hpp)";
+      std::optional<StandbyPlan> plan;
+      if (standbyCapable) {
+        why.clear();
+        plan = hooks_.standbySpec(why);
+      }
+      if (plan) {
+        sup.keepStandby(g, std::move(plan->spec), plan->count);
+      } else if (!why.empty()) {
+        logger("agent")->info("no standby process in generation {}: {}; a replacement starts as "
+                              "a new process", g, why);
+      }
+    });
+  });
   keeper_->beginGeneration(round, store.addr, store.port, "", std::chrono::seconds(30));
   hooks_.supervisor.handleFailures(
       [this](const std::vector<WorkerFailure>& failures) { return take(failures); });

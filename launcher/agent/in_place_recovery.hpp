@@ -46,6 +46,11 @@ struct InPlaceRound {
   RendezvousEvent ended;  // how the previous generation ended
 };
 
+struct StandbyPlan {
+  WorkerSpec spec;  // local rank 0's replacement: the argv and the environment the job runs with
+  int count = 1;
+};
+
 struct InPlaceHooks {
   Supervisor& supervisor;
   // The agent's current rendezvous (it changes when the store fails over).
@@ -67,6 +72,10 @@ struct InPlaceHooks {
   // io thread, before the supervisor relabels the workers: the agent adopts the round (its
   // state, logs, status pages); returns every local worker's spec in it.
   std::function<std::vector<WorkerSpec>(const InPlaceRound&)> adopt;
+  // io thread, once every worker of a generation can wait as a standby process: the spec standby
+  // processes start from (worker_runtime/standby.hpp) and how many to keep, or nullopt for none
+  // (with `why` set when that deserves a line in the log).
+  std::function<std::optional<StandbyPlan>(std::string& why)> standbySpec;
 };
 
 class InPlaceRecovery {

@@ -146,6 +146,12 @@ void Supervisor::replaceWorkers(int64_t generation, std::vector<WorkerSpec> spec
   considerFailures();  // failures that came while the answer was pending
 }
 
+void Supervisor::keepStandby(int64_t generation, WorkerSpec spec, int count) {
+  if (!running(generation)) return;
+  if (timerServer_) addHangEnvironment(spec.env, hang_, timerServer_->path());
+  group_->keepStandby(std::move(spec), count);
+}
+
 void Supervisor::failGeneration(int64_t generation, const std::string& why) {
   if (group_ == nullptr || outcome_ || generation != generation_ || group_->stopping()) return;
   recovering_ = false;

@@ -110,6 +110,10 @@ class Supervisor {
   // WorkerGroup::replace). A spawn that fails stops the generation (kFailed). Ignored when that
   // generation is over or stopping.
   void replaceWorkers(int64_t generation, std::vector<WorkerSpec> specs);
+  // io thread, for generation `generation`: keeps `count` standby processes of `spec` beside its
+  // workers (WorkerGroup::keepStandby); replaceWorkers() hands one a failed worker's rank first.
+  // Ignored when that generation is over or stopping.
+  void keepStandby(int64_t generation, WorkerSpec spec, int count);
   // io thread: the failures taken cannot be recovered in place (`why`): every worker is stopped
   // and the generation's outcome is kFailed. Ignored when the generation is over or stopping.
   void failGeneration(int64_t generation, const std::string& why);

@@ -125,6 +125,9 @@ void resolveWorkers(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
                     }).value_or(1);
   c.nodeRank = r.get<int>("node_rank", [](auto& s) { return intIn(s, 0, INT_MAX); });
   c.maxRestarts = r.get<int>("max_restarts", [](auto& s) { return intIn(s, 0, INT_MAX); }).value_or(0);
+  c.standbyWorkers =
+      r.get<int>("standby_workers", [](auto& s) { return intIn(s, 0, kMaxStandbyWorkers); })
+          .value_or(c.standbyWorkers);
   c.verdictAfter = r.get<int>("verdict_after", [](auto& s) { return intIn(s, 0, INT_MAX); })
                        .value_or(c.verdictAfter);
   c.restartScope = r.get<RestartScope>("restart_scope", [](auto& s) {

@@ -99,6 +99,7 @@ std::string describeConfig(const LaunchConfig& c, const NumaSetup* numa) {
       {"rdzv_port", c.rdzvEndpoints.empty() ? 0 : c.rdzvEndpoints.front().port},
       {"rdzv_id", c.rdzvId}, {"rdzv_id_source", c.rdzvIdSource}, {"rdzv", rdzvSettings(c.rdzv, c.rdzvConf)},
       {"standalone", c.standalone}, {"max_restarts", c.maxRestarts},
+      {"standby_workers", c.standbyWorkers},
       {"verdict_after", c.verdictAfter},
       {"restart_scope", c.restartScope == RestartScope::kFailed ? "failed" : "all"},
       {"monitor_interval", c.monitorInterval}, {"role", c.role}, {"module", c.module},

@@ -56,6 +56,13 @@ std::vector<OptionSpec> buildTable() {
                "what a worker failure restarts: all = every worker (torchrun); failed = only the "
                "failed worker, replaced in place while the others keep running, when every worker "
                "recovers in place through worker_runtime (else all) (default all)", kNodes),
+      withEnv(torchOpt("standby_workers", false, "N",
+                       "with --restart-scope=failed: standby processes per node, started ahead "
+                       "of a failure so that a replacement finds its program loaded and its model "
+                       "built, when the workers' program can wait as one (worker_runtime); 0 = "
+                       "none (default 1)",
+                       kNodes),
+              {"DDP_STANDBY_WORKERS"}),
       withEnv(torchOpt("verdict_after", false, "N",
                        "stop the job (exit 87) instead of restarting when the same failure, or no "
                        "step progress, repeats in N generations in a row; 0 = never (default 3)",

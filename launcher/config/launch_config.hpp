@@ -56,6 +56,8 @@ enum class EntrypointKind {
   kProgram,       // --no-python, or a non-.py program: run as given (PATH lookup by the spawner)
 };
 
+constexpr int kMaxStandbyWorkers = 64;
+
 // --restart-scope: what a worker failure restarts. kAll: every worker of the job (torchrun);
 // kFailed: only the failed worker, replaced in place, while every worker recovers in place through
 // worker_runtime (docs/recovery.md); otherwise every worker, as kAll.
@@ -149,6 +151,9 @@ struct LaunchConfig {
   // restarting once the same failure, or no step progress, repeats in this many generations in a
   // row (launcher/agent/verdict.hpp); 0 = never.
   int verdictAfter = 3;
+  // --standby-workers (DDP_STANDBY_WORKERS): standby processes per node under
+  // --restart-scope=failed (worker_runtime/standby.hpp; launcher/workers/standby_pool.hpp).
+  int standbyWorkers = 1;
   // --monitor-interval: accepted for compatibility; ddprun does not poll.
   double monitorInterval = 0.1;
   // --role

@@ -92,6 +92,10 @@ void QuorumKeeper::onQuorum(std::function<void(const QuorumChange&)> callback) {
   callback_ = std::move(callback);
 }
 
+void QuorumKeeper::onAllInPlace(std::function<void(bool standbyCapable)> callback) {
+  allInPlaceCallback_ = std::move(callback);
+}
+
 int64_t QuorumKeeper::workersInPlace() {
   if (!calls_) throw Error("no generation is running");
   return calls_->add(inPlaceCountKey(round_.generation), 0);
@@ -161,7 +165,12 @@ void QuorumKeeper::watch() {
     const int64_t next = current().quorum + 1;
     const std::string key = quorumKey(g, next);
     try {
-      if (!allInPlace_ && watcher_->add(inPlaceCountKey(g), 0) >= round_.worldSize) allInPlace_ = true;
+      if (!allInPlace_ && watcher_->add(inPlaceCountKey(g), 0) >= round_.worldSize) {
+        // Each worker adds to the standby counter before in_place: it is complete now.
+        const bool standby = watcher_->add(standbyCountKey(g), 0) >= round_.worldSize;
+        allInPlace_ = true;
+        if (allInPlaceCallback_) allInPlaceCallback_(standby);
+      }
       // Short waits while the workers still announce themselves, long ones after.
       watcher_->wait({key}, allInPlace_ ? std::chrono::seconds(30) : std::chrono::milliseconds(100));
       if (stop_) return;

@@ -85,6 +85,10 @@ class QuorumKeeper {
 
   // Called for every quorum written on this node's board after quorum 0 (made here or relayed).
   void onQuorum(std::function<void(const QuorumChange&)> callback);
+  // Called once per generation (not an inherited one) when every worker announced that it
+  // recovers in place, with whether every one can also wait as a standby process
+  // (worker_runtime/standby.hpp). Runs on the watcher thread; must not block.
+  void onAllInPlace(std::function<void(bool standbyCapable)> callback);
 
  private:
   void watch();
@@ -94,6 +98,7 @@ class QuorumKeeper {
   QuorumBoard board_;
   const int localWorkers_;
   std::function<void(const QuorumChange&)> callback_;
+  std::function<void(bool)> allInPlaceCallback_;
   std::unique_ptr<TcpStoreClient> calls_;   // makeQuorum, workersInPlace
   std::unique_ptr<TcpStoreClient> watcher_;  // the watcher thread's
   std::thread thread_;

@@ -12,6 +12,7 @@
 #include "launcher/workers/detail/group_worker.hpp"
 #include "launcher/workers/failure_sequence.hpp"
 #include "launcher/workers/stack_collector.hpp"
+#include "launcher/workers/standby_pool.hpp"
 #include "launcher/workers/worker_process.hpp"
 #include "rendezvous/base/logging.hpp"
 
@@ -49,6 +50,7 @@ WorkerGroup::WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, Group
 
 WorkerGroup::~WorkerGroup() {
   stacks_.reset();  // first: a worker under gdb's ptrace is not reported to its guardian
+  standby_.reset();
   for (auto& w : workers_) killAndReap(*w);
 }
 
@@ -194,6 +196,7 @@ void WorkerGroup::stop(int signal, std::function<void()> done) {
     return;
   }
   stopping_ = true;
+  standby_.reset();  // a standby holds no state: SIGKILLed at once
   stopped_ = std::move(done);
   signalLive(signal);
   graceTimer_.expires_after(settings_.shutdownTimeout);
@@ -289,12 +292,19 @@ void WorkerGroup::replace(WorkerSpec spec) {
     throw Error("local rank " + std::to_string(spec.localRank) +
                 " has no failed worker to replace");
   }
-  std::vector<SpawnedProcess> procs = spawnWorkers({spec});  // throws with nothing started
+  std::optional<SpawnedProcess> proc;
+  if (standby_) proc = standby_->take(spec.argv, spec.env);
+  if (proc) {
+    logger("agent")->info("standby process {} takes the place of local rank {} (rank {})",
+                          proc->pid, spec.localRank, spec.globalRank);
+  } else {
+    proc = spawnWorkers({spec})[0];  // throws with nothing started
+  }
   replaced_.push_back(failureOf(**it));
   closeHandles((*it)->proc);
   auto w = std::make_unique<Worker>();
-  w->pid = procs[0].pid;
-  w->proc = procs[0];
+  w->pid = proc->pid;
+  w->proc = *proc;
   w->spec = std::move(spec);
   *it = std::move(w);
   try {
@@ -302,6 +312,15 @@ void WorkerGroup::replace(WorkerSpec spec) {
   } catch (...) {
     killAndReap(**it);
     throw;
+  }
+}
+
+void WorkerGroup::keepStandby(WorkerSpec spec, int count) {
+  if (standby_ || stopping_ || count <= 0) return;
+  try {
+    standby_ = std::make_unique<StandbyPool>(io_, reaper_, std::move(spec), count);
+  } catch (const Error& e) {
+    logger("agent")->warn("no standby process: {}", e.what());
   }
 }
 

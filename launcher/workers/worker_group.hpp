@@ -70,6 +70,7 @@ struct GroupSettings {
 };
 
 class StackCollector;
+class StandbyPool;
 
 class WorkerGroup {
  public:
@@ -114,7 +115,11 @@ class WorkerGroup {
   // exited with a failure; its failure moves from failures() to replaced(). The new process's
   // output goes on in the same log files. Throws SpawnError or ConfigError (nothing started) and
   // Error when that worker still runs, succeeded or is unknown. Non-blocking.
+  // A standby process (keepStandby) takes the place when one is ready and runs spec.argv.
   void replace(WorkerSpec spec);
+  // Keeps `count` standby processes of `spec` (standby_pool.hpp) until the group stops. A second
+  // call is ignored. Throws nothing (a standby that cannot start is logged).
+  void keepStandby(WorkerSpec spec, int count);
   // In-place recovery: the running workers go on as generation `generation`; `specs` (one per
   // local rank) are their environments and ranks there, for what is read from a worker's spec
   // later (failure records, the failure counter's store, replacements' log files). Non-blocking.
@@ -176,6 +181,7 @@ class WorkerGroup {
   std::vector<WorkerFailure> replaced_;
   // Expires with the group: completions of hang handling that were already queued then do nothing.
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  std::unique_ptr<StandbyPool> standby_;  // ended as the group stops
   // Declared last: destroyed first, killing any gdb still attached to a worker.
   std::unique_ptr<StackCollector> stacks_;
 };

@@ -21,6 +21,10 @@
 //   /ddp/attempt_<g>/in_place      workers of generation g that recover in place (an ADD counter):
 //                                  each worker linking worker_runtime adds 1 once it built its
 //                                  first communicator of g; == WORLD_SIZE means every worker does
+//   /ddp/attempt_<g>/standby       workers of generation g whose program can wait as a standby
+//                                  process (an ADD counter, added just before in_place by those
+//                                  that can: worker_runtime/standby.hpp); == WORLD_SIZE once
+//                                  in_place is lets the agents keep standby processes
 //   /ddp/attempt_<g>/state_lost    set by workers that found no rank of their quorum holding the
 //                                  training state (every process was new): the agents then stop
 //                                  replacing workers and restart every one (from a checkpoint)
@@ -58,6 +62,10 @@ inline std::string quorumKey(int64_t generation, int64_t quorum) {
 
 inline std::string inPlaceCountKey(int64_t generation) {
   return "/ddp/attempt_" + std::to_string(generation) + "/in_place";
+}
+
+inline std::string standbyCountKey(int64_t generation) {
+  return "/ddp/attempt_" + std::to_string(generation) + "/standby";
 }
 
 inline std::string stateLostKey(int64_t generation) {

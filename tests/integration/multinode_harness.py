@@ -257,10 +257,26 @@ def comm(pid):
         return ""
 
 
-def workers(agent_pid, name="train"):
-    """An agent's workers named `name`: its grandchildren (agent -> guardian -> worker)."""
+STANDBY_TAKES = re.compile(r"standby process (\d+) takes the place of local rank")
+
+
+def is_standby(pid):
+    """Started as a standby process (ddprun --standby-workers): DDP_STANDBY in the environment it
+    started with (/proc/<pid>/environ keeps that one after the agent hands it a rank)."""
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            return any(e.startswith(b"DDP_STANDBY=") for e in f.read().split(b"\0"))
+    except OSError:
+        return False
+
+
+def workers(agent_pid, name="train", log=""):
+    """An agent's workers named `name`: its grandchildren (agent -> guardian -> worker). Standby
+    processes are left out unless `log` (the agent's output) says that one took a worker's place."""
     tree = process_tree()
-    return [w for g in tree.get(agent_pid, []) for w in tree.get(g, []) if comm(w) == name]
+    taken = {int(m.group(1)) for m in STANDBY_TAKES.finditer(log)}
+    return [w for g in tree.get(agent_pid, []) for w in tree.get(g, [])
+            if comm(w) == name and (w in taken or not is_standby(w))]
 
 
 def read_cmdline(pid):

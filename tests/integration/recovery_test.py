@@ -12,7 +12,9 @@
   all_state_lost     every worker killed at once: no process holds the state, so the agent stops
                      replacing and restarts every worker (generation 1); the job finishes
   replacement_crash  the first replacement process exits 7 at start: it is replaced in turn, and
-                     the job ends bit-identical
+                     the job ends bit-identical (--standby-workers 0: a new process each time)
+  standby            a standby process killed while it waits is logged and started again; the
+                     next worker killed is replaced by that standby; bit-identical
   budget             --max-restarts 1 and two kills: the second spends nothing more; the job fails
                      with the killed worker as root cause and the first kill "recovered in place"
   not_capable        workers that do not link worker_runtime (a Python program): a kill restarts
@@ -35,8 +37,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from multinode_harness import (BIN, TMP, Harness, TestFailure, c10d, check,  # noqa: E402
-                               failure_summary, json_lines, poll, root_cause, train_config,
-                               workers)
+                               failure_summary, is_standby, json_lines, poll, process_tree,
+                               root_cause, train_config, workers)
 
 TRAIN = os.path.join(BIN, "train")
 
@@ -122,6 +124,16 @@ class Job:
     def output(self):
         return "".join(self.h.output("%s%d" % (self.tag, i)) for i in range(self.nodes))
 
+    def workers(self, node=0, name="train"):
+        """Node `node`'s workers: standby processes count once their agent handed them a rank."""
+        return workers(self.agents[node].pid, name, log=self.output())
+
+    def standbys(self, node=0):
+        """Node `node`'s standby processes still waiting for a rank."""
+        tree = process_tree()
+        return sorted(set(w for g in tree.get(self.agents[node].pid, []) for w in tree.get(g, [])
+                          if is_standby(w)) - set(self.workers(node)))
+
     def replacements(self, cause=""):
         """Workers replaced in place (only those that failed with `cause`, e.g. "SIGKILL")."""
         return len(re.findall(r"%s[^\n]*; replacing in place \(quorum" % re.escape(cause),
@@ -150,7 +162,7 @@ def stacks(job):
     """Every worker's threads' stacks (gdb), for a failure's message."""
     out = []
     for agent in job.agents:
-        for w in workers(agent.pid):
+        for w in workers(agent.pid, log=job.output()):
             r = subprocess.run(["gdb", "-p", str(w), "-batch", "-ex", "thread apply all bt 24"],
                                capture_output=True, text=True, timeout=60)
             out.append("--- pid %d\n%s" % (w, "\n".join(l for l in r.stdout.splitlines()
@@ -222,7 +234,7 @@ def bit_identical(h, nodes, nproc, kills, epochs):
     steps = steps_of(h.output("ref0"))
     job = Job(h, "ip", nodes, nproc, cfg, ["--restart-scope=failed", "--max-restarts", str(kills + 10)])
     poll("the first metrics", lambda: last_step(job.metrics) >= 0, 120)
-    kill_loop(h, job, kills, lambda i: workers(job.agents[i % nodes].pid), steps)
+    kill_loop(h, job, kills, lambda i: job.workers(i % nodes), steps)
     if nodes > 1:
         check_status(h, "ip", kills)
     check(job.wait() == [0] * nodes, "the job failed:\n" + job.output()[-4000:])
@@ -246,7 +258,7 @@ def second_failure(h):
     for _ in range(5):
         poll("progress", lambda: last_step(job.metrics) > since + 5, 120)
         since = last_step(job.metrics)
-        first = workers(job.agents[0].pid)
+        first = job.workers(0)
         a, b = random.sample(first, 2)
         before = job.replacements()
         os.kill(a, signal.SIGKILL)
@@ -267,7 +279,7 @@ def all_state_lost(h):
     cfg = config(20)
     job = Job(h, "ip", 1, 4, cfg, ["--restart-scope=failed", "--max-restarts", "10"])
     poll("progress", lambda: last_step(job.metrics) > 5, 120)
-    for pid in workers(job.agents[0].pid):
+    for pid in job.workers(0):
         os.kill(pid, signal.SIGKILL)
     check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
     out = job.output()
@@ -281,7 +293,7 @@ def lone_worker(h):
     cfg = config(3)
     job = Job(h, "ip", 1, 1, cfg, ["--restart-scope=failed", "--max-restarts", "10"])
     poll("progress", lambda: last_step(job.metrics) > 5, 120)
-    os.kill(workers(job.agents[0].pid)[0], signal.SIGKILL)
+    os.kill(job.workers(0)[0], signal.SIGKILL)
     check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
     out = job.output()
     check("alone in its world has no peer to take the training state from" in out and
@@ -297,10 +309,12 @@ def replacement_crash(h):
     script = ('if [ "$DDP_STATE_FROM_PEER" = 1 ] && [ ! -e %s ]; then : > %s; exit 7; fi; '
               'exec %s --config %s --metrics %s' %
               (marker, marker, TRAIN, cfg, os.path.join(TMP, "ip.metrics.jsonl")))
-    job = Job(h, "ip", 1, 4, cfg, ["--restart-scope=failed", "--max-restarts", "5"],
-              command=["sh", "-c", script])
+    # No standby: this is about a new process that fails as it starts (a standby is the same
+    # program, started long before; `standby` covers one that dies while it waits).
+    job = Job(h, "ip", 1, 4, cfg, ["--restart-scope=failed", "--max-restarts", "5",
+                                   "--standby-workers", "0"], command=["sh", "-c", script])
     poll("progress", lambda: last_step(job.metrics) > 10, 120)
-    os.kill(random.choice(workers(job.agents[0].pid)), signal.SIGKILL)
+    os.kill(random.choice(job.workers(0)), signal.SIGKILL)
     check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
     check(os.path.exists(marker), "no replacement ran")
     check(job.replacements() == 2, "%d replacements (want 2: the kill, then the crashed "
@@ -308,15 +322,43 @@ def replacement_crash(h):
     check(params_crc(job.output()) == want, "parameters differ from the fault-free run")
 
 
+def standby(h):
+    """A standby process killed while it waits is logged and started again; the next worker killed
+    is replaced by that new standby; the job ends bit-identical, with no full restart."""
+    cfg = config(40)
+    want = reference(h, 1, 4, cfg)
+    job = Job(h, "ip", 1, 4, cfg, ["--restart-scope=failed", "--max-restarts", "10"])
+    poll("a standby process", lambda: len(job.standbys()) == 1, 120)
+    first = job.standbys()[0]
+    check(first not in job.workers(), "the standby counts as a worker")
+    os.kill(first, signal.SIGKILL)
+    poll("a new standby", lambda: job.standbys() not in ([], [first]), 60)
+    second = job.standbys()[0]
+    check("standby process %d was killed by SIGKILL before it was needed" % first in job.output(),
+          "no line for the standby that died:\n" + job.output()[-3000:])
+    since = last_step(job.metrics)
+    poll("progress", lambda: last_step(job.metrics) > since + 5, 120)
+    victim = random.choice(job.workers())
+    os.kill(victim, signal.SIGKILL)
+    poll("the replacement", lambda: job.replacements() == 1, 60)
+    poll("the standby's hand-over",
+         lambda: "standby process %d takes the place" % second in job.output(), 60)
+    check(second in job.workers() and victim not in job.workers(),
+          "the standby is not one of the workers now")
+    check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
+    check(params_crc(job.output()) == want, "parameters differ from the fault-free run")
+    check("restarting the job" not in job.output(), "a full restart:\n" + job.output()[-4000:])
+
+
 def budget(h):
     cfg = config(40)
     job = Job(h, "ip", 1, 4, cfg, ["--restart-scope=failed", "--max-restarts", "1"])
     poll("progress", lambda: last_step(job.metrics) > 5, 120)
-    os.kill(random.choice(workers(job.agents[0].pid)), signal.SIGKILL)
+    os.kill(random.choice(job.workers(0)), signal.SIGKILL)
     poll("the replacement", lambda: job.replacements() == 1, 60)
     since = last_step(job.metrics)
     poll("progress after the replacement", lambda: last_step(job.metrics) > since + 5, 120)
-    victim = random.choice(workers(job.agents[0].pid))
+    victim = random.choice(job.workers(0))
     os.kill(victim, signal.SIGKILL)
     code = job.wait()[0]
     out = job.output()
@@ -336,8 +378,8 @@ def not_capable(h):
                 "time.sleep(0 if os.environ['TORCHELASTIC_RESTART_COUNT'] != '0' else 600)\n" % TMP)
     job = Job(h, "nc", 1, 2, None, ["--restart-scope=failed", "--max-restarts", "1"],
               command=[script])
-    poll("both workers", lambda: len(workers(job.agents[0].pid, "python3")) == 2, 60)
-    os.kill(workers(job.agents[0].pid, "python3")[0], signal.SIGKILL)
+    poll("both workers", lambda: len(job.workers(0, "python3")) == 2, 60)
+    os.kill(job.workers(0, "python3")[0], signal.SIGKILL)
     check(job.wait() == [0], "the job failed:\n" + job.output()[-3000:])
     out = job.output()
     check("restart scope failed, but 0 of 2 workers recover in place" in out,
@@ -376,6 +418,7 @@ def main():
         "all_state_lost": lambda h, a: all_state_lost(h),
         "lone_worker": lambda h, a: lone_worker(h),
         "replacement_crash": lambda h, a: replacement_crash(h),
+        "standby": lambda h, a: standby(h),
         "budget": lambda h, a: budget(h),
         "not_capable": lambda h, a: not_capable(h),
     })

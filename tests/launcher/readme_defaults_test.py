@@ -75,6 +75,7 @@ FLAG_VALUES = {
     "--max-restarts": lambda b, s: b["max_restarts"],
     "--restart-scope": lambda b, s: b["restart_scope"],
     "--verdict-after": lambda b, s: b["verdict_after"],
+    "--standby-workers": lambda b, s: b["standby_workers"],
     "--rdzv-backend": lambda b, s: s["rdzv_backend"],
     "--rdzv-id": lambda b, s: s["rdzv_id"],
     "--standalone": lambda b, s: s["standalone"],

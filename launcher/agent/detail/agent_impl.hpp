@@ -116,6 +116,9 @@ class Agent {
   std::unique_ptr<StoreServerThread> previousWorkerStore_;
   InPlaceRecovery inPlace_;  // after the supervisor: its helper thread posts to it
   WorkerSpec replacementSpec(int localRank, int64_t quorum) const;
+  // What standby processes start from (--standby-workers), or nullopt (`why` set when it says more
+  // than --standby-workers 0).
+  std::optional<StandbyPlan> standbyPlan(std::string& why) const;
   std::vector<WorkerSpec> specsFor(const RendezvousResult& round, const WorkerStoreAddress& store);
   std::optional<InPlaceRound> nextRoundInPlace(std::string& why);
   void preflightInPlace(const InPlaceRound& next);
