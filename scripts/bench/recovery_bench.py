@@ -37,6 +37,7 @@ any descendant still alive after that is killed by pid.
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -75,6 +76,8 @@ LABEL = {"inplace": "ddprun in place (`--restart-scope=failed`)",
          "torchrun": "torchrun 1.13 + PyTorch DDP, from checkpoint"}
 SHORT = {"inplace": "in place", "full": "full restart", "torchrun": "torchrun"}
 AGENT_ENV = dict(os.environ, OMP_NUM_THREADS="1", DDP_NO_SLURM="1")
+STANDBY_TAKES = re.compile(
+    r"standby process (\d+) takes the place of local rank \d+ \(rank (\d+)\)")
 # A step line seen this soon after the kill was complete before it (nothing restarts this fast).
 ALREADY_DONE_S = 0.002
 
@@ -103,15 +106,31 @@ class Job:
     def alive(self):
         return all(p.poll() is None for _, p in self.agents if p.pid not in self.lost)
 
+    def standby_ranks(self):
+        """{pid: rank} of standby processes that took a worker's place (the agents' log lines: a
+        process's /proc/<pid>/environ stays the one it started with, which has no RANK)."""
+        out = {}
+        for label, _ in self.agents:
+            with open(os.path.join(self.dir, label + ".log"), errors="replace") as f:
+                for m in STANDBY_TAKES.finditer(f.read()):
+                    out[int(m.group(1))] = int(m.group(2))
+        return out
+
     def workers(self):
         """{pid: rank} of the running workers (train processes, or Python ones running the script)."""
         agents = {p.pid for _, p in self.agents}
         out = {}
+        taken = None
         for _, p in self.agents:
             for pid in descendants(p.pid):
                 if pid in agents:
                     continue
                 env = environ(pid)
+                if b"RANK" not in env and b"DDP_STANDBY" in env:
+                    taken = self.standby_ranks() if taken is None else taken
+                    if pid in taken and open_comm(pid) == "train":
+                        out[pid] = taken[pid]
+                    continue
                 if b"RANK" not in env:
                     continue
                 if self.launcher == "ddprun":
