@@ -76,7 +76,8 @@ int runTrain(const TrainOptions& o) {
   // A standby process (ddprun --standby-workers) builds its data, model and optimizer and warms its
   // GEMMs up, with no rank yet; then it waits for the agent to make it a failed worker's
   // replacement (worker_runtime/standby.hpp), and goes on as one with all of that ready. The wait
-  // comes after every thread it started ended: the environment it receives replaces this one.
+  // comes after the threads it started ended (the GEMM library's idle pool reads no environment):
+  // the environment it receives replaces this one.
   std::shared_ptr<PreparedTrainer> ready;
   if (startedAsStandby()) {
     setupLogging(o.logLevel, "standby");

@@ -26,8 +26,10 @@ bool startedAsStandby();
 // Returns false at once when this process is not a standby. Otherwise blocks until the agent
 // assigns it (no time limit: the agent SIGKILLs a standby it no longer needs, and its death kills
 // the standby), replaces the whole environment with the one received and returns true. Throws
-// ConfigError when the FIFO cannot be read or the message is malformed (the agent then starts a
-// fresh process for that rank). Either way marks the process as able to wait as a standby.
+// ConfigError when the FIFO cannot be read or the message is malformed, with the environment
+// unchanged: the process should exit (before it was taken, the agent logs it and starts another
+// standby; after, it is a replacement that failed). Either way marks the process as able to wait
+// as a standby.
 bool awaitStandbyAssignment();
 
 // True once awaitStandbyAssignment() was called in this process (ElasticGroup announces it).

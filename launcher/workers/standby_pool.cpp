@@ -63,7 +63,7 @@ StandbyPool::StandbyPool(boost::asio::io_context& io, ChildReaper& reaper, Worke
                 std::string(std::strerror(errno)));
   }
   dir_ = pattern;
-  while (standbys_.size() < count_ && earlyExits_ < kMaxEarlyExits) startOne();
+  while (standbys_.size() < count_ && canStart()) startOne();
 }
 
 StandbyPool::~StandbyPool() {
@@ -80,7 +80,7 @@ void StandbyPool::startOne() {
       (s->fd = ::open(s->fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC)) < 0) {
     logger("agent")->warn("no standby process: cannot make its FIFO {}: {}", s->fifo,
                           std::strerror(errno));
-    earlyExits_ = kMaxEarlyExits;
+    disabled_ = true;
     return;
   }
   // Room for the whole message even while the standby still prepares (best effort: 64 KiB else).
@@ -92,7 +92,7 @@ void StandbyPool::startOne() {
   } catch (const Error& e) {
     logger("agent")->warn("no standby process: {}", e.what());
     ::close(s->fd);
-    earlyExits_ = kMaxEarlyExits;
+    disabled_ = true;
     return;
   }
   const pid_t guardian = s->proc.guardianPid;
@@ -114,12 +114,14 @@ void StandbyPool::onEarlyExit(pid_t guardianPid, int guardianStatus) {
   ++earlyExits_;
   logger("agent")->warn("standby process {} {} before it was needed{}{}{}", (*it)->proc.pid,
                         describeStatus(status), last.empty() ? "" : ": ", last,
-                        earlyExits_ >= kMaxEarlyExits ? "; no more standby processes this group"
-                                                      : "");
+                        canStart() ? "" : "; no more standby processes until the workers restart");
   (*it)->proc.guardianPid = -1;  // reaped
   release(**it, /*kill=*/false);
   standbys_.erase(it);
-  if (earlyExits_ < kMaxEarlyExits) startOne();
+  // Its guardian was killed: the standby died of its parent-death signal and is a child of this
+  // process now (ChildReaper's subreaper), reaped here as WorkerGroup does for a worker's.
+  if (!reported) reaper_.sweepStrays();
+  if (canStart()) startOne();
 }
 
 void StandbyPool::release(Standby& s, bool kill) {
@@ -166,7 +168,9 @@ bool StandbyPool::handOver(Standby& s, const EnvMap& env) {
     pollfd p{s.fd, POLLOUT, 0};
     ::poll(&p, 1, int(std::min<int64_t>(left.count(), 50)));
   }
-  return true;
+  // Dead before it could read it: a new process for the rank, not a failed worker to replace. (One
+  // that dies after this look is a replacement that failed, as a new process could.)
+  return !hasExited(s.proc);
 }
 
 std::optional<SpawnedProcess> StandbyPool::take(const std::vector<std::string>& argv,
@@ -190,13 +194,13 @@ std::optional<SpawnedProcess> StandbyPool::take(const std::vector<std::string>& 
                           "new process starts instead", s->proc.pid);
     release(*s, /*kill=*/true);
   }
-  if (earlyExits_ < kMaxEarlyExits) {
+  if (canStart()) {
     refill_.expires_after(kRefillDelay);
     refill_.async_wait(
         [this, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& ec) {
           if (ec || alive.expired()) return;
           pruneHandedOver();
-          while (standbys_.size() < count_ && earlyExits_ < kMaxEarlyExits) startOne();
+          while (standbys_.size() < count_ && canStart()) startOne();
         });
   }
   return taken;

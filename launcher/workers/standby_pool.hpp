@@ -10,7 +10,8 @@
 // then goes to that worker's log).
 //
 // A standby that exits before it is taken is logged with its status and started again, at most
-// kMaxEarlyExits times in the pool's life (its WorkerGroup's) (a program that cannot wait as a standby must not loop).
+// kMaxRestarts times in the pool's life (its WorkerGroup's): a program that cannot wait as a
+// standby must not loop. A FIFO or a spawn that fails ends the standbys for the pool's life.
 // A standby taken is made again kRefillDelay later, so its start does not compete for CPUs with
 // the recovery it serves.
 //
@@ -34,7 +35,7 @@ namespace ddp {
 
 class StandbyPool {
  public:
-  static constexpr int kMaxEarlyExits = 3;
+  static constexpr int kMaxRestarts = 3;
   static constexpr std::chrono::milliseconds kRefillDelay{1000};
 
   // Keeps `count` standbys of `spec` (its argv; its env without the rank variables). Starts them
@@ -73,6 +74,8 @@ class StandbyPool {
   std::string dir_;
   int made_ = 0;
   int earlyExits_ = 0;
+  bool disabled_ = false;  // a FIFO or a spawn failed
+  bool canStart() const { return !disabled_ && earlyExits_ <= kMaxRestarts; }
   std::vector<std::unique_ptr<Standby>> standbys_;
   struct HandedOver {
     int fd;
