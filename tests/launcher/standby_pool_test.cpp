@@ -1,0 +1,140 @@
+// StandbyPool (launcher/workers/standby_pool.hpp) with real processes: a standby reads the whole
+// environment the agent hands it; one that dies while it waits is started again 3 times, no more;
+// a standby of another program is not taken; the pool's end kills the one still waiting.
+#include "launcher/workers/standby_pool.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace ddp {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "standby-pool-test-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs the loop until `done` or 30 s.
+template <class Done>
+bool runUntil(boost::asio::io_context& io, Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    io.run_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+// A standby: reads the message on $DDP_STANDBY and writes its entries to `out`, one per line.
+WorkerSpec pythonStandby(const fs::path& out) {
+  WorkerSpec spec;
+  spec.argv = {"/usr/bin/python3", "-c",
+               "import os, struct\n"
+               "f = open(os.environ['DDP_STANDBY'], 'rb')\n"
+               "n = struct.unpack('<Q', f.read(8))[0]\n"
+               "data = b''\n"
+               "while len(data) < n: data += f.read(n - len(data))\n"
+               "open('" + out.string() + ".tmp', 'wb').write(data.replace(b'\\0', b'\\n'))\n"
+               "os.rename('" + out.string() + ".tmp', '" + out.string() + "')\n"};
+  spec.env = {{"PATH", "/usr/bin:/bin"}, {"RANK", "0"}, {"KEEP", "kept"}};
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("a standby takes the environment it is handed, and its rank variables are the new ones",
+          "[standby]") {
+  TempDir dir;
+  boost::asio::io_context io;
+  ChildReaper reaper(io);
+  const fs::path out = dir.path / "env";
+  WorkerSpec spec = pythonStandby(out);
+  StandbyPool pool(io, reaper, spec, 1);
+  REQUIRE(pool.ready() == 1);
+  CHECK_FALSE(pool.take({"/bin/true"}, {{"RANK", "9"}}));  // another program: not this standby
+  auto taken = pool.take(spec.argv, {{"RANK", "3"}, {"PATH", "/usr/bin:/bin"}});
+  REQUIRE(taken);
+  CHECK(pool.ready() == 0);
+  int status = -1;
+  reaper.watch(taken->guardianPid, [&](pid_t, int s) { status = s; });
+  REQUIRE(runUntil(io, [&] { return status != -1; }));
+  const std::string env = slurp(out);
+  CHECK(env == "PATH=/usr/bin:/bin\nRANK=3\n");  // the whole environment: KEEP is gone
+  closeHandles(*taken);
+}
+
+TEST_CASE("a standby that dies while it waits is started again three times, then no more",
+          "[standby]") {
+  TempDir dir;
+  boost::asio::io_context io;
+  ChildReaper reaper(io);
+  const fs::path starts = dir.path / "starts";
+  WorkerSpec spec;
+  spec.argv = {"/bin/sh", "-c", "echo started >> " + starts.string() + "; exit 3"};
+  spec.env = {{"PATH", "/usr/bin:/bin"}};
+  StandbyPool pool(io, reaper, spec, 1);
+  REQUIRE(runUntil(io, [&] { return pool.ready() == 0 && reaper.pending() == 0; }));
+  io.run_for(std::chrono::milliseconds(200));  // nothing more is started
+  std::ifstream in(starts);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  CHECK(lines == 1 + StandbyPool::kMaxRestarts);
+  CHECK_FALSE(pool.take(spec.argv, spec.env));
+}
+
+TEST_CASE("the pool's end kills a standby that still waits", "[standby]") {
+  TempDir dir;
+  boost::asio::io_context io;
+  ChildReaper reaper(io);
+  pid_t pid = -1;
+  {
+    StandbyPool pool(io, reaper, pythonStandby(dir.path / "never"), 1);
+    REQUIRE(pool.ready() == 1);
+    // The standby's pid: its guardian's only child.
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      const std::string name = e.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat(e.path() / "stat");
+      std::string all;
+      std::getline(stat, all);
+      const auto close = all.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(all.substr(close + 2));
+      char state;
+      pid_t ppid;
+      rest >> state >> ppid;
+      std::ifstream cmd(e.path() / "cmdline");
+      const std::string line((std::istreambuf_iterator<char>(cmd)), {});
+      if (line.find("DDP_STANDBY") != std::string::npos && ppid != ::getpid()) pid = std::stoi(name);
+    }
+    REQUIRE(pid > 0);
+    CHECK(::kill(pid, 0) == 0);
+  }
+  CHECK(reaper.pending() == 0);
+  // Killed with its process group and reaped by its guardian (reaped in turn by the pool).
+  CHECK((::kill(pid, 0) != 0 && errno == ESRCH));
+}
+
+}  // namespace ddp
