@@ -62,13 +62,16 @@ WorkerSpec pythonStandby(const fs::path& out) {
   return spec;
 }
 
-}  // namespace
-
-TEST_CASE("a standby takes the environment it is handed, and its rank variables are the new ones",
-          "[standby]") {
+// A temporary directory and an agent's event loop with its reaper.
+struct Agent {
   TempDir dir;
   boost::asio::io_context io;
-  ChildReaper reaper(io);
+  ChildReaper reaper{io};
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(Agent, "a standby takes the whole environment it is handed", "[standby]") {
   const fs::path out = dir.path / "env";
   WorkerSpec spec = pythonStandby(out);
   StandbyPool pool(io, reaper, spec, 1);
@@ -85,11 +88,8 @@ TEST_CASE("a standby takes the environment it is handed, and its rank variables 
   closeHandles(*taken);
 }
 
-TEST_CASE("a standby that dies while it waits is started again three times, then no more",
-          "[standby]") {
-  TempDir dir;
-  boost::asio::io_context io;
-  ChildReaper reaper(io);
+TEST_CASE_METHOD(Agent, "a standby that dies while it waits is started again 3 times, no more",
+                 "[standby]") {
   const fs::path starts = dir.path / "starts";
   WorkerSpec spec;
   spec.argv = {"/bin/sh", "-c", "echo started >> " + starts.string() + "; exit 3"};
@@ -104,10 +104,7 @@ TEST_CASE("a standby that dies while it waits is started again three times, then
   CHECK_FALSE(pool.take(spec.argv, spec.env));
 }
 
-TEST_CASE("the pool's end kills a standby that still waits", "[standby]") {
-  TempDir dir;
-  boost::asio::io_context io;
-  ChildReaper reaper(io);
+TEST_CASE_METHOD(Agent, "the pool's end kills a standby that still waits", "[standby]") {
   pid_t pid = -1;
   {
     StandbyPool pool(io, reaper, pythonStandby(dir.path / "never"), 1);
@@ -127,7 +124,9 @@ TEST_CASE("the pool's end kills a standby that still waits", "[standby]") {
       rest >> state >> ppid;
       std::ifstream cmd(e.path() / "cmdline");
       const std::string line((std::istreambuf_iterator<char>(cmd)), {});
-      if (line.find("DDP_STANDBY") != std::string::npos && ppid != ::getpid()) pid = std::stoi(name);
+      if (line.find("DDP_STANDBY") != std::string::npos && ppid != ::getpid()) {
+        pid = std::stoi(name);
+      }
     }
     REQUIRE(pid > 0);
     CHECK(::kill(pid, 0) == 0);
