@@ -88,7 +88,8 @@ TEST_CASE("a standby takes the agent's environment as its whole environment") {
   ::setenv(kStandbyEnv, fifo.path.c_str(), 1);
   ::setenv("DDP_STANDBY_TEST_OLD", "1", 1);
   REQUIRE(startedAsStandby());
-  std::thread agent([&] { fifo.write(encodeStandbyMessage({{"RANK", "2"}, {"WORLD_SIZE", "4"}})); });
+  const std::string message = encodeStandbyMessage({{"RANK", "2"}, {"WORLD_SIZE", "4"}});
+  std::thread agent([&] { fifo.write(message); });
   CHECK(awaitStandbyAssignment());
   agent.join();
   CHECK(std::string(std::getenv("RANK")) == "2");
