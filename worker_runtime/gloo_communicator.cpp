@@ -16,6 +16,7 @@
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
 #include "worker_runtime/failure_sequence.hpp"
+#include "worker_runtime/detail/gloo_loop_ticker.hpp"
 #include "worker_runtime/detail/gloo_store_adapter.hpp"
 #include "rendezvous/base/local_address.hpp"
 #include "worker_runtime/detail/reductions.hpp"
@@ -48,6 +49,7 @@ std::shared_ptr<gloo::Context> connect(int rank, int size, const std::string& bi
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(options.timeout);
   detail::GlooStoreAdapter adapter(store, options.storePrefix + "/gloo", options.timeout);
+  detail::LoopTicker ticker(device);  // each pair's connect waits for a turn of Gloo's loop
   context->connectFullMesh(adapter, device);
   return context;
 }
@@ -87,6 +89,11 @@ GlooCommunicator::~GlooCommunicator() {
   // Torn down by an exception: take this failure's place in the job's order before the
   // connections close, since closing them is what makes the peers fail (failure_sequence.hpp).
   if (std::uncaught_exceptions() > 0) claimFailureSequence();
+  // Each pair waits for a turn of Gloo's loop as it closes (gloo_loop_ticker.hpp).
+  if (context_ && context_.use_count() == 1) {
+    detail::LoopTicker ticker(context_->getDevice());
+    context_.reset();
+  }
 }
 
 void GlooCommunicator::abort() noexcept { detail::shutDown(pairSockets_); }
