@@ -9,6 +9,28 @@
 
 namespace ddp {
 
+namespace {
+
+// The first rows of the data, as many as a batch: what a warm-up trains on.
+struct WarmUpBatch {
+  std::size_t rows = 0;
+  std::vector<float> x;
+  std::vector<int32_t> y;
+};
+
+WarmUpBatch warmUpBatch(const ShardedDataset& data, const TrainConfig& config) {
+  WarmUpBatch b;
+  b.rows = std::min<std::size_t>(std::size_t(config.batchSize), data.size());
+  std::vector<int64_t> ids(b.rows);
+  for (std::size_t i = 0; i < b.rows; ++i) ids[i] = int64_t(i);
+  b.x.resize(b.rows * data.features());
+  b.y.resize(b.rows);
+  if (b.rows > 0) data.gather(ids, b.x.data(), b.y.data());
+  return b;
+}
+
+}  // namespace
+
 std::shared_ptr<PreparedTrainer> prepareTrainer(const TrainConfig& config) {
   if (config.device != TrainDevice::kCpu) {
     throw ConfigError("trainer: only a CPU model is prepared ahead of train()");
@@ -22,17 +44,12 @@ std::shared_ptr<PreparedTrainer> prepareTrainer(const TrainConfig& config) {
   // shape and on a thread of its own: the GEMM library builds its kernels (for every model of the
   // process) while the model itself meets its peers and may take one's state. Its errors are the
   // first step's, which reports them.
-  const std::size_t n = std::min<std::size_t>(std::size_t(config.batchSize), p->data->size());
-  if (n > 0) {
-    std::vector<int64_t> ids(n);
-    for (std::size_t i = 0; i < n; ++i) ids[i] = int64_t(i);
-    std::vector<float> x(n * p->data->features());
-    std::vector<int32_t> y(n);
-    p->data->gather(ids, x.data(), y.data());
+  WarmUpBatch batch = warmUpBatch(*p->data, config);
+  if (batch.rows > 0) {
     p->warmUp = std::async(std::launch::async, [model = makeModel(config.device, p->shape, 0, false),
-                                                x = std::move(x), y = std::move(y), n] {
+                                                b = std::move(batch)] {
       try {
-        model->trainBatch(x.data(), y.data(), int(n), 1.0f, GradReadyFn{});
+        model->trainBatch(b.x.data(), b.y.data(), int(b.rows), 1.0f, GradReadyFn{});
       } catch (const std::exception&) {
       }
     });
@@ -40,8 +57,16 @@ std::shared_ptr<PreparedTrainer> prepareTrainer(const TrainConfig& config) {
   return p;
 }
 
-void awaitWarmUp(PreparedTrainer& prepared) {
+void warmUpStandby(PreparedTrainer& prepared, const TrainConfig& config) {
   if (prepared.warmUp.valid()) prepared.warmUp.wait();
+  // On a VM a page's first write costs microseconds: ~5 ms of a replacement's first step went to
+  // the activations and gradients it wrote for the first time.
+  try {
+    const WarmUpBatch b = warmUpBatch(*prepared.data, config);
+    if (b.rows > 0) prepared.model->trainBatch(b.x.data(), b.y.data(), int(b.rows), 1.0f, GradReadyFn{});
+  } catch (const std::exception&) {
+  }
+  prepared.model->zeroGrads();
 }
 
 }  // namespace ddp

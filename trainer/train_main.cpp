@@ -84,7 +84,7 @@ int runTrain(const TrainOptions& o) {
     const TrainConfig config = configWithOverrides(o);
     if (config.device == TrainDevice::kCpu) {
       ready = prepareTrainer(config);
-      awaitWarmUp(*ready);
+      warmUpStandby(*ready, config);
     }
   }
   awaitStandbyAssignment();  // also says that this program can be a standby

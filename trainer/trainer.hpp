@@ -80,9 +80,12 @@ struct PreparedTrainer;
 // on a throwaway model). CPU device only (a CUDA model belongs to the thread that made it:
 // train() builds that one itself). Throws ConfigError (data, model, optimizer).
 std::shared_ptr<PreparedTrainer> prepareTrainer(const TrainConfig& config);
-// Blocks until `prepared`'s warm-up thread ended (a standby process waits for it before it takes
-// a new environment). Never throws.
-void awaitWarmUp(PreparedTrainer& prepared);
+// For a standby process (it waits with nothing else to do, and takes a peer's parameters once it
+// has a rank): blocks until `prepared`'s warm-up thread ended, then runs one forward and backward
+// of a batch on `prepared`'s own model, so that the activations and gradients a first step writes
+// are in memory already; the gradients are zeroed again. Never throws (a failing batch is the
+// first step's to report). `config` is the one `prepared` was made for; training thread.
+void warmUpStandby(PreparedTrainer& prepared, const TrainConfig& config);
 
 // Runs the whole training. `config` is checked (validateTrainConfig) and its device resolved
 // (resolveDeviceAndBackend) by the caller; train checks neither again. `comm` may be null when
