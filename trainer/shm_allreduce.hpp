@@ -76,6 +76,8 @@ class ShmAllreduce final : public Communicator {
   void allgather(const void* send, void* recv, std::size_t countPerRank, DataType type) override;
   void reduceScatter(const void* send, void* recv, std::size_t countPerRank, DataType type,
                      ReduceOp op) override;
+  void send(const void* buf, std::size_t bytes, int peer) override;
+  void recv(void* buf, std::size_t bytes, int peer) override;
 
  private:
   struct Peer {

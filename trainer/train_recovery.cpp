@@ -4,6 +4,7 @@
 // The interrupted step is redone from the agreed state.
 #include <xxhash.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -151,9 +152,9 @@ void TrainLoop::syncState() {
   }
   // Straight into the model's and the optimizer's own memory: no copy, no allocation (on a loaded
   // machine the copies and page faults of 3 host copies of the state cost more than the sends).
-  comm_->broadcast(model_->params(), model_->numParams() * sizeof(float), agreed.donor);
+  handOver(model_->params(), model_->numParams() * sizeof(float), agreed);
   for (float* buffer : optimizer_->stateBuffers()) {
-    comm_->broadcast(buffer, model_->numParams() * sizeof(float), agreed.donor);
+    handOver(buffer, model_->numParams() * sizeof(float), agreed);
   }
   StateWords words = wordsOf(state_);
   std::array<float, kWordFloats> carrier;
@@ -161,12 +162,29 @@ void TrainLoop::syncState() {
   auto wire = model_->allocBuffer(kWordFloats);
   model_->upload(carrier.data(), wire.get(), kWordFloats);
   model_->synchronize();
-  comm_->broadcast(wire.get(), sizeof words, agreed.donor);
+  handOver(wire.get(), sizeof words, agreed);
   model_->download(wire.get(), carrier.data(), kWordFloats);
   std::memcpy(&words, carrier.data(), sizeof words);
   state_ = stateOf(words);
   model_->zeroGrads();
   hasState_ = true;
+}
+
+void TrainLoop::handOver(void* buf, std::size_t bytes, const StateAgreement& agreed) {
+  // A few ranks differ (a replacement, usually one): the donor sends to each, and the ranks that
+  // agree already neither receive nor relay (a broadcast tree made one survivor receive and pass
+  // on all of it). Past the depth of a broadcast tree, a broadcast is the quicker.
+  int depth = 0;
+  while ((1 << depth) < ctx_.worldSize) ++depth;
+  if (int(agreed.differ.size()) > std::max(depth, 1)) {
+    comm_->broadcast(buf, bytes, agreed.donor);
+    return;
+  }
+  if (ctx_.rank == agreed.donor) {
+    for (int r : agreed.differ) comm_->send(buf, bytes, r);
+  } else if (std::binary_search(agreed.differ.begin(), agreed.differ.end(), ctx_.rank)) {
+    comm_->recv(buf, bytes, agreed.donor);
+  }
 }
 
 }  // namespace ddp::detail

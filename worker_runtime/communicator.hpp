@@ -46,6 +46,14 @@ class Communicator {
   virtual void reduceScatter(const void* send, void* recv, std::size_t countPerRank, DataType type,
                              ReduceOp op) = 0;
 
+  // Point to point, outside the collectives' order: only this rank and `peer` take part. send
+  // hands `bytes` bytes of buf to `peer`, whose recv(buf, bytes, this rank) fills its buf; two
+  // ranks call their sends and receives to each other in the same order. Each blocks until this
+  // rank's part is done (NCCL: completed on the stream). Throws ConfigError for a peer that is not
+  // another rank of the group, CommError (sticky) as a collective does.
+  virtual void send(const void* buf, std::size_t bytes, int peer) = 0;
+  virtual void recv(void* buf, std::size_t bytes, int peer) = 0;
+
   // CUDA only: the stream whose queued work collectives must follow (a cudaStream_t). No-op for Gloo.
   virtual void setStream(void* /*cudaStream*/) {}
 

@@ -53,6 +53,12 @@ class ElasticGroup::Guard final : public Communicator {
                      ReduceOp op) override {
     run("reduce-scatter", [&] { g_.comm_->reduceScatter(send, recv, n, type, op); });
   }
+  void send(const void* buf, std::size_t bytes, int peer) override {
+    run("send", [&] { g_.comm_->send(buf, bytes, peer); });
+  }
+  void recv(void* buf, std::size_t bytes, int peer) override {
+    run("receive", [&] { g_.comm_->recv(buf, bytes, peer); });
+  }
   void setStream(void* stream) override { g_.comm_->setStream(stream); }
 
  private:

@@ -11,6 +11,7 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/transport/unbound_buffer.h>
 #include <gloo/transport/tcp/device.h>
 
 #include "rendezvous/base/error.hpp"
@@ -26,6 +27,10 @@
 
 namespace ddp {
 namespace {
+
+// The top byte of a point-to-point message's Gloo slot. Gloo's collectives use slots
+// (prefix << 56) | tag with the prefixes 0x01-0x08 of gloo/types.h: none matches this one.
+constexpr uint64_t kPeerSlotPrefix = uint64_t(0x70) << 56;
 
 // Most cached allreduce set-ups; a reducer reuses a handful of bucket buffers, so a full cache
 // means buffers are not being reused and the cache is simply reset.
@@ -105,19 +110,25 @@ void GlooCommunicator::setTimeout(std::chrono::milliseconds timeout) {
   allreduceCache_.clear();  // cached options carry the old budget
 }
 
-template <typename Fn>
-void GlooCommunicator::guarded(const char* op, std::size_t count, DataType type, Fn&& fn) {
+template <typename What, typename Fn>
+void GlooCommunicator::guardedAs(What&& what, Fn&& fn) {
   if (error_) std::rethrow_exception(error_);
   try {
     fn();
   } catch (const std::exception& e) {
     error_ = std::make_exception_ptr(CommError(
-        std::string("gloo ") + op + " of " + std::to_string(count) + " " + typeName(type) +
-        " elements failed on rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-        " (budget " + std::to_string(timeout_.count()) + " ms; the communicator is now unusable): " +
-        e.what()));
+        "gloo " + what() + " failed on rank " + std::to_string(rank_) + " of " +
+        std::to_string(size_) + " (budget " + std::to_string(timeout_.count()) +
+        " ms; the communicator is now unusable): " + e.what()));
     std::rethrow_exception(error_);
   }
+}
+
+template <typename Fn>
+void GlooCommunicator::guarded(const char* op, std::size_t count, DataType type, Fn&& fn) {
+  guardedAs([&] {
+    return std::string(op) + " of " + std::to_string(count) + " " + typeName(type) + " elements";
+  }, std::forward<Fn>(fn));
 }
 
 gloo::AllreduceOptions& GlooCommunicator::allreduceOptions(void* buf, std::size_t count,
@@ -210,6 +221,40 @@ void GlooCommunicator::reduceScatter(const void* send, void* recv, std::size_t c
     args.timeout = timeout_;
     detail::ringReduceScatter(context_, args);
     if (op == ReduceOp::kAvg) detail::divideInPlace(recv, countPerRank, type, size_);
+  });
+}
+
+uint64_t GlooCommunicator::nextPeerSlot(int peer) {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    throw ConfigError("point-to-point peer " + std::to_string(peer) + " is not another rank of a "
+                      "group of " + std::to_string(size_) + " (this is rank " +
+                      std::to_string(rank_) + ")");
+  }
+  if (peerMessages_.empty()) peerMessages_.assign(std::size_t(size_), 0);
+  return kPeerSlotPrefix | peerMessages_[std::size_t(peer)]++;
+}
+
+void GlooCommunicator::send(const void* buf, std::size_t bytes, int peer) {
+  const uint64_t slot = nextPeerSlot(peer);
+  auto what = [&] { return "send of " + std::to_string(bytes) + " bytes to rank " + std::to_string(peer); };
+  guardedAs(what, [&] {
+    if (bytes == 0) return;
+    auto message = context_->createUnboundBuffer(const_cast<void*>(buf), bytes);
+    message->send(peer, slot);
+    if (!message->waitSend(timeout_)) throw CommError("the send was aborted");
+  });
+}
+
+void GlooCommunicator::recv(void* buf, std::size_t bytes, int peer) {
+  const uint64_t slot = nextPeerSlot(peer);
+  auto what = [&] {
+    return "receive of " + std::to_string(bytes) + " bytes from rank " + std::to_string(peer);
+  };
+  guardedAs(what, [&] {
+    if (bytes == 0) return;
+    auto message = context_->createUnboundBuffer(buf, bytes);
+    message->recv(peer, slot);
+    if (!message->waitRecv(timeout_)) throw CommError("the receive was aborted");
   });
 }
 

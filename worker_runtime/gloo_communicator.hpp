@@ -55,6 +55,8 @@ class GlooCommunicator final : public Communicator {
   void allgather(const void* send, void* recv, std::size_t countPerRank, DataType type) override;
   void reduceScatter(const void* send, void* recv, std::size_t countPerRank, DataType type,
                      ReduceOp op) override;
+  void send(const void* buf, std::size_t bytes, int peer) override;
+  void recv(void* buf, std::size_t bytes, int peer) override;
 
   // The budget of each collective.
   std::chrono::milliseconds timeout() const { return timeout_; }
@@ -74,8 +76,15 @@ class GlooCommunicator final : public Communicator {
  private:
   template <typename Fn>
   void guarded(const char* op, std::size_t count, DataType type, Fn&& fn);
+  // what() names the operation in the error ("allreduce of 4 float32 elements"); it is called
+  // only when fn failed.
+  template <typename What, typename Fn>
+  void guardedAs(What&& what, Fn&& fn);
   gloo::AllreduceOptions& allreduceOptions(void* buf, std::size_t count, DataType type);
   uint32_t nextTag() { return tag_++; }
+  // The Gloo slot of the next message between this rank and `peer` (either way: the two sides
+  // count the same sends and receives).
+  uint64_t nextPeerSlot(int peer);
 
   int rank_;
   int size_;
@@ -83,6 +92,7 @@ class GlooCommunicator final : public Communicator {
   std::string bindAddress_;
   std::shared_ptr<gloo::Context> context_;
   uint32_t tag_ = 0;
+  std::vector<uint64_t> peerMessages_;  // per peer: the messages exchanged with it so far
   std::exception_ptr error_;  // the sticky error, once a collective failed
   std::vector<int> pairSockets_;  // the connections to the peers (Gloo's descriptors; abort())
   using CacheKey = std::tuple<void*, std::size_t, DataType>;

@@ -244,4 +244,26 @@ void NcclCommunicator::reduceScatter(const void* send, void* recv, std::size_t c
   });
 }
 
+void NcclCommunicator::checkPeer(int peer) const {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    throw ConfigError("point-to-point peer " + std::to_string(peer) + " is not another rank of a "
+                      "group of " + std::to_string(size_) + " (this is rank " +
+                      std::to_string(rank_) + ")");
+  }
+}
+
+void NcclCommunicator::send(const void* buf, std::size_t bytes, int peer) {
+  checkPeer(peer);
+  run("send", bytes, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclSend(buf, bytes, ncclUint8, peer, comm, stream);
+  });
+}
+
+void NcclCommunicator::recv(void* buf, std::size_t bytes, int peer) {
+  checkPeer(peer);
+  run("receive", bytes, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclRecv(buf, bytes, ncclUint8, peer, comm, stream);
+  });
+}
+
 }  // namespace ddp

@@ -42,6 +42,8 @@ class NcclCommunicator final : public Communicator {
   void allgather(const void* send, void* recv, std::size_t countPerRank, DataType type) override;
   void reduceScatter(const void* send, void* recv, std::size_t countPerRank, DataType type,
                      ReduceOp op) override;
+  void send(const void* buf, std::size_t bytes, int peer) override;
+  void recv(void* buf, std::size_t bytes, int peer) override;
   // Later collectives follow the work queued on `cudaStream` (a cudaStream_t) at call time.
   void setStream(void* cudaStream) override;
 
@@ -55,6 +57,8 @@ class NcclCommunicator final : public Communicator {
   struct State;
   template <typename Enqueue>
   void run(const char* op, std::size_t count, Enqueue&& enqueue);
+  // Throws ConfigError unless `peer` is another rank of the group.
+  void checkPeer(int peer) const;
 
   int rank_;
   int size_;

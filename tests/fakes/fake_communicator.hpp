@@ -4,7 +4,8 @@
 // waits on the group's barrier, computes the result from all slots in rank order (so every rank
 // gets bit-identical results), and waits again. Fault injection: failAtCall(n) makes the n-th
 // collective (1-based, counted per rank) of every rank throw CommError; abort() (a rank died)
-// makes every current and later wait throw CommError instead of hanging.
+// makes every current and later wait throw CommError instead of hanging. send/recv go through a
+// mailbox per (sender, receiver), in order; they count as calls for failAtCall too.
 //
 // Thread safety: each FakeCommunicator is used by its own rank thread; the group is shared.
 #pragma once
@@ -14,7 +15,10 @@
 #include <condition_variable>
 #include <mutex>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "rendezvous/base/error.hpp"
@@ -51,8 +55,24 @@ class FakeGroup {
     if (generation_ == generation) throw CommError("fake communicator: a peer left the group");
   }
 
+  void post(int from, int to, std::vector<char> message) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mailboxes_[{from, to}].push_back(std::move(message));
+    cv_.notify_all();
+  }
+  std::vector<char> take(int from, int to) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto& box = mailboxes_[{from, to}];
+    cv_.wait(lock, [&] { return !box.empty() || aborted_; });
+    if (box.empty()) throw CommError("fake communicator: a peer left the group");
+    std::vector<char> message = std::move(box.front());
+    box.pop_front();
+    return message;
+  }
+
   int size_;
   std::vector<std::vector<char>> slots_;
+  std::map<std::pair<int, int>, std::deque<std::vector<char>>> mailboxes_;  // guarded by mutex_
   std::atomic<int> failAt_{0};
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -111,12 +131,27 @@ class FakeCommunicator final : public Communicator {
     group_->arriveAndWait();
   }
 
+  void send(const void* buf, std::size_t bytes, int peer) override {
+    countCall();
+    const auto* p = static_cast<const char*>(buf);
+    group_->post(rank_, peer, std::vector<char>(p, p + bytes));
+  }
+  void recv(void* buf, std::size_t bytes, int peer) override {
+    countCall();
+    const std::vector<char> message = group_->take(peer, rank_);
+    if (message.size() != bytes) throw CommError("fake communicator: message size differs");
+    std::memcpy(buf, message.data(), bytes);
+  }
+
  private:
-  void exchange(const void* data, std::size_t bytes, DataType type) {
-    if (type != DataType::kFloat32) throw CommError("fake communicator: only float32");
+  void countCall() {
     if (++calls_ == group_->failAt_.load()) {
       throw CommError("fake communicator: injected failure at call " + std::to_string(calls_));
     }
+  }
+  void exchange(const void* data, std::size_t bytes, DataType type) {
+    if (type != DataType::kFloat32) throw CommError("fake communicator: only float32");
+    countCall();
     auto& slot = group_->slots_[rank_];
     slot.assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
     group_->arriveAndWait();

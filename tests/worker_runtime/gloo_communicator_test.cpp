@@ -215,3 +215,64 @@ TEST_CASE("a bad broadcast root is a ConfigError, not a hang", "[gloo][broadcast
   });
   CHECK_THAT(firstError(errors), Catch::Contains("broadcast root 1"));
 }
+
+TEST_CASE("send and recv carry bytes between two ranks, in order, beside collectives",
+          "[gloo][p2p]") {
+  // Rank 0 sends three messages to rank 3 and rank 3 one back; ranks 1 and 2 take no part in them
+  // and go straight to the allreduce after (its slots must not meet the messages').
+  const int size = 4;
+  std::vector<std::vector<uint8_t>> got(3);
+  std::vector<uint8_t> back;
+  std::vector<float> sums(size, 0);
+  auto errors = runRanks(size, glooOptions(), [&](ddp::Communicator& comm) {
+    if (comm.rank() == 0) {
+      for (std::size_t i = 0; i < 3; ++i) {
+        std::vector<uint8_t> message(100003 * (i + 1), static_cast<uint8_t>(0x10 + i));
+        comm.send(message.data(), message.size(), 3);
+      }
+      uint8_t reply = 0;
+      comm.recv(&reply, 1, 3);
+      back = {reply};
+    } else if (comm.rank() == 3) {
+      for (std::size_t i = 0; i < 3; ++i) {
+        got[i].assign(100003 * (i + 1), 0);
+        comm.recv(got[i].data(), got[i].size(), 0);
+      }
+      const uint8_t reply = 0x5A;
+      comm.send(&reply, 1, 0);
+    }
+    float v = float(comm.rank());
+    comm.allreduce(&v, 1, DataType::kFloat32, ReduceOp::kSum);
+    sums[comm.rank()] = v;
+  });
+  REQUIRE(firstError(errors) == "");
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO("message " << i);
+    CHECK(got[i] == std::vector<uint8_t>(100003 * (i + 1), static_cast<uint8_t>(0x10 + i)));
+  }
+  CHECK(back == std::vector<uint8_t>{0x5A});
+  CHECK(sums == std::vector<float>(size, 6.0f));
+}
+
+TEST_CASE("a send to itself or outside the group is a ConfigError, not a hang", "[gloo][p2p]") {
+  for (int peer : {0, 2, -1}) {
+    auto errors = runRanks(2, glooOptions(), [&](ddp::Communicator& comm) {
+      if (comm.rank() != 0) return;
+      char byte = 0;
+      comm.send(&byte, 1, peer);
+    });
+    INFO("peer " << peer);
+    CHECK_THAT(firstError(errors), Catch::Contains("peer " + std::to_string(peer) +
+                                                   " is not another rank"));
+  }
+}
+
+TEST_CASE("a receive from a peer that leaves fails within the budget instead of hanging",
+          "[gloo][p2p]") {
+  auto errors = runRanks(2, glooOptions(std::chrono::seconds(20)), [&](ddp::Communicator& comm) {
+    if (comm.rank() != 0) return;  // rank 1 destroys its communicator: its pair closes
+    char byte = 0;
+    comm.recv(&byte, 1, 1);
+  });
+  CHECK_THAT(firstError(errors), Catch::Contains("receive of 1 bytes from rank 1"));
+}

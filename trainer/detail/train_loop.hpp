@@ -84,6 +84,8 @@ class TrainLoop {
   void recover(const std::string& why);
   // Collective: every rank's (step, hash); the donor's state to every rank that differs.
   void syncState();
+  // One buffer of the state, from agreed.donor to the ranks in agreed.differ (every rank calls it).
+  void handOver(void* buf, std::size_t bytes, const StateAgreement& agreed);
   StateDigest digest();
   void adoptQuorum();  // ctx_, comm_, metrics_ for the group's current view
 
