@@ -63,7 +63,9 @@ void warmUpStandby(PreparedTrainer& prepared, const TrainConfig& config) {
   // the activations and gradients it wrote for the first time.
   try {
     const WarmUpBatch b = warmUpBatch(*prepared.data, config);
-    if (b.rows > 0) prepared.model->trainBatch(b.x.data(), b.y.data(), int(b.rows), 1.0f, GradReadyFn{});
+    if (b.rows > 0) {
+      prepared.model->trainBatch(b.x.data(), b.y.data(), int(b.rows), 1.0f, GradReadyFn{});
+    }
   } catch (const std::exception&) {
   }
   prepared.model->zeroGrads();

@@ -304,7 +304,9 @@ void ShmAllreduce::broadcast(void* buf, std::size_t bytes, int root) {
 
 void ShmAllreduce::barrier() { inner_.barrier(); }
 
-void ShmAllreduce::send(const void* buf, std::size_t bytes, int peer) { inner_.send(buf, bytes, peer); }
+void ShmAllreduce::send(const void* buf, std::size_t bytes, int peer) {
+  inner_.send(buf, bytes, peer);
+}
 
 void ShmAllreduce::recv(void* buf, std::size_t bytes, int peer) { inner_.recv(buf, bytes, peer); }
 

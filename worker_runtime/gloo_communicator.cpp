@@ -236,7 +236,9 @@ uint64_t GlooCommunicator::nextPeerSlot(int peer) {
 
 void GlooCommunicator::send(const void* buf, std::size_t bytes, int peer) {
   const uint64_t slot = nextPeerSlot(peer);
-  auto what = [&] { return "send of " + std::to_string(bytes) + " bytes to rank " + std::to_string(peer); };
+  auto what = [&] {
+    return "send of " + std::to_string(bytes) + " bytes to rank " + std::to_string(peer);
+  };
   guardedAs(what, [&] {
     if (bytes == 0) return;
     auto message = context_->createUnboundBuffer(const_cast<void*>(buf), bytes);
