@@ -62,6 +62,30 @@ WorkerSpec pythonStandby(const fs::path& out) {
   return spec;
 }
 
+// The pid of a process running the python standby's program (its command line names
+// DDP_STANDBY) that is not this process's child (the guardian is); -1 when there is none yet.
+pid_t execedStandby() {
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string all;
+    std::getline(stat, all);
+    const auto close = all.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(all.substr(close + 2));
+    char state;
+    pid_t ppid;
+    rest >> state >> ppid;
+    std::ifstream cmd(e.path() / "cmdline");
+    const std::string line((std::istreambuf_iterator<char>(cmd)), {});
+    if (line.find("DDP_STANDBY") != std::string::npos && ppid != ::getpid()) {
+      return std::stoi(name);
+    }
+  }
+  return -1;
+}
+
 // A temporary directory and an agent's event loop with its reaper.
 struct Agent {
   TempDir dir;
@@ -109,24 +133,11 @@ TEST_CASE_METHOD(Agent, "the pool's end kills a standby that still waits", "[sta
   {
     StandbyPool pool(io, reaper, pythonStandby(dir.path / "never"), 1);
     REQUIRE(pool.ready() == 1);
-    // The standby's pid: its guardian's only child.
-    for (const auto& e : fs::directory_iterator("/proc")) {
-      const std::string name = e.path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream stat(e.path() / "stat");
-      std::string all;
-      std::getline(stat, all);
-      const auto close = all.rfind(')');
-      if (close == std::string::npos) continue;
-      std::istringstream rest(all.substr(close + 2));
-      char state;
-      pid_t ppid;
-      rest >> state >> ppid;
-      std::ifstream cmd(e.path() / "cmdline");
-      const std::string line((std::istreambuf_iterator<char>(cmd)), {});
-      if (line.find("DDP_STANDBY") != std::string::npos && ppid != ::getpid()) {
-        pid = std::stoi(name);
-      }
+    // The standby's pid: its guardian's only child, once it has exec'd its program (right after
+    // the fork it still runs this test's image: on a busy machine for a while).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while ((pid = execedStandby()) <= 0 && std::chrono::steady_clock::now() < deadline) {
+      io.run_for(std::chrono::milliseconds(10));
     }
     REQUIRE(pid > 0);
     CHECK(::kill(pid, 0) == 0);
