@@ -29,6 +29,11 @@ int parseAndRun(int argc, char** argv) {
                  "fault injection: sleep for good inside the step after this many (generation 0 "
                  "only; tests of ddprun --hang-timeout)");
   app.add_option("--hang-rank", train.hangRank, "rank that --hang-at-step applies to");
+  app.add_option("--slow-rank", train.slowRank,
+                 "fault injection: this rank sleeps --slow-ms in every step, counted as its compute "
+                 "time (tests of ddprun --straggler-threshold)");
+  app.add_option("--slow-ms", train.slowMs, "milliseconds --slow-rank sleeps per step")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--log-level", train.logLevel, "trace|debug|info|warn|error (default $DDP_LOG_LEVEL or info)");
 
   ddp::MakeDataOptions data;

@@ -112,11 +112,14 @@ int runTrain(const TrainOptions& o) {
   const GroupView view = group ? group->view() : GroupView{};
   RunContext ctx{view.rank,  view.worldSize, env.localRank,  int(view.id.generation), o.failAtStep,
                  o.failRank, o.hangAtStep,   o.hangRank,
-                 [](int64_t step) { reportProgress(step); }};  // for ddprun --hang-timeout
+                 // for ddprun --hang-timeout and --straggler-threshold
+                 [](int64_t step, double computeS) { reportProgress(step, computeS); }};
   if (group) ctx.publishPoint = workerStorePublisher(*group);
   ctx.localWorldSize = distributed ? view.localWorldSize : 0;
   ctx.onInjectedFailure = [] { claimFailureSequence(); };
   ctx.failGenerations = o.failGenerations;
+  ctx.slowRank = o.slowRank;
+  ctx.slowMs = o.slowMs;
   ctx.group = group.get();
   ctx.replacement = group && group->joinedLate();
   auto log = logger("trainer");

@@ -3,7 +3,8 @@
 //   train make-data --out DIR --samples N --features F --classes C --shards K [--seed S]
 //   train --config FILE [--data DIR] [--checkpoint-dir DIR] [--metrics FILE]
 //         [--tensorboard-dir DIR] [--max-steps N] [--backend auto|gloo|nccl] [--fail-at-step N --fail-rank R]
-//         [--fail-generations G] [--hang-at-step N --hang-rank R] [--log-level LEVEL]
+//         [--fail-generations G] [--hang-at-step N --hang-rank R]
+//         [--slow-rank R --slow-ms MS] [--log-level LEVEL]
 //
 // With the torchrun env contract (RANK set) the worker connects to the worker store and builds a
 // communicator; without it, it trains as a single process (world size 1).
@@ -32,6 +33,8 @@ struct TrainOptions {
   int failGenerations = 1;                   // --fail-generations (--fail-at-step in 0..N-1)
   int64_t hangAtStep = -1;                   // --hang-at-step (generation 0 only)
   int hangRank = 0;                          // --hang-rank
+  int slowRank = -1;                         // --slow-rank (every generation; -1: none)
+  int slowMs = 0;                            // --slow-ms: its extra compute per step
   std::string logLevel;                      // --log-level ("" = $DDP_LOG_LEVEL or info)
 };
 

@@ -226,6 +226,8 @@ float TrainLoop::runStep(const std::vector<int64_t>& list, std::size_t& pos) {
   const int micro = int(std::min<std::size_t>(cfg_.gradAccum, (list.size() - pos + b - 1) / b));
   double lossSum = 0;
   int64_t samples = 0;
+  const auto begin = Clock::now();
+  Clock::duration waited{};  // in the reducer's finish(): waiting for peers, not compute
   for (int m = 0; m < micro; ++m) {
     const std::size_t n = std::min(b, list.size() - pos);
     ids_.assign(list.begin() + std::ptrdiff_t(pos), list.begin() + std::ptrdiff_t(pos + n));
@@ -235,8 +237,15 @@ float TrainLoop::runStep(const std::vector<int64_t>& list, std::size_t& pos) {
     const bool sync = m == micro - 1;
     const float scale = 1.0f / float(n * std::size_t(ctx_.worldSize) * std::size_t(micro));
     if (sync) reducer_->prepare();
+    if (sync && ctx_.rank == ctx_.slowRank && ctx_.slowMs > 0) {  // fault injection
+      std::this_thread::sleep_for(std::chrono::milliseconds(ctx_.slowMs));
+    }
     lossSum += model_->trainBatch(x_.data(), y_.data(), int(n), scale, sync ? gradHook_ : noHook_);
-    if (sync) reducer_->finish();
+    if (sync) {
+      const auto wait = Clock::now();
+      reducer_->finish();
+      waited += Clock::now() - wait;
+    }
     pos += n;
     samples += int64_t(n);
   }
@@ -246,6 +255,7 @@ float TrainLoop::runStep(const std::vector<int64_t>& list, std::size_t& pos) {
   lastGradNorm_ = optimizer_->step(state_.step);
   model_->zeroGrads();
   ++state_.step;
+  lastComputeS_ = std::chrono::duration<double>(Clock::now() - begin - waited).count();
   return float(lossSum / micro);
 }
 
@@ -361,7 +371,7 @@ void TrainLoop::trainUntilDone() {
       float loss = runStep(list, pos);
       if (pos >= list.size()) advanceEpoch();  // the checkpoint then points at the next epoch
       afterStep(loss, lastGradNorm_, finished());
-      if (ctx_.onStep) ctx_.onStep(state_.step);
+      if (ctx_.onStep) ctx_.onStep(state_.step, lastComputeS_);
     }
     if (pos >= list.size()) list = finished() ? std::vector<int64_t>{} : sampler_->indices(state_.epoch);
   }

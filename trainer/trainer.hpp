@@ -33,9 +33,12 @@ struct RunContext {
   int failRank = -1;        // ... on this rank after this many steps, generation 0 only
   int64_t hangAtStep = -1;  // fault injection: sleep for good inside step hangAtStep + 1 ...
   int hangRank = -1;        // ... on this rank, generation 0 only (hang detection tests)
-  // Called after every optimizer step with the steps done so far (train: worker_runtime's
-  // reportProgress, for ddprun's hang detection). May be empty.
-  std::function<void(int64_t step)> onStep{};
+  // Called after every optimizer step with the steps done so far and that step's compute seconds:
+  // its wall time less the time spent waiting for the gradients' allreduce to finish (the
+  // reducer's finish()) — the part of the step that does not wait on peers, which in synchronous
+  // training is what tells a slow rank apart (train: worker_runtime's reportProgress, for ddprun's
+  // hang and straggler detection). May be empty.
+  std::function<void(int64_t step, double computeSeconds)> onStep{};
   // Rank 0: where its metric points go for the status page (MetricsSink::publishTo); may be empty.
   std::function<void(const std::string& point)> publishPoint{};
   // LOCAL_WORLD_SIZE, or 0 when unknown (ranks as threads in tests). The shared-memory gradient
@@ -56,6 +59,10 @@ struct RunContext {
   // This process replaces a failed one inside its generation: its state comes from a peer (no
   // checkpoint is read) and fault injection is off.
   bool replacement = false;
+  // Fault injection (straggler detection tests): rank slowRank sleeps slowMs milliseconds in every
+  // step, before its synchronised backward — counted in its compute time. -1 / 0: off.
+  int slowRank = -1;
+  int slowMs = 0;
 };
 
 struct TrainResult {

@@ -1,6 +1,7 @@
 #include "launcher/hang/file_timer_request.hpp"
 
 #include <climits>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 namespace ddp {
@@ -26,6 +27,11 @@ std::optional<std::string> checkFields(const json& doc) {
     return "\"signal\" is not an integer";
   }
   if (doc.contains("step") && !doc["step"].is_number_integer()) return "\"step\" is not an integer";
+  if (doc.contains("compute_s") &&
+      (!doc["compute_s"].is_number() || !(doc["compute_s"].get<double>() >= 0) ||
+       !std::isfinite(doc["compute_s"].get<double>()))) {
+    return "\"compute_s\" is not a number of seconds >= 0";
+  }
   return std::nullopt;
 }
 
@@ -45,6 +51,7 @@ std::variant<FileTimerRequest, MalformedTimerLine> parseTimerLine(const std::str
   const int64_t signal = doc["signal"].get<int64_t>();
   r.signal = signal > INT_MAX ? INT_MAX : (signal < INT_MIN ? INT_MIN : static_cast<int>(signal));
   if (doc.contains("step")) r.step = doc["step"].get<int64_t>();
+  if (doc.contains("compute_s")) r.computeSeconds = doc["compute_s"].get<double>();
   return r;
 }
 
@@ -55,6 +62,7 @@ std::string formatTimerLine(const FileTimerRequest& request) {
               {"expiration_time", request.expirationTime},
               {"signal", request.signal}};
   if (request.step) doc["step"] = *request.step;
+  if (request.computeSeconds) doc["compute_s"] = *request.computeSeconds;
   return doc.dump() + "\n";
 }
 

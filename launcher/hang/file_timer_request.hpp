@@ -17,7 +17,8 @@
 // Other members are ignored, as torch's server ignores them.
 //
 // ddprun's own progress beat (worker_runtime/progress.hpp) is a release of the reserved scope
-// "ddprun.progress" with an extra "step" member: torch's own FileTimerServer treats it as the
+// "ddprun.progress" with an extra "step" member and, for straggler detection, "compute_s" (the
+// worker's mean compute seconds per step since its previous beat, >= 0; launcher/straggler/): torch's own FileTimerServer treats it as the
 // release of a timer it never had (a no-op), so a worker_runtime worker also runs under torchrun's
 // watchdog.
 //
@@ -44,6 +45,7 @@ struct FileTimerRequest {
   double expirationTime = -1;  // Unix seconds; < 0 = release
   int signal = 0;
   std::optional<int64_t> step;  // progress beats only
+  std::optional<double> computeSeconds;  // progress beats only: "compute_s"
 
   bool isRelease() const { return expirationTime < 0; }
   bool isProgress() const { return scopeId == kProgressScope; }

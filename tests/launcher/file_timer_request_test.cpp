@@ -59,6 +59,30 @@ TEST_CASE("a progress beat is the release of ddprun.progress with a step", "[fil
   REQUIRE(back.step);
   CHECK(*back.step == 41);
   CHECK(back.pid == 99);
+  CHECK_FALSE(back.computeSeconds);
+}
+
+TEST_CASE("a progress beat may carry the compute seconds per step", "[file_timer]") {
+  FileTimerRequest beat;
+  beat.pid = 99;
+  beat.scopeId = kProgressScope;
+  beat.step = 41;
+  beat.computeSeconds = 0.0123;
+  const std::string line = formatTimerLine(beat);
+  auto back = parsed(line.substr(0, line.size() - 1));
+  REQUIRE(back.computeSeconds);
+  CHECK(*back.computeSeconds == Approx(0.0123));
+  // As worker_runtime writes it (progress.cpp).
+  auto written = parsed(R"({"version": 1, "pid": 5, "scope_id": "ddprun.progress", )"
+                        R"("expiration_time": -1, "signal": 0, "step": 7, "compute_s": 0.001})");
+  REQUIRE(written.computeSeconds);
+  CHECK(*written.computeSeconds == Approx(0.001));
+  CHECK(rejected(R"({"version": 1, "pid": 7, "scope_id": "s", "expiration_time": -1, )"
+                 R"("signal": 0, "step": 1, "compute_s": -1})")
+            .find("compute_s") != std::string::npos);
+  CHECK(rejected(R"({"version": 1, "pid": 7, "scope_id": "s", "expiration_time": -1, )"
+                 R"("signal": 0, "step": 1, "compute_s": "1"})")
+            .find("compute_s") != std::string::npos);
 }
 
 TEST_CASE("malformed lines are rejected with the reason", "[file_timer]") {

@@ -101,7 +101,8 @@ TrainResult runRank(Agent& agent, int rank, int world, const TrainConfig& c, int
                     int failRank, std::function<void(int64_t)> onStep = {}) {
   ElasticGroup group(agent.env(rank, world), gloo());
   RunContext ctx{group.view().rank, group.view().worldSize, rank, int(group.view().id.generation),
-                 failAtStep, failRank, -1, -1, std::move(onStep)};
+                 failAtStep, failRank, -1, -1,
+                 [onStep = std::move(onStep)](int64_t step, double) { if (onStep) onStep(step); }};
   ctx.localWorldSize = group.view().localWorldSize;
   ctx.group = &group;
   ctx.replacement = group.joinedLate();

@@ -111,6 +111,7 @@ class TrainLoop {
   int64_t totalSteps_ = 0, samplesSinceLog_ = 0, samplesThisRun_ = 0;
   Clock::time_point lastLog_ = Clock::now();
   float lastGradNorm_ = 0;
+  double lastComputeS_ = 0;  // the last step's compute seconds (RunContext::onStep)
   std::shared_ptr<float> scratch_;
   double lossSinceLog_ = 0;  // sum of step losses since the last metrics line
   int64_t stepsSinceLog_ = 0;
