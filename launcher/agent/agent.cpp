@@ -67,6 +67,10 @@ HangSettings hangSettings(const LaunchConfig& config) {
   h.timeout = config.hangTimeout;
   h.fileTimer = config.fileTimer;
   h.timerFile = config.timerFile;
+  if (config.stragglerThreshold > 0) {  // docs/running.md "Straggler detection"
+    h.stragglers = std::make_shared<StragglerWatch>(
+        StragglerRule{config.stragglerThreshold, config.stragglerWindow});
+  }
   return h;
 }
 

@@ -8,8 +8,13 @@ void AgentStatus::start(const LaunchConfig& config, const std::string& runId,
                         const std::string& host, const StoreConnector& connect,
                         Supervisor& supervisor) {
   if (!connect) return;
-  publisher_ = std::make_unique<StatusPublisher>(
-      StatusPublisherSettings{runId, host, config.maxRestarts, connect});
+  StatusPublisherSettings settings;
+  settings.runId = runId;
+  settings.host = host;
+  settings.maxRestarts = config.maxRestarts;
+  settings.connect = connect;
+  settings.stragglers = supervisor.stragglers();  // null unless --straggler-threshold
+  publisher_ = std::make_unique<StatusPublisher>(std::move(settings));
   supervisor.observeWorkers(
       [this](const std::vector<WorkerState>& states) { publisher_->workers(states); });
   if (config.httpPort == 0) return;

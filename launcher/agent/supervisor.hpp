@@ -97,6 +97,8 @@ class Supervisor {
   // and after each exit (the status pages); must not block.
   using WorkerObserver = std::function<void(const std::vector<WorkerState>&)>;
   void observeWorkers(WorkerObserver observer) { observer_ = std::move(observer); }
+  // Straggler detection's watch (hang settings; null when off), for the status publisher.
+  std::shared_ptr<StragglerWatch> stragglers() const { return hang_.stragglers; }
 
   // -- in-place recovery (docs/recovery.md) --
   // With a handler, a failed worker does not stop the others at once: handler(failures) runs on

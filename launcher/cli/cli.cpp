@@ -253,6 +253,26 @@ void resolveHang(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
   c.timerFile = getenv("TORCHELASTIC_TIMER_FILE").value_or("");
 }
 
+void resolveStraggler(Resolver& r, LaunchConfig& c) {
+  c.stragglerThreshold = r.get<double>("straggler_threshold", [](const std::string& s) {
+                            std::size_t used = 0;
+                            double v = -1;
+                            try {
+                              v = std::stod(s, &used);
+                            } catch (const std::exception&) {
+                              used = 0;
+                            }
+                            if (used != s.size() || !(v == 0 || (v > 1 && v < 1e6)))
+                              throw ConfigError("must be 0 (off) or a factor more than 1, e.g. 1.5");
+                            return v;
+                          }).value_or(c.stragglerThreshold);
+  c.stragglerWindow = r.get<std::chrono::milliseconds>("straggler_window", [](const std::string& s) {
+                         const auto d = detail::parseDuration(s);
+                         if (d < std::chrono::seconds(1)) throw ConfigError("must be at least 1 s");
+                         return d;
+                       }).value_or(c.stragglerWindow);
+}
+
 void resolveStatus(Resolver& r, LaunchConfig& c) {
   c.httpPort = r.get<int>("http_port", [](const std::string& s) {
                   return s == "auto" ? LaunchConfig::kHttpPortAuto : intIn(s, 0, 65535);
@@ -302,6 +322,7 @@ LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLoo
   resolveLogs(resolver, config, getenv);
   resolveSignals(resolver, config);
   resolveHang(resolver, config, getenv);
+  resolveStraggler(resolver, config);
   resolveStatus(resolver, config);
   resolveEntry(resolver, config, raw, getenv);
   if (!config.standalone) applyEnvironmentDetection(config, getenv);  // --standalone: one node

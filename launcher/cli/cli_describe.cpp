@@ -110,6 +110,8 @@ std::string describeConfig(const LaunchConfig& c, const NumaSetup* numa) {
       {"shutdown_timeout_ms", c.shutdownTimeout.count()}, {"local_addr", c.localAddr},
       {"hang_timeout_ms", c.hangTimeout.count()}, {"file_timer", c.fileTimer},
       {"timer_file", c.timerFile},
+      {"straggler_threshold", c.stragglerThreshold},
+      {"straggler_window_ms", c.stragglerWindow.count()},
       {"master_addr", c.masterAddr}, {"master_port", orNull(c.masterPort)},
       {"node_rank", orNull(c.nodeRank)}, {"node_order", orNull(c.nodeOrder)}, {"virtual_local_rank", c.virtualLocalRank},
       {"numa_binding", c.numaBinding == NumaPolicy::kNone ? json(nullptr) : json(numaPolicyName(c.numaBinding))},

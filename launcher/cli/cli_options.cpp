@@ -128,6 +128,17 @@ std::vector<OptionSpec> buildTable() {
                        "output and no CPU time) is a failure of that worker; its stacks are taken first "
                        "(off unless given; at least 1 s)", "Hang detection"),
               {"DDP_HANG_TIMEOUT"}),
+      withEnv(torchOpt("straggler_threshold", false, "FACTOR",
+                       "flag a rank whose compute time per step (progress beats with compute "
+                       "times, as `train` sends) is over FACTOR x the job's median for "
+                       "--straggler-window, in the log, /status and /metrics (default 0: off; "
+                       "else more than 1, e.g. 1.5)", "Straggler detection"),
+              {"DDP_STRAGGLER_THRESHOLD"}),
+      withEnv(torchOpt("straggler_window", false, "SECONDS",
+                       "how long a rank stays over the threshold before it is flagged, and the "
+                       "span its compute time is the median of (default 30; at least 1 s)",
+                       "Straggler detection"),
+              {"DDP_STRAGGLER_WINDOW"}),
       withEnv(torchOpt("preflight", false, "warn|strict|off",
                        "checks at every rendezvous round before workers start (versions, clocks, GPUs, "
                        "the worker store's port from every node), one table on node rank 0; strict: a "

@@ -184,6 +184,14 @@ struct LaunchConfig {
   // FIFO TORCHELASTIC_TIMER_FILE names ("" = a fresh path), as torchrun's agent does.
   bool fileTimer = false;
   std::string timerFile;
+  // --straggler-threshold: a rank whose compute time per step (worker_runtime's progress beats)
+  // exceeds the job's median by this factor for --straggler-window is flagged as a straggler in
+  // the log, /status and /metrics (0 = off; else more than 1). docs/running.md "Straggler
+  // detection".
+  double stragglerThreshold = 0;
+  // --straggler-window: how long a rank must stay over the threshold to be flagged; also the span
+  // its compute time is taken over (the median of its beats in the window). At least 1 s.
+  std::chrono::milliseconds stragglerWindow{std::chrono::seconds(30)};
   // --local-addr: the address other nodes reach this one at ("" = detect).
   std::string localAddr;
   // The hosts of the Slurm step (empty outside Slurm), in Slurm's order: a rendezvous store node

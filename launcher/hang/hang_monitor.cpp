@@ -32,6 +32,7 @@ HangMonitor::HangMonitor(boost::asio::io_context& io, WorkerGroup& group,
       tick_(std::clamp<std::chrono::milliseconds>(settings.timeout / 4, std::chrono::milliseconds(100),
                                                   std::chrono::seconds(1))) {
   samples_.resize(watch_.size());
+  if (settings_.stragglers) settings_.stragglers->startGeneration(int(watch_.size()));
   const auto now = Clock::now();
   sample(now);  // the baseline
   nextSample_ = now + tick_;
@@ -54,6 +55,7 @@ void HangMonitor::onWorkerReplaced(int localRank) {
     if (w.localRank != localRank) continue;
     const auto now = Clock::now();
     watch_.restarted(localRank, w.pid, now);
+    if (settings_.stragglers) settings_.stragglers->restarted(localRank);
     samples_[std::size_t(localRank)] = Sample{};
     std::erase_if(senders_, [&](const auto& s) { return s.second == localRank; });
     arm();  // its baseline sample is taken at the next tick
@@ -87,6 +89,7 @@ void HangMonitor::onRequest(const FileTimerRequest& r) {
   if (!lr) return;
   const auto now = Clock::now();
   if (r.isProgress()) {
+    if (settings_.stragglers && r.computeSeconds) settings_.stragglers->beat(*lr, *r.computeSeconds, now);
     watch_.beat(*lr, r.step, now);
     return;  // a later deadline: the armed timer re-arms itself when it fires
   }

@@ -8,7 +8,8 @@
 //     CPU time grown by at least a tenth of a core since the last sample, is activity (less is the
 //     housekeeping of idle runtime threads); so is waiting for a CPU at least half the time (a
 //     worker starved on a loaded machine wants to run: it is not hung);
-// and hands each verdict to WorkerGroup::takeHung (stacks, then the end of the worker). One
+// and hands each verdict to WorkerGroup::takeHung (with --straggler-threshold it also hands the
+// beats' compute times to the settings' StragglerWatch, afresh each generation) (stacks, then the end of the worker). One
 // steady_timer on the io_context, armed for the next deadline or sample: nothing polls, and with
 // no deadline pending nothing runs. Verdicts that fall due while the group is being stopped are
 // dropped: those workers are ending anyway.

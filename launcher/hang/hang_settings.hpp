@@ -6,7 +6,10 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <string>
+
+#include "launcher/straggler/straggler_watch.hpp"
 
 namespace ddp {
 
@@ -20,12 +23,18 @@ struct HangSettings {
   // How long taking one worker's stacks may take (gdb, or a Python dump) before it is ended anyway.
   std::chrono::milliseconds stackBound{std::chrono::seconds(20)};
 
+  // --straggler-threshold (non-null when on): the progress beats' compute times go to it
+  // (launcher/straggler/straggler_watch.hpp), shared with the agent's status publisher.
+  std::shared_ptr<StragglerWatch> stragglers;
+
   // True when the agent serves the timer FIFO at all.
-  bool enabled() const { return timeout.count() > 0 || fileTimer; }
+  bool enabled() const { return timeout.count() > 0 || fileTimer || stragglers != nullptr; }
+  // True when workers get DDP_PROGRESS_FILE (worker_runtime's progress beats).
+  bool wantsBeats() const { return timeout.count() > 0 || stragglers != nullptr; }
 };
 
 // Adds to a worker's `env`, when hang detection is enabled: DDP_PROGRESS_FILE=<fifo> (with
-// --hang-timeout: worker_runtime's progress beats), TORCHELASTIC_TIMER_FILE=<fifo> (with the file
+// --hang-timeout or --straggler-threshold: worker_runtime's progress beats), TORCHELASTIC_TIMER_FILE=<fifo> (with the file
 // timer, as torchrun exports it) and PYTHONFAULTHANDLER=1 (unless the agent's environment sets it:
 // a Python worker then prints every thread's traceback on SIGABRT). Pure.
 void addHangEnvironment(std::map<std::string, std::string>& env, const HangSettings& settings, const std::string& fifoPath);

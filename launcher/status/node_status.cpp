@@ -40,7 +40,7 @@ std::string nodeStatusJson(const NodeStatus& s) {
   for (std::size_t i = 0; i < s.workers.size() && i < kMaxListedWorkers; ++i) {
     workers.push_back(workerJson(s.workers[i]));
   }
-  return json{{"v", 1},
+  json record{{"v", 1},
               {"generation", s.generation},
               {"node_rank", s.nodeRank},
               {"nodes", s.nodeCount},
@@ -50,8 +50,9 @@ std::string nodeStatusJson(const NodeStatus& s) {
               {"max_restarts", s.maxRestarts},
               {"restarts_used", s.restartsUsed},
               {"ended", s.ended.empty() ? json(nullptr) : json(s.ended)},
-              {"workers", workers}}
-      .dump(-1, ' ', false, json::error_handler_t::replace);
+              {"workers", workers}};
+  if (s.steps) addStepFields(record, *s.steps, s.nodeRank == 0);
+  return record.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string describeFailure(const WorkerFailure& f) {

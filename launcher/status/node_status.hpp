@@ -7,7 +7,8 @@
 //      "workers": [{"local_rank": 0, "rank": 2, "pid": 4250, "state": "running",
 //                   "exit_code": null, "signal": null}, ...]}
 //     a worker's state is running, succeeded, failed (exited non-zero or killed, by itself) or
-//     stopped (ddprun stopped it); at most 256 workers are listed.
+//     stopped (ddprun stopped it); at most 256 workers are listed. With --straggler-threshold
+//     the record has step fields too (node_steps.hpp).
 //   history entry  (one line of `history`, oldest first, the newest 32 generations):
 //     {"generation": 2, "nodes": 2, "workers": 4, "restarts_used": 1, "end": "restart",
 //      "detail": "...", "root_cause": "rank 3 on n2 (pid 4251) exited with 1: ..." | null}
@@ -29,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/status/node_steps.hpp"
 #include "launcher/workers/failure_summary.hpp"
 #include "launcher/workers/worker_group.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
@@ -50,6 +52,7 @@ struct NodeStatus {
   int restartsUsed = 0;
   std::vector<WorkerState> workers;
   std::string ended;  // "" while the generation runs
+  std::optional<NodeSteps> steps;  // with --straggler-threshold (node_steps.hpp)
 };
 
 // How one generation ended, as node rank 0's agent saw it.

@@ -15,6 +15,7 @@ struct StatusPublisher::Pending {
   std::string relayAddr;
   uint16_t relayPort = 0;
   int64_t relayGeneration = -1;
+  bool steps = false;  // a straggler tick: node is this node's record to add the step fields to
 };
 
 StatusPublisher::StatusPublisher(StatusPublisherSettings settings)
@@ -22,6 +23,12 @@ StatusPublisher::StatusPublisher(StatusPublisherSettings settings)
   node_.host = settings_.host;
   node_.agentPid = static_cast<int>(::getpid());
   node_.maxRestarts = settings_.maxRestarts;
+  if (settings_.stragglers) {
+    const auto& rule = settings_.stragglers->rule();
+    logger("agent")->info("straggler detection: a rank whose compute time per step is over {} x the "
+                          "job's median for {} s is flagged",
+                          rule.threshold, std::chrono::duration<double>(rule.window).count());
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -49,6 +56,7 @@ void StatusPublisher::beginGeneration(const RendezvousResult& round,
     node_.restartsUsed = round.restartsUsed;
     node_.workers.clear();
     node_.ended.clear();
+    node_.steps.reset();
     nodeDirty_ = true;
     relayAddr_ = workerStoreAddr;
     relayPort_ = workerStorePort;
@@ -115,6 +123,13 @@ void StatusPublisher::run() {
     work.relayPort = relayPort_;
     work.relayGeneration = relayGeneration_;
     relayNow_ = false;
+    const auto now = std::chrono::steady_clock::now();
+    if (settings_.stragglers && node_.generation >= 0 && node_.ended.empty() && !stopping_ &&
+        now >= nextSteps_) {
+      work.steps = true;
+      if (!work.node) work.node = node_;
+      nextSteps_ = now + stepInterval();
+    }
     const bool last = stopping_;
     if (!work.node && work.history.empty() && work.relayPort == 0) {
       if (last) return;
@@ -155,6 +170,7 @@ bool StatusPublisher::publish(Pending& work) {
   try {
     ensureStore();
     const detail::RendezvousKeys keys(settings_.runId, incarnation());
+    if (work.steps && work.node) publishSteps(settings_.runId, keys.incarnation(), *work.node);
     if (work.node) {
       store_->set(keys.status(work.node->generation, work.node->nodeRank),
                   nodeStatusJson(*work.node));

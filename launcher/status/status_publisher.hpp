@@ -8,7 +8,12 @@
 //   - on node rank 0, the metric relay: once a second, and at once when a generation ends (its
 //     worker store lives until the next generation starts), it reads the points rank 0 of the
 //     training wrote into this node's worker store (rendezvous/store/metric_points.hpp) and
-//     rewrites the job's ring of the newest 256 in the rendezvous store when new ones came.
+//     rewrites the job's ring of the newest 256 in the rendezvous store when new ones came;
+//   - with --straggler-threshold (settings.stragglers), on every node: each step tick (a tenth of
+//     the window, 1 to 10 s) this node's ranks' compute figures in its record; node rank 0 reads
+//     every node's record and adds the job's median to its own (O(nodes) reads a tick), every
+//     other node reads node rank 0's record for it (one read), and each judges its own ranks and
+//     logs each straggler found or recovered (status_steps.cpp; node_steps.hpp has the fields).
 //
 // All store traffic happens on the publisher's own thread and its own connections (budget 2 s a
 // call), so a slow or lost store never delays the agent's supervision; the agent's calls only
@@ -35,6 +40,7 @@
 #include <vector>
 
 #include "launcher/status/node_status.hpp"
+#include "launcher/straggler/straggler_watch.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 #include "rendezvous/store/metric_points.hpp"
 #include "rendezvous/store/store.hpp"
@@ -53,6 +59,9 @@ struct StatusPublisherSettings {
   std::chrono::milliseconds relayInterval{1000};
   // How long the rendezvous store connection stays open with nothing to write.
   std::chrono::milliseconds idleClose{5000};
+  // Straggler detection (--straggler-threshold), shared with the hang monitor that feeds it its
+  // beats; null: off.
+  std::shared_ptr<StragglerWatch> stragglers;
 };
 
 class StatusPublisher {
@@ -85,6 +94,10 @@ class StatusPublisher {
   // Closes the rendezvous store connection when it sat idle for settings_.idleClose.
   void closeIdleStore();
   void queueHistory();  // under mutex_
+  // Straggler detection's tick (status_steps.cpp): sets node.steps, judges, logs; keeps the fields
+  // in node_ for later rewrites. Throws what the store throws.
+  void publishSteps(const std::string& runId, int64_t incarnation, NodeStatus& node);
+  std::chrono::milliseconds stepInterval() const;
   int64_t incarnation();
 
   StatusPublisherSettings settings_;
@@ -102,6 +115,7 @@ class StatusPublisher {
   int64_t relayGeneration_ = -1;
   bool relayNow_ = false;  // a generation ended: read its worker store before it goes
   bool stopping_ = false;
+  std::chrono::steady_clock::time_point nextSteps_{};  // the next straggler tick
   // The publisher's thread only.
   std::unique_ptr<Store> store_;
   std::chrono::steady_clock::time_point storeUsed_{};  // the last publish on store_

@@ -5,6 +5,7 @@
 
 #include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
+#include "rendezvous/http/http_steps.hpp"
 
 namespace ddp {
 namespace {
@@ -151,6 +152,13 @@ json jobJson(const JobView& j) {
           {"problems", j.problems}};
 }
 
+// jobJson with the straggler fields (http_steps.hpp).
+json jobJsonWithSteps(const JobView& j) {
+  json out = jobJson(j);
+  out.update(stepStatusJson(j));
+  return out;
+}
+
 }  // namespace
 
 json parseJsonLines(const std::string& text) {
@@ -198,7 +206,7 @@ int64_t JobView::recoveriesInPlace() const {
 
 json statusJson(const std::vector<JobView>& jobs, const json& server) {
   json list = json::array();
-  for (const auto& j : jobs) list.push_back(jobJson(j));
+  for (const auto& j : jobs) list.push_back(jobJsonWithSteps(j));
   json out = {{"jobs", list}};
   if (!server.is_null()) out["server"] = server;
   return out;

@@ -78,7 +78,8 @@ JobView readJob(KeySource& source, const std::string& runId);
 
 // The JSON of /status for these jobs: {"jobs": [...]} plus `server` when it is not null. Each
 // job's "recoveries" lists its recoveries in place (docs/recovery.md): generation, quorum, the
-// node that made it and the ranks it replaced, oldest first.
+// node that made it and the ranks it replaced, oldest first. Each job's "step_median_s" and
+// "stragglers" are straggler detection's (http_steps.hpp).
 nlohmann::json statusJson(const std::vector<JobView>& jobs, const nlohmann::json& server);
 
 // One JSON object per line (the metrics and history keys); malformed lines are skipped.

@@ -1,4 +1,5 @@
 #include "rendezvous/http/http_metrics.hpp"
+#include "rendezvous/http/http_steps.hpp"
 
 #include "rendezvous/base/fd_limit.hpp"
 
@@ -114,6 +115,31 @@ void perJob(TextWriter& w, const std::vector<JobView>& jobs, const std::string& 
   for (const auto& job : jobs) {
     if (const auto v = value(job)) w.sample(name, {{"job", job.runId}}, *v);
   }
+}
+
+// Straggler detection's families (http_steps.hpp), from the agents' records.
+void rankStepMetrics(TextWriter& w, const std::vector<JobView>& jobs) {
+  w.family("ddprun_rank_step_seconds", "gauge",
+           "A rank's compute seconds per step (its own work, not waiting for peers), as its agent "
+           "measured it over the straggler window.");
+  for (const auto& job : jobs) {
+    for (const auto& r : rankSteps(job)) {
+      w.sample("ddprun_rank_step_seconds", {{"job", job.runId}, {"rank", std::to_string(r.rank)}},
+               r.computeS);
+    }
+  }
+  w.family("ddprun_rank_straggler", "gauge",
+           "1 while the rank is flagged a straggler (over the threshold x the job's median for "
+           "the window), else 0.");
+  for (const auto& job : jobs) {
+    for (const auto& r : rankSteps(job)) {
+      w.sample("ddprun_rank_straggler", {{"job", job.runId}, {"rank", std::to_string(r.rank)}},
+               r.straggler ? 1 : 0);
+    }
+  }
+  perJob(w, jobs, "ddprun_job_step_median_seconds",
+         "The job's median compute seconds per step, which its ranks are judged against.",
+         [](const JobView& j) { return jobStepMedian(j); });
 }
 
 void perNode(TextWriter& w, const std::vector<JobView>& jobs, const std::string& name,
@@ -245,6 +271,7 @@ std::string jobMetricsText(const std::vector<JobView>& jobs) {
       w.sample("ddprun_job_workers", {{"job", job.runId}, {"state", state}}, count);
     }
   }
+  rankStepMetrics(w, jobs);
   perNode(w, jobs, "ddprun_node_heartbeat_age_seconds", "Seconds since the node's heartbeat moved.",
           [](const NodeView& n) { return n.heartbeatAgeS; });
   perNode(w, jobs, "ddprun_node_heartbeats", "The node's heartbeat counter in the current round.",

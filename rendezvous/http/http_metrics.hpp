@@ -31,6 +31,9 @@
 //                                                    failed, stopped), from the status records
 //   ddprun_node_heartbeat_age_seconds{job,node_rank,host}  gauge
 //   ddprun_node_heartbeats{job,node_rank,host}             gauge  the heartbeat counter
+//   ddprun_rank_step_seconds{job,rank}      gauge    straggler detection (http_steps.hpp): a
+//   ddprun_rank_straggler{job,rank}         gauge    rank's compute s/step, 1 while flagged,
+//   ddprun_job_step_median_seconds{job}     gauge    the job's median
 //
 // Thread safety: pure functions.
 #pragma once

@@ -331,6 +331,30 @@ TEST_CASE("--hang-timeout: off by default, seconds or ms, at least 1 s; torch's 
   CHECK_FALSE(parse({"x"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "true"}}).fileTimer);
 }
 
+TEST_CASE("--straggler-threshold: off by default, a factor over 1; --straggler-window: 30 s, >= 1 s",
+          "[cli][straggler]") {
+  using namespace std::chrono_literals;
+  const auto plain = parse({"x"});
+  CHECK(plain.stragglerThreshold == 0);
+  CHECK(plain.stragglerWindow == 30s);
+  CHECK(parse({"--straggler-threshold=1.5", "x"}).stragglerThreshold == 1.5);
+  CHECK(parse({"--straggler_threshold", "3", "x"}).stragglerThreshold == 3);
+  CHECK(parse({"--straggler-threshold=0", "x"}).stragglerThreshold == 0);
+  CHECK(parse({"x"}, {{"DDP_STRAGGLER_THRESHOLD", "2"}}).stragglerThreshold == 2);
+  CHECK(parse({"--straggler-window=10", "x"}).stragglerWindow == 10s);
+  CHECK(parse({"--straggler-window", "1500ms", "x"}).stragglerWindow == 1500ms);
+  CHECK(parse({"x"}, {{"DDP_STRAGGLER_WINDOW", "5"}}).stragglerWindow == 5s);
+  CHECK_THAT(errorOf({"--straggler-threshold=1", "x"}),
+             Catch::Contains("--straggler-threshold '1': must be 0 (off) or a factor more than 1"));
+  CHECK_THAT(errorOf({"--straggler-threshold=0.5", "x"}), Catch::Contains("more than 1"));
+  CHECK_THAT(errorOf({"--straggler-threshold=-2", "x"}), Catch::Contains("more than 1"));
+  CHECK_THAT(errorOf({"--straggler-threshold=fast", "x"}), Catch::Contains("'fast'"));
+  CHECK_THAT(errorOf({"--straggler-threshold=1.5x", "x"}), Catch::Contains("'1.5x'"));
+  CHECK_THAT(errorOf({"--straggler-threshold=nan", "x"}), Catch::Contains("more than 1"));
+  CHECK_THAT(errorOf({"--straggler-window=0.5", "x"}), Catch::Contains("at least 1 s"));
+  CHECK_THAT(errorOf({"--straggler-window=soon", "x"}), Catch::Contains("--straggler-window 'soon'"));
+}
+
 TEST_CASE("--verdict-after: 3 by default, 0 = off, DDP_VERDICT_AFTER, bad values one line",
           "[cli][verdict]") {
   CHECK(parse({"x"}).verdictAfter == 3);

@@ -30,6 +30,14 @@ TEST_CASE("hang detection's worker environment", "[hang]") {
     CHECK(env.count("DDP_PROGRESS_FILE") == 0);
     CHECK(env.at("PYTHONFAULTHANDLER") == "/var/log/fault.txt");
   }
+  SECTION("--straggler-threshold alone: the progress FIFO (beats carry compute times)") {
+    HangSettings s;
+    s.stragglers = std::make_shared<StragglerWatch>(StragglerRule{1.5, 30s});
+    CHECK(s.enabled());
+    addHangEnvironment(env, s, "/tmp/fifo");
+    CHECK(env.at("DDP_PROGRESS_FILE") == "/tmp/fifo");
+    CHECK(env.count("TORCHELASTIC_TIMER_FILE") == 0);
+  }
 }
 
 }  // namespace ddp
