@@ -22,7 +22,8 @@
 // rendezvous store is opened when there is something to write and closed once it sat idle for
 // `idleClose`: an agent other than node rank 0 writes only when its workers start or exit and
 // when a generation ends, so while its job runs it holds two connections to the store (its own
-// and the heartbeat's), not three.
+// and the heartbeat's), not three — unless straggler detection is on: it then writes every tick
+// and keeps its own connection open while the generation runs.
 //
 // Thread safety: every public method may be called from any thread (the agent calls them from
 // its own); finish() and the destructor join the thread.
