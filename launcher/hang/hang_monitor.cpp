@@ -46,7 +46,9 @@ HangMonitor::~HangMonitor() {
 }
 
 void HangMonitor::onWorkerExit(int localRank) {
-  if (localRank >= 0 && static_cast<std::size_t>(localRank) < watch_.size()) watch_.exited(localRank);
+  if (localRank < 0 || static_cast<std::size_t>(localRank) >= watch_.size()) return;
+  watch_.exited(localRank);
+  if (settings_.stragglers) settings_.stragglers->forget(localRank);
 }
 
 void HangMonitor::onWorkerReplaced(int localRank) {
@@ -55,7 +57,7 @@ void HangMonitor::onWorkerReplaced(int localRank) {
     if (w.localRank != localRank) continue;
     const auto now = Clock::now();
     watch_.restarted(localRank, w.pid, now);
-    if (settings_.stragglers) settings_.stragglers->restarted(localRank);
+    if (settings_.stragglers) settings_.stragglers->forget(localRank);
     samples_[std::size_t(localRank)] = Sample{};
     std::erase_if(senders_, [&](const auto& s) { return s.second == localRank; });
     arm();  // its baseline sample is taken at the next tick

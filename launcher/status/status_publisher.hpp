@@ -62,7 +62,7 @@ struct StatusPublisherSettings {
   std::chrono::milliseconds idleClose{5000};
   // Straggler detection (--straggler-threshold), shared with the hang monitor that feeds it its
   // beats; null: off.
-  std::shared_ptr<StragglerWatch> stragglers;
+  std::shared_ptr<StragglerWatch> stragglers{};
 };
 
 class StatusPublisher {

@@ -7,7 +7,7 @@ void StragglerWatch::startGeneration(int localWorldSize) {
   ranks_.assign(static_cast<std::size_t>(std::max(0, localWorldSize)), Rank{});
 }
 
-void StragglerWatch::restarted(int lr) {
+void StragglerWatch::forget(int lr) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (lr >= 0 && static_cast<std::size_t>(lr) < ranks_.size()) ranks_[std::size_t(lr)] = Rank{};
 }

@@ -38,8 +38,9 @@ class StragglerWatch {
 
   // A generation with `localWorldSize` workers starts: every figure and verdict starts afresh.
   void startGeneration(int localWorldSize);
-  // Local rank `lr` runs a new process (replaced in place): its figure and verdict start afresh.
-  void restarted(int lr);
+  // Local rank `lr` exited, or runs a new process (replaced in place): its figure and verdict
+  // start afresh (a flag does not outlive the process it was about).
+  void forget(int lr);
   // A beat of local rank `lr`: `computeS` seconds per step. Ignored for an unknown `lr`.
   void beat(int lr, double computeS, Clock::time_point now);
 

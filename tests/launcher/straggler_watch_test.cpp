@@ -44,8 +44,8 @@ TEST_CASE("verdicts per local rank, with a line for each change", "[straggler]")
   REQUIRE(j.lines.size() == 1);
   CHECK(j.lineIsFlag == std::vector<bool>{true});
   CHECK(j.lines[0] == "rank 5 is a straggler: compute 50.0 ms/step vs job median 5.0 ms (x10.00) for 3 s");
-  // Replaced in place: its verdict starts afresh (the new process has not beaten yet).
-  watch.restarted(1);
+  // Replaced in place (or exited): its verdict starts afresh (the new process has not beaten yet).
+  watch.forget(1);
   j = watch.judge({0.005, std::nullopt}, 0.005, ranks, t0 + 4s);
   CHECK(j.flagged == std::vector<bool>{false, false});
   CHECK(j.lines.empty());
