@@ -104,6 +104,10 @@ Decision decide(const PolicyInput& in) {
         return act(Action::kAwaitPeerCause, "every local failure is a communication failure: "
                                             "waiting for a lost peer to be noticed");
       }
+      if (!in.sitOut.empty() && in.sitOutRecorded) {
+        return act(Action::kSitOut, "this node's workers keep failing: it leaves the job for a "
+                                    "cooldown, the others go on in place (" + in.sitOut + ")");
+      }
       if (!in.verdict.empty()) {
         Decision d = act(Action::kReportVerdict, "workers failed on this node, and the job's "
                                                  "failures repeat: " + in.verdict);
@@ -117,6 +121,14 @@ Decision decide(const PolicyInput& in) {
     case Situation::kFailureReported:
       if (!in.roundEnd) {
         return exitWith(kRendezvousFailedExitCode, false, "the round ended without a reason");
+      }
+      if (in.situation == Situation::kFailureReported && !in.sitOut.empty()) {
+        const Decision d = afterRoundEnd(*in.roundEnd, in);
+        if (d.action == Action::kRejoin && !in.droppedFromRound) {
+          return act(Action::kSitOut, "this node's workers keep failing: it leaves the job for a "
+                                      "cooldown, then rejoins (" + in.sitOut + ")");
+        }
+        return d;
       }
       return afterRoundEnd(*in.roundEnd, in);
   }
