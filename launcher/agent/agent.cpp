@@ -239,6 +239,7 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
     return endedBeforeStart(round, ended->event, "during its preflight checks");
   }
   if (auto* failed = std::get_if<PreflightFailed>(&checked)) {
+    if (auto left = excludeAfterPreflight(round, *failed)) return *left;
     return Exit{preflightFailed(round, failed->line)};
   }
   if (admission.valid()) blocking([&] { admission.get(); return true; });

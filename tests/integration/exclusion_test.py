@@ -10,6 +10,9 @@ runs workers that fail while a file exists (multinode_worker.py's MN_FAIL_WHILE)
             job fails once the restart budget is spent; nothing is excluded
   spare     a fixed 2-node job with a spare waiting: the bad node leaves and the spare takes its
             place
+  preflight a 2:3 job under --preflight=strict where one node fails a check (no GPU while the
+            others see one): it leaves for its cooldown instead of failing the job, the other two
+            run, and it ends its wait when the job succeeds
 Exits 0 (pass) or 1 (fail, with the agents' logs).
 """
 import json
@@ -120,7 +123,30 @@ def scenario_spare(h):
     check(rc == 0, "b, out when the job succeeded, exited %d" % rc)
 
 
-SCENARIOS = {"excluded": scenario_excluded, "refused": scenario_refused, "spare": scenario_spare}
+def scenario_preflight(h):
+    port = h.ddprund()
+    go = os.path.join(TMP, "go")
+    f = flags(port, "2:3", "pfx") + ["--preflight", "strict"]
+    # a and b report a GPU, c none: strict preflight blames c alone, whatever its node rank.
+    agents = {n: h.agent(n, f, {"MN_GO_FILE": go, "DDP_TEST_FINGERPRINT": "gpus=1"})
+              for n in ("a", "b")}
+    agents["c"] = h.agent("c", f, {"MN_GO_FILE": go, "DDP_TEST_FINGERPRINT": "gpus=0"})
+    poll("c leaving the job", lambda: LEFT in h.output("c"), 60)
+    check("strict preflight failed on this node: gpus: node" in h.output("c"),
+          "c's log names the check:\n%s" % h.output("c")[-3000:])
+    poll("a 2-node generation of a and b", lambda: h.generation_with_world(2, "ab"), 40)
+    check(not h.records(node="c"), "c ran workers: %s" % h.records(node="c"))
+    listed = exclusions(port, "pfx")
+    check(len(listed) == 1 and listed[0]["pid"] == agents["c"].pid, "exclusions: %s" % listed)
+    with open(go, "w") as out:
+        out.write("2")
+    for n, p in agents.items():  # c, out for its cooldown, ends its wait with the job
+        rc = h.wait_exit(p, n, 30)
+        check(rc == 0, "agent %s exited %d:\n%s" % (n, rc, h.output(n)[-3000:]))
+
+
+SCENARIOS = {"excluded": scenario_excluded, "refused": scenario_refused, "spare": scenario_spare,
+             "preflight": scenario_preflight}
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv, SCENARIOS))

@@ -74,10 +74,16 @@ class Agent {
   // and, when they reach --exclude-after, claims to leave: the reason when granted, else "".
   std::string countFailure(const std::vector<WorkerFailure>& failures,
                            const RendezvousResult& round);
+  NodeExclusion exclusionRecord(const RendezvousResult& round, const std::string& why) const;
   // In-place recovery's hook (helper thread): the same, for a failure about to be replaced.
   std::string leaveInstead(const std::vector<WorkerFailure>& failures);
   // Leaves the job for --exclude-cooldown (`why`), then rejoins.
   Step sitOut(const RendezvousResult& round, const std::string& why);
+  // Strict preflight failed with nodes to blame: a blamed node claims to leave (and sits out when
+  // granted), the others learn whether every blamed node left and then rejoin without them.
+  // nullopt: the round fails as without exclusion.
+  std::optional<Step> excludeAfterPreflight(const RendezvousResult& round,
+                                            const PreflightFailed& failed);
   int reportJobEnded(const JobEnded& ended);
   // `round`: this node's last round (nullptr: it joined none); `local`: its workers that did not
   // exit 0 in that round; `reason`: why the job ended, when known; `verdictExitCode`: non-zero

@@ -3,6 +3,7 @@
 #include "rendezvous/algorithm/detail/node_exclusion.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_lifecycle.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_text.hpp"
+#include "rendezvous/base/duration_text.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp::detail {
@@ -235,7 +236,7 @@ bool RoundState::sitOut(std::chrono::milliseconds cooldown) {
   endRound(store_, *keys_, g,
            {RendezvousEventKind::kPeerLost,
             self() + " (node rank " + std::to_string(rank) + ") left the job for a cooldown of " +
-                msText(cooldown) + " (bad-node exclusion)",
+                durationText(cooldown) + " (bad-node exclusion)",
             rank});
   return waitForAny(store_, {keys_->ended()}, Clock::now() + cooldown, slice_).has_value();
 }
