@@ -14,9 +14,13 @@ bool stopSignal(int signal) { return signal == SIGTERM || signal == SIGINT || si
 }  // namespace
 
 bool countsAgainstNode(const WorkerFailure& f) {
-  if (f.stoppedByAgent || isCommunicationFailure(f)) return false;
+  if (f.stoppedByAgent) return false;
+  if (!f.hang.empty()) return !f.waitsForPeer;
+  // A worker a signal ended failed by itself, whatever its stderr said earlier (a survivor of a
+  // peer's failure logs the connection error it recovered from).
   if (f.signal != 0) return !stopSignal(f.signal);
-  return !(f.exitCode > 128 && stopSignal(f.exitCode - 128));
+  if (f.exitCode > 128) return !stopSignal(f.exitCode - 128);
+  return !isCommunicationFailure(f);
 }
 
 std::optional<std::string> FailureWindow::record(const std::vector<WorkerFailure>& failures,

@@ -4,9 +4,9 @@
 // blacklist, NVRx's and DLRover's node exclusion).
 //
 // What counts: one failure per generation (or per replacement in place) in which a worker of this
-// node failed by itself — not one ddprun stopped, not a communication failure (a lost peer's
-// collateral, a hang waiting for peers), not one ended by SIGTERM, SIGINT or SIGHUP (pre-emption,
-// the user). Times are this agent's monotonic clock; nothing is compared across nodes.
+// node failed by itself — not one ddprun stopped, not one ended by SIGTERM, SIGINT or SIGHUP
+// (pre-emption, the user), not a hang waiting for peers, not an exit with a communication error (a
+// lost peer's collateral). Any other signal counts, whatever the worker's stderr said before. Times are this agent's monotonic clock; nothing is compared across nodes.
 //
 // Whether the node may leave is the rendezvous's decision (Rendezvous::claimExclusion: the round
 // keeps min_nodes, counting the spares that wait), so a fixed-size job without a spare never

@@ -100,13 +100,13 @@ Decision decide(const PolicyInput& in) {
     case Situation::kSignalled:
       return exitWith(128 + in.signal, true, "stopped by a signal");
     case Situation::kWorkersFailed:
+      if (!in.sitOut.empty() && in.sitOutRecorded) {  // its failure counted: no peer's collateral
+        return act(Action::kSitOut, "this node's workers keep failing: it leaves the job for a "
+                                    "cooldown, the others go on in place (" + in.sitOut + ")");
+      }
       if (in.allCommunicationFailures && !in.aloneInRound) {
         return act(Action::kAwaitPeerCause, "every local failure is a communication failure: "
                                             "waiting for a lost peer to be noticed");
-      }
-      if (!in.sitOut.empty() && in.sitOutRecorded) {
-        return act(Action::kSitOut, "this node's workers keep failing: it leaves the job for a "
-                                    "cooldown, the others go on in place (" + in.sitOut + ")");
       }
       if (!in.verdict.empty()) {
         Decision d = act(Action::kReportVerdict, "workers failed on this node, and the job's "

@@ -41,6 +41,15 @@ TEST_CASE("exclusion: what counts against a node", "[exclusion]") {
   WorkerFailure peer = exited(1);
   peer.stderrTail = {"RuntimeError: Connection reset by peer"};
   CHECK_FALSE(countsAgainstNode(peer));
+  // A worker SIGKILLed after it had recovered from a peer's failure (its stderr says so) counts.
+  WorkerFailure killed = signalled(SIGKILL);
+  killed.stderrTail = peer.stderrTail;
+  CHECK(countsAgainstNode(killed));
+  WorkerFailure hung = exited(1);
+  hung.hang = "no progress for 60 s";
+  CHECK(countsAgainstNode(hung));
+  hung.waitsForPeer = true;  // hung waiting for a peer: the peer's fault
+  CHECK_FALSE(countsAgainstNode(hung));
 }
 
 TEST_CASE("exclusion: N failures within the window, on this agent's clock", "[exclusion]") {
@@ -88,6 +97,8 @@ TEST_CASE("restart policy: a node granted its claim sits out instead of rejoinin
   CHECK(decide(failed).action == Action::kReportFailure);
   // ... unless the in-place path recorded it already: then the node leaves at once.
   failed.sitOutRecorded = true;
+  CHECK(decide(failed).action == Action::kSitOut);
+  failed.allCommunicationFailures = true;  // the other local workers' errors follow its failure
   CHECK(decide(failed).action == Action::kSitOut);
   // Without a granted claim nothing changes.
   PolicyInput plain;
