@@ -23,6 +23,7 @@ sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from multinode_harness import TMP, c10d, check, poll, store_values  # noqa: E402
 from multinode_test import main  # noqa: E402
+from recovery_test import ddprund_page, job_status  # noqa: E402
 
 LEFT = "leaving this node out of the job"
 
@@ -53,7 +54,7 @@ def scenario_excluded(h):
     port = h.ddprund()
     go, bad = os.path.join(TMP, "go"), os.path.join(TMP, "bad")
     open(bad, "w").close()
-    f = flags(port, "2:3", "excl", cooldown="4")
+    f = flags(port, "2:3", "excl", cooldown="12")
     agents = {n: h.agent(n, f, {"MN_GO_FILE": go}) for n in ("a", "b")}
     agents["c"] = h.agent("c", f, {"MN_GO_FILE": go, "MN_FAIL_WHILE": bad})
     poll("c leaving the job", lambda: LEFT in h.output("c"), 60)
@@ -67,10 +68,19 @@ def scenario_excluded(h):
     check(len(listed) == 1 and listed[0]["pid"] == agents["c"].pid and
           listed[0]["returned_at"] == -1 and "2 failure(s)" in listed[0]["why"],
           "the store's exclusions: %s" % listed)
+    # ddprund's /status and /metrics show it out (for its cooldown of 12 s).
+    job = job_status(h, "excl")
+    check(job.get("nodes_excluded") == 1 and job.get("exclusion_count") == 1 and
+          job["exclusions"][0]["pid"] == agents["c"].pid, "/status: %s" % job.get("exclusions"))
+    check('ddprun_job_nodes_excluded{job="excl"} 1\n' in ddprund_page(h, "metrics"),
+          "/metrics does not count c as excluded")
     os.unlink(bad)  # the node is fine again: it comes back after its cooldown
     back = poll("c back in a 3-node generation after it", lambda: generation_after(h, gen, 3), 40)
     poll("c's exclusion marked returned",
          lambda: [e for e in exclusions(port, "excl") if e["returned_at"] == back], 20)
+    job = job_status(h, "excl")
+    check(job.get("nodes_excluded") == 0 and job.get("exclusion_count") == 1,
+          "/status once c is back: %s" % job.get("exclusions"))
     with open(go, "w") as out:
         out.write("3")
     for n, p in agents.items():
