@@ -93,6 +93,8 @@ Agent::Agent(const LaunchConfig& config)
       preflight_(preflightSettingsFrom(config, host_, advertisedAddr_), processEnv),
       supervisor_(groupSettings(config, host_), config.signalsToHandle,
                   config.explicitOptions.contains("signals_to_handle"), hangSettings(config)),
+      exclusion_(ExclusionSettings{config.excludeAfter, config.excludeWindow,
+                                   config.excludeCooldown}),
       inPlace_(config.restartScope, config.nprocPerNode,
                InPlaceHooks{supervisor_,
                             [this]() -> Rendezvous& { return *rdzv_; },
@@ -103,7 +105,10 @@ Agent::Agent(const LaunchConfig& config)
                             [this](std::string& why) { return nextRoundInPlace(why); },
                             [this](const InPlaceRound& n) { preflightInPlace(n); },
                             [this](const InPlaceRound& n) { return adoptInPlace(n); },
-                            [this](std::string& why) { return standbyPlan(why); }}) {
+                            [this](std::string& why) { return standbyPlan(why); },
+                            [this](const std::vector<WorkerFailure>& failures) {
+                              return leaveInstead(failures);
+                            }}) {
   self_.host = host_;
   self_.addr = advertisedAddr_;
   // Node rank 0's worker store serves these too: a multi-NIC node may reach it from another
@@ -139,6 +144,13 @@ int Agent::run() {
     try {
       NextResult next = blocking([this] { return rdzv_->next(); });
       if (auto* ended = std::get_if<JobEnded>(&next)) return reportJobEnded(*ended);
+      if (returning_) {
+        const auto& round = std::get<RendezvousResult>(next);
+        returning_ = false;
+        rdzv_->markReturned(round.generation);
+        log_->info("this node is back in the job after its cooldown: generation {}, node rank {} "
+                   "of {}", round.generation, round.nodeRank, round.nodeCount);
+      }
       const Step step = runGeneration(std::get<RendezvousResult>(next));
       if (auto* exit = std::get_if<Exit>(&step)) return exit->code;
       if (auto* moved = std::get_if<FailOver>(&step)) lost = moved->why;
@@ -231,6 +243,7 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
     return endedBeforeStart(round, ended->event, "during its preflight checks");
   }
   if (auto* failed = std::get_if<PreflightFailed>(&checked)) {
+    if (auto left = excludeAfterPreflight(round, *failed)) return *left;
     return Exit{preflightFailed(round, failed->line)};
   }
   if (admission.valid()) blocking([&] { admission.get(); return true; });
@@ -249,6 +262,8 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
   log_->debug("generation {}: node {} of {}, ranks {}..{} of {}, worker store {}:{}",
               round.generation, round.nodeRank, round.nodeCount, round.baseRank,
               round.baseRank + config_.nprocPerNode - 1, round.worldSize, store.addr, store.port);
+  sitOut_.clear();
+  sitOutRecorded_ = false;
   const GenerationOutcome outcome =
       supervisor_.runGeneration(std::move(specs), logs_, round.generation);
   inPlace_.endGeneration();

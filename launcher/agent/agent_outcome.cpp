@@ -38,6 +38,8 @@ PolicyInput Agent::inputFor(Situation situation, const RendezvousResult& round,
   in.restartsUsed = round.restartsUsed;
   in.maxRestarts = config_.maxRestarts;
   in.storeFailover = failover_.enabled() && !ending_;
+  in.sitOut = sitOut_;
+  in.sitOutRecorded = sitOutRecorded_;
   return in;
 }
 
@@ -53,6 +55,12 @@ PolicyInput Agent::inputFor(const GenerationOutcome& outcome, const RendezvousRe
       in.allCommunicationFailures = allCommunicationFailures(outcome.failures);
       in.aloneInRound = round.nodeCount == 1;
       in.verdict = judge(outcome, round);
+      // Unless the in-place path counted and claimed it already (sitOutRecorded_).
+      if (!sitOutRecorded_ && in.verdict.empty() &&
+          !(in.allCommunicationFailures && !in.aloneInRound)) {
+        sitOut_ = countFailure(outcome.failures, round);
+        in.sitOut = sitOut_;
+      }
       return in;
     case OutcomeKind::kSignalled:
       in = inputFor(Situation::kSignalled, round);
@@ -102,6 +110,8 @@ Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome
         return Exit{jobFailed(outcome.failures, &round, last.detail, d.exitCode)};
       case Action::kFailOver:
         return FailOver{last.detail};
+      case Action::kSitOut:
+        return sitOut(round, sitOut_);
       case Action::kSucceed:
         leaveJob();
         return Exit{0};

@@ -41,6 +41,9 @@ void AgentStatus::generationEnded(const GenerationOutcome& outcome, const Decisi
     case Action::kRejoin:
       publisher_->endGeneration(endName(last.kind), last.detail);
       return;
+    case Action::kSitOut:
+      publisher_->endGeneration("excluded", d.why);
+      return;
     case Action::kSucceed:
       publisher_->endGeneration("succeeded", "every worker exited 0");
       return;

@@ -149,9 +149,15 @@ void InPlaceRecovery::decide(std::vector<WorkerFailure> failures, bool workerFin
       sup.post([&sup, g, why = d.why] { sup.failGeneration(g, why); });
       return;
     }
+    const std::string leave = hooks_.leaveInstead ? hooks_.leaveInstead(failures) : "";
     FailureRecord record{g, round_.nodeRank, hooks_.host, failures};
     record.quorum = keeper_->current().quorum + 1;  // the number it will most likely get
     const RecoveryResult spent = hooks_.rendezvous().recordRecovery(toJson(record));
+    if (!leave.empty() && std::holds_alternative<RecoveryGranted>(spent)) {
+      const std::string why = describe(failures) + ": this node leaves the job (" + leave + ")";
+      sup.post([&sup, g, why] { sup.failGeneration(g, why); });
+      return;
+    }
     if (auto* ended = std::get_if<RoundEnded>(&spent)) {
       // The round had ended, or this recovery found the budget spent: the rendezvous decides.
       sup.postRendezvousEvent(ended->event);

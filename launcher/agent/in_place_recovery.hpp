@@ -76,6 +76,11 @@ struct InPlaceHooks {
   // processes start from (worker_runtime/standby.hpp) and how many to keep, or nullopt for none
   // (with `why` set when that deserves a line in the log).
   std::function<std::optional<StandbyPlan>(std::string& why)> standbySpec;
+  // Helper thread, before a replacement: counts the failure against this node (bad-node
+  // exclusion, node_exclusion.hpp) and returns the reason of a granted claim to leave the job
+  // instead (then the failure is recorded, no worker is replaced, and the generation ends for this
+  // node), or "" to replace as usual. Empty: never. May throw Error.
+  std::function<std::string(const std::vector<WorkerFailure>&)> leaveInstead;
 };
 
 class InPlaceRecovery {

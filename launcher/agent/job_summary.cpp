@@ -6,6 +6,7 @@
 
 #include "launcher/workers/output_pump.hpp"
 #include "rendezvous/base/backoff.hpp"
+#include "rendezvous/base/duration_text.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp {
@@ -113,9 +114,30 @@ bool everyNodeReported(const std::vector<FailureRecord>& records, int64_t genera
   return static_cast<int>(nodes.size()) == nodeCount;
 }
 
+std::string formatExclusions(const std::vector<NodeExclusion>& list, int64_t count) {
+  if (list.empty()) return "";
+  std::string out = "Excluded nodes (bad-node exclusion; " + std::to_string(count) +
+                    " in the job" + (static_cast<size_t>(count) > list.size() ? ", the newest shown" : "") +
+                    "):\n";
+  for (const auto& e : list) {
+    out += "  generation " + std::to_string(e.generation) + ": node rank " +
+           std::to_string(e.nodeRank) + " (" + e.host + ", pid " + std::to_string(e.pid) +
+           ") left for " + durationText(std::chrono::milliseconds(e.cooldownMs)) + ", " +
+           (e.returnedAt >= 0 ? "back in generation " + std::to_string(e.returnedAt)
+                              : std::string("not back")) +
+           ": " + e.why + "\n";
+  }
+  return out;
+}
+
 int finishFailedJob(Rendezvous& rdzv, const FailedJob& job, const JobSummarySettings& settings,
                     LogLayout& logs) {
   auto log = logger("agent");
+  try {
+    writeAll(settings.outFd, formatExclusions(rdzv.exclusions(), rdzv.exclusionCount()));
+  } catch (const Error& e) {
+    log->warn("could not read the job's node exclusions ({})", e.what());
+  }
   std::vector<FailureRecord> records;
   try {
     records = gatherRecords(rdzv, job, settings);

@@ -19,6 +19,9 @@
 //      never a stopped worker's 143. When a verdict stopped the job (settings.verdict), its line
 //      heads the root cause and its exit code is returned.
 //
+//   4. before the table, lists the job's node exclusions (Rendezvous::exclusions(); none: nothing
+//      is printed): each node's generation, host and pid, cooldown, whether it came back, why.
+//
 // summarizeLocally(): the same table from this node's own workers only, when the store that holds
 // the others' records is gone (the rendezvous store was lost).
 //
@@ -66,6 +69,9 @@ int finishFailedJob(Rendezvous& rdzv, const FailedJob& job, const JobSummarySett
                     LogLayout& logs);
 // Prints the summary of this node's `job.local` (no store call); returns its exit code.
 int summarizeLocally(const FailedJob& job, const JobSummarySettings& settings, LogLayout& logs);
+
+// The exclusions' lines of the summary ("" when `list` is empty); `count`: the job's total.
+std::string formatExclusions(const std::vector<NodeExclusion>& list, int64_t count);
 
 // True when `records` hold a record of `generation` from each of node ranks 0..nodeCount-1.
 bool everyNodeReported(const std::vector<FailureRecord>& records, int64_t generation,

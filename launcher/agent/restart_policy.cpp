@@ -100,6 +100,10 @@ Decision decide(const PolicyInput& in) {
     case Situation::kSignalled:
       return exitWith(128 + in.signal, true, "stopped by a signal");
     case Situation::kWorkersFailed:
+      if (!in.sitOut.empty() && in.sitOutRecorded) {  // its failure counted: no peer's collateral
+        return act(Action::kSitOut, "this node's workers keep failing: it leaves the job for a "
+                                    "cooldown, the others go on in place (" + in.sitOut + ")");
+      }
       if (in.allCommunicationFailures && !in.aloneInRound) {
         return act(Action::kAwaitPeerCause, "every local failure is a communication failure: "
                                             "waiting for a lost peer to be noticed");
@@ -117,6 +121,14 @@ Decision decide(const PolicyInput& in) {
     case Situation::kFailureReported:
       if (!in.roundEnd) {
         return exitWith(kRendezvousFailedExitCode, false, "the round ended without a reason");
+      }
+      if (in.situation == Situation::kFailureReported && !in.sitOut.empty()) {
+        const Decision d = afterRoundEnd(*in.roundEnd, in);
+        if (d.action == Action::kRejoin && !in.droppedFromRound) {
+          return act(Action::kSitOut, "this node's workers keep failing: it leaves the job for a "
+                                      "cooldown, then rejoins (" + in.sitOut + ")");
+        }
+        return d;
       }
       return afterRoundEnd(*in.roundEnd, in);
   }

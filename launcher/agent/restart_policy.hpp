@@ -31,6 +31,13 @@
 //   any past the workers job failed by a verdict  the same, exit 87 (kVerdictExitCode) with the
 //                                                 verdict naming the repeated cause in the
 //                                                 summary's root cause (JobEnded::verdict too)
+//   workers failed,      restart requested /      sit out (bad-node exclusion,
+//   failure reported     peer lost / scale-up,    node_exclusion.hpp): leave the job for
+//                        and this node's claim    --exclude-cooldown, then rejoin as a
+//                        to leave was granted     newcomer
+//   workers failed       - (a replacement in      sit out at once: the failure is recorded
+//                          place was declined     (recordRecovery) and the others go on in
+//                          for a granted claim)   place without this node
 //   any                  store lost               exit 86 (kStoreLostExitCode) with this node's
 //                                                 summary, the lost store its root cause; when the
 //                                                 store was agent-hosted by another agent: fail
@@ -125,6 +132,11 @@ struct PolicyInput {
   // The store is hosted by another agent of this job, which the survivors replace when it dies
   // (StoreFailover::enabled()).
   bool storeFailover = false;
+  // Bad-node exclusion (node_exclusion.hpp): the reason of this node's granted claim to leave the
+  // job for a cooldown ("" = none), and whether its failure is recorded already (the in-place
+  // path declined a replacement for it and recorded it).
+  std::string sitOut;
+  bool sitOutRecorded = false;
 };
 
 enum class Action {
@@ -138,6 +150,7 @@ enum class Action {
   kSucceed,           // leave the job; exit 0
   kExit,              // exit with exitCode (leaving first when `leave`)
   kFailOver,          // the store was lost with its host: move it (store_failover.hpp), rejoin
+  kSitOut,            // leave the job for --exclude-cooldown (Rendezvous::sitOut), then rejoin
 };
 
 struct Decision {

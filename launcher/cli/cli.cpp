@@ -105,6 +105,12 @@ class Resolver {
 
 int intIn(const std::string& s, int lo, int hi) { return detail::parseInt(s, lo, hi); }
 
+std::chrono::milliseconds positiveDuration(const std::string& s) {
+  const auto d = detail::parseDuration(s);
+  if (d.count() <= 0) throw ConfigError("must be a positive duration");
+  return d;
+}
+
 std::string oneOf(const std::string& s, std::initializer_list<const char*> choices) {
   std::string list;
   for (const char* c : choices) {
@@ -130,6 +136,12 @@ void resolveWorkers(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
           .value_or(c.standbyWorkers);
   c.verdictAfter = r.get<int>("verdict_after", [](auto& s) { return intIn(s, 0, INT_MAX); })
                        .value_or(c.verdictAfter);
+  c.excludeAfter = r.get<int>("exclude_after", [](auto& s) { return intIn(s, 0, INT_MAX); })
+                       .value_or(c.excludeAfter);
+  c.excludeWindow = r.get<std::chrono::milliseconds>("exclude_window", positiveDuration)
+                        .value_or(c.excludeWindow);
+  c.excludeCooldown = r.get<std::chrono::milliseconds>("exclude_cooldown", positiveDuration)
+                          .value_or(c.excludeCooldown);
   c.restartScope = r.get<RestartScope>("restart_scope", [](auto& s) {
                       return oneOf(s, {"all", "failed"}) == "failed" ? RestartScope::kFailed
                                                                      : RestartScope::kAll;

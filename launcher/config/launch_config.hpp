@@ -151,6 +151,13 @@ struct LaunchConfig {
   // restarting once the same failure, or no step progress, repeats in this many generations in a
   // row (launcher/agent/verdict.hpp); 0 = never.
   int verdictAfter = 3;
+  // Bad-node exclusion (launcher/agent/node_exclusion.hpp; ddprun additions): a node whose
+  // workers failed --exclude-after times (DDP_EXCLUDE_AFTER; 0 = never) within --exclude-window
+  // (DDP_EXCLUDE_WINDOW) leaves the job for --exclude-cooldown (DDP_EXCLUDE_COOLDOWN) when the
+  // round keeps min_nodes without it.
+  int excludeAfter = 3;
+  std::chrono::milliseconds excludeWindow{std::chrono::minutes(10)};
+  std::chrono::milliseconds excludeCooldown{std::chrono::minutes(10)};
   // --standby-workers (DDP_STANDBY_WORKERS): standby processes per node under
   // --restart-scope=failed (worker_runtime/standby.hpp; launcher/workers/standby_pool.hpp).
   int standbyWorkers = 1;

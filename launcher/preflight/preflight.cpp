@@ -139,10 +139,10 @@ PreflightOutcome Preflight::lead(Rendezvous& rdzv, const RendezvousResult& round
   const std::string table = formatPreflightTable(round.generation, reports, flags);
   flags.empty() ? log_->info("{}", table) : log_->warn("{}", table);
   PreflightVerdict verdict{settings_.mode == PreflightMode::kStrict && !flags.empty(),
-                           static_cast<int>(flags.size()), ""};
+                           static_cast<int>(flags.size()), "", blamedNodes(flags)};
   if (!flags.empty()) verdict.firstFlag = std::string(checkName(flags[0].check)) + ": " + flags[0].line;
   if (round.nodeCount > 1) rdzv.publishRoundRecord(kVerdict, toJson(verdict));
-  if (verdict.failed) return PreflightFailed{verdict.firstFlag};
+  if (verdict.failed) return PreflightFailed{verdict.firstFlag, verdict.blamed};
   return PreflightPassed{};
 }
 
@@ -169,7 +169,7 @@ PreflightOutcome Preflight::follow(Rendezvous& rdzv, const RendezvousResult& rou
   } catch (const ProtocolError& e) {
     return withoutLeader(std::string("published an unreadable verdict (") + e.what() + ")");
   }
-  if (verdict.failed) return PreflightFailed{verdict.firstFlag};
+  if (verdict.failed) return PreflightFailed{verdict.firstFlag, verdict.blamed};
   if (verdict.flags > 0) {
     log_->warn("preflight of generation {}: {} flag(s), the first: {} (node rank 0 prints the "
                "table)", round.generation, verdict.flags, verdict.firstFlag);

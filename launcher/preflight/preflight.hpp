@@ -5,7 +5,10 @@
 // whether it could connect to the worker store (MASTER_ADDR:MASTER_PORT), and its clock offset
 // from node rank 0. Node rank 0, the round's leader, prints one table (one row per node) with the
 // flags of preflight_report.hpp and publishes a verdict: warn goes on, strict makes every node of
-// the round stop with kPreflightFailedExitCode and one line naming the check and the node.
+// the round stop with kPreflightFailedExitCode and one line naming the check and the node —
+// unless every flag blames particular nodes (clock, gpus, port) and the agents' bad-node exclusion
+// lets those leave the job for a cooldown (launcher/agent/agent_exclusion.cpp): then the others
+// form the next round without them.
 //
 // The round's exchange, over Rendezvous round records (deleted with the round):
 //   node r > 0                                node rank 0 (the leader)
@@ -76,6 +79,9 @@ struct PreflightPassed {};
 // strict mode and a flag, or no verdict: stop this node with kPreflightFailedExitCode.
 struct PreflightFailed {
   std::string line;  // "<check>: <what, where>"
+  // The node ranks every flag blames (PreflightVerdict::blamed): with bad-node exclusion they
+  // may leave the job instead of failing it (docs/running.md "Bad-node exclusion").
+  std::vector<int> blamed;
 };
 using PreflightOutcome = std::variant<PreflightPassed, PreflightFailed, RoundEnded>;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -70,7 +71,8 @@ void clockFlags(const std::vector<std::optional<NodeReport>>& reports,
                          secondsText(std::chrono::milliseconds(std::abs(c.offsetMs))) + (c.offsetMs > 0 ? " ahead of" : " behind") +
                          " node 0's (+-" + std::to_string(c.errorMs) + " ms; limit " +
                          std::to_string(limits.clockLimit.count()) +
-                         " ms): synchronise the clocks with NTP (timedatectl set-ntp true)"});
+                         " ms): synchronise the clocks with NTP (timedatectl set-ntp true)",
+                     {static_cast<int>(r)}});
   }
 }
 
@@ -92,11 +94,13 @@ void gpuFlags(const std::vector<std::optional<NodeReport>>& reports,
     if (gpus > 0 && gpus < n.workers) {
       flags.push_back({PreflightCheck::kGpus,
                        who + " has " + std::to_string(gpus) + " GPU(s) for " +
-                           std::to_string(n.workers) + " workers (--nproc-per-node)"});
+                           std::to_string(n.workers) + " workers (--nproc-per-node)",
+                       {static_cast<int>(r)}});
     } else if (gpus == 0 && most > 0) {
       flags.push_back({PreflightCheck::kGpus,
                        who + " sees no GPU while node " + std::to_string(mostRank) + " sees " +
-                           std::to_string(most) + " (driver, CUDA_VISIBLE_DEVICES?)"});
+                           std::to_string(most) + " (driver, CUDA_VISIBLE_DEVICES?)",
+                       {static_cast<int>(r)}});
     }
   }
 }
@@ -110,7 +114,8 @@ void portAndMissingFlags(const std::vector<std::optional<NodeReport>>& reports,
                      nodeName(static_cast<int>(r), n) + " cannot connect to the worker store " +
                          n.port.target + " (" + n.port.detail +
                          "): open the port range between the nodes (firewall) or set "
-                         "--local-addr to an address they reach"});
+                         "--local-addr to an address they reach",
+                     {static_cast<int>(r)}});
   }
   std::vector<int> missing;
   for (size_t r = 0; r < reports.size(); ++r) {
@@ -263,14 +268,27 @@ std::string formatPreflightTable(int64_t generation,
   return out;
 }
 
+std::vector<int> blamedNodes(const std::vector<PreflightFlag>& flags) {
+  std::set<int> nodes;
+  for (const auto& f : flags) {
+    if (f.nodes.empty()) return {};
+    nodes.insert(f.nodes.begin(), f.nodes.end());
+  }
+  return {nodes.begin(), nodes.end()};
+}
+
 std::string toJson(const PreflightVerdict& v) {
-  return json{{"failed", v.failed}, {"flags", v.flags}, {"first", v.firstFlag}}.dump();
+  return json{{"failed", v.failed}, {"flags", v.flags}, {"first", v.firstFlag},
+              {"blamed", v.blamed}}.dump();
 }
 
 PreflightVerdict verdictFromJson(const std::string& text) {
   const json j = parse(text);
-  return PreflightVerdict{field<bool>(j, "failed"), field<int>(j, "flags"),
-                          field<std::string>(j, "first")};
+  PreflightVerdict v{field<bool>(j, "failed"), field<int>(j, "flags"),
+                     field<std::string>(j, "first"), {}};
+  // An older leader sends none: nobody is blamed.
+  if (j.contains("blamed")) v.blamed = field<std::vector<int>>(j, "blamed");
+  return v;
 }
 
 }  // namespace ddp

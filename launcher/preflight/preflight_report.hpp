@@ -70,6 +70,9 @@ const char* checkName(PreflightCheck check);
 struct PreflightFlag {
   PreflightCheck check = PreflightCheck::kVersion;
   std::string line;  // one line: what, on which node(s), and what to do
+  // The node ranks the flag blames, when the fault is theirs alone (clock, gpus, port); empty for
+  // version (no node is the odd one by itself) and missing (nobody there to act on it).
+  std::vector<int> nodes;
 };
 
 struct PreflightLimits {
@@ -89,12 +92,16 @@ std::string formatPreflightTable(int64_t generation,
                                  const std::vector<PreflightFlag>& flags);
 
 // The leader's verdict, published to the other nodes: whether the round failed (strict and a
-// flag), the number of flags and the first flag's line.
+// flag), the number of flags and the first flag's line, and the nodes to blame when every flag
+// blames some (bad-node exclusion lets them leave the job instead of failing it).
 struct PreflightVerdict {
   bool failed = false;
   int flags = 0;
   std::string firstFlag;
+  std::vector<int> blamed;  // ascending; empty when a flag blames no node
 };
+// The nodes every flag blames together (PreflightVerdict::blamed): empty when any flag blames none.
+std::vector<int> blamedNodes(const std::vector<PreflightFlag>& flags);
 std::string toJson(const PreflightVerdict& verdict);
 // Throws ProtocolError.
 PreflightVerdict verdictFromJson(const std::string& json);

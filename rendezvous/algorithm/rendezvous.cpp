@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "rendezvous/algorithm/detail/node_exclusion.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_join.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
@@ -113,6 +114,16 @@ class StoreRendezvous final : public Rendezvous {
     monitor_.exit();
     rounds_.leave();
   }
+  ExclusionClaim claimExclusion(const NodeExclusion& exclusion) override {
+    return rounds_.claimExclusion(exclusion);
+  }
+  bool sitOut(std::chrono::milliseconds cooldown) override {
+    monitor_.exit();
+    return rounds_.sitOut(cooldown);
+  }
+  void markReturned(int64_t generation) override { rounds_.markReturned(generation); }
+  std::vector<NodeExclusion> exclusions() override;
+  int64_t exclusionCount() override;
   bool awaitOthersLeft(std::chrono::milliseconds timeout) override {
     return rounds_.awaitOthersLeft(timeout);
   }
@@ -264,6 +275,18 @@ void StoreRendezvous::publishRoundRecord(const std::string& name, const std::str
   const auto& round = currentRound("publishRoundRecord()");
   detail::publishRecord(store_, *rounds_.keys(), round.generation, name, round.result.nodeRank,
                         value);
+}
+
+std::vector<NodeExclusion> StoreRendezvous::exclusions() {
+  if (!rounds_.keys()) return {};
+  const auto value = detail::peek(store_, rounds_.keys()->exclusions());
+  return value ? detail::decodeExclusions(*value) : std::vector<NodeExclusion>{};
+}
+
+int64_t StoreRendezvous::exclusionCount() {
+  if (!rounds_.keys()) return 0;
+  const auto value = detail::peek(store_, rounds_.keys()->exclusionCount());
+  return value ? detail::parseCount(rounds_.keys()->exclusionCount(), *value) : 0;
 }
 
 std::vector<std::string> StoreRendezvous::memberAddresses() {

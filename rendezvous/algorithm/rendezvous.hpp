@@ -189,6 +189,30 @@ struct JobSnapshot {
   std::vector<std::string> failureRecords;  // failure records this agent has seen, oldest first
 };
 
+// Bad-node exclusion (docs/running.md "Bad-node exclusion"): a node left out of the job's rounds
+// for a cooldown, as the job's /status, /metrics, status page and summary show it.
+struct NodeExclusion {
+  std::string host;
+  int pid = 0;
+  int nodeRank = 0;          // its node rank in `generation`
+  int64_t generation = 0;    // the round it left
+  std::string why;           // one line: what it failed, how often, within what window
+  int64_t cooldownMs = 0;    // how long it stays out (on its own monotonic clock)
+  int64_t unixMs = 0;        // wall clock when it left (display only, never compared)
+  int64_t returnedAt = -1;   // the generation it joined again (-1: still out, or never back)
+};
+
+// The most exclusions a job keeps (the newest); Rendezvous::exclusionCount() counts them all.
+inline constexpr size_t kMaxExclusionsKept = 32;
+
+// claimExclusion(): whether the node may leave, and the counts the rule looked at.
+struct ExclusionClaim {
+  bool granted = false;
+  int members = 0;  // the round's nodes
+  int leaving = 0;  // nodes of the round that claimed to leave, this one included
+  int spares = 0;   // agents that waited as spares for the round (they take a place next round)
+};
+
 // recordRecovery(): the restart was granted; the round goes on (restartsUsed: spent so far).
 struct RecoveryGranted {
   int restartsUsed = 0;
@@ -285,6 +309,35 @@ class Rendezvous {
   virtual RecoveryResult recordRecovery(const std::string& failureRecordJson) = 0;
   // Every failure record published in this job, from every node, oldest first.
   virtual std::vector<std::string> failureRecords() = 0;
+
+  // Bad-node exclusion. Asks to leave this node's current round out of the job: granted when
+  // the round keeps min_nodes without it — its nodes, less every node that claimed to leave it
+  // (this one included; one atomic counter, so concurrent claims never drop the job below
+  // min_nodes), plus the spares that waited for it, number at least minNodes. A fixed-size job
+  // without a spare therefore never grants one. Granted: `exclusion` is kept job-wide (the newest
+  // kMaxExclusionsKept) and counted; refused: nothing is kept. O(1) store calls (the list is
+  // rewritten whole, at most kMaxExclusionsKept entries). Throws NetworkError, Error before next()
+  // returned a round.
+  virtual ExclusionClaim claimExclusion(const NodeExclusion& exclusion) {
+    (void)exclusion;
+    return {};
+  }
+  // After a granted claim: this node leaves the job for `cooldown` without ending it. It is
+  // marked gone from its round (which ends for the others as a lost peer, unless it ended
+  // already), stops heartbeating, and waits until the job ends (true) or `cooldown` passes
+  // (false, on this agent's monotonic clock). Then next() joins the job again as a newcomer (a
+  // scale-up when the round has room, a spare otherwise) or reports how it ended. Throws
+  // NetworkError.
+  virtual bool sitOut(std::chrono::milliseconds cooldown) {
+    (void)cooldown;
+    return false;
+  }
+  // After next() returned a round following sitOut(): marks this node's newest exclusion
+  // returned in `generation`. Best effort, never throws.
+  virtual void markReturned(int64_t generation) { (void)generation; }
+  // The job's exclusions, oldest first (at most kMaxExclusionsKept), and how many there were.
+  virtual std::vector<NodeExclusion> exclusions() { return {}; }
+  virtual int64_t exclusionCount() { return 0; }
 
   // This node's workers all succeeded: waits until every node of the round did (AllSucceeded), or
   // the round ends otherwise (RoundEnded). Throws TimeoutError after `timeout`.

@@ -81,6 +81,8 @@ void readRound(KeySource& source, const detail::RendezvousKeys& keys, JobView& j
 void readRecords(KeySource& source, const detail::RendezvousKeys& keys, JobView& job) {
   if (const auto history = source.get(keys.history())) job.history = parseJsonLines(*history);
   if (const auto points = source.get(keys.metrics())) job.points = parseJsonLines(*points);
+  if (const auto excluded = source.get(keys.exclusions())) job.exclusions = parseJsonLines(*excluded);
+  job.exclusionCount = number(source.get(keys.exclusionCount())).value_or(0);
   const auto failures = source.get(keys.failures());
   if (!failures) return;
   try {
@@ -148,6 +150,9 @@ json jobJson(const JobView& j) {
           {"history", j.history},
           {"failures", j.failures},
           {"recoveries", recoveriesOf(j)},
+          {"exclusions", j.exclusions},
+          {"exclusion_count", j.exclusionCount},
+          {"nodes_excluded", j.nodesExcluded()},
           {"points", j.points},
           {"problems", j.problems}};
 }
@@ -160,6 +165,14 @@ json jobJsonWithSteps(const JobView& j) {
 }
 
 }  // namespace
+
+int64_t JobView::nodesExcluded() const {
+  int64_t out = 0;
+  for (const auto& e : exclusions) {
+    if (e.is_object() && e.value("returned_at", int64_t(0)) < 0) ++out;
+  }
+  return out;
+}
 
 json parseJsonLines(const std::string& text) {
   json out = json::array();

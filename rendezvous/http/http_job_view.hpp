@@ -70,6 +70,13 @@ struct JobView {
   // Records recovered in place among `failures`.
   int64_t recoveriesInPlace() const;
   nlohmann::json points = nlohmann::json::array();    // metric points, oldest first
+  // Bad-node exclusions (docs/running.md "Bad-node exclusion"): the newest 32, oldest first, each
+  // {host, pid, node_rank, generation, why, cooldown_ms, unix_ms, returned_at (-1: still out)},
+  // and how many the job granted in all.
+  nlohmann::json exclusions = nlohmann::json::array();
+  int64_t exclusionCount = 0;
+  // Exclusions whose node has not joined again yet.
+  int64_t nodesExcluded() const;
   std::vector<std::string> problems;  // values that could not be read
 };
 

@@ -259,6 +259,12 @@ std::string jobMetricsText(const std::vector<JobView>& jobs) {
   perJob(w, jobs, "ddprun_job_recoveries_in_place",
          "Failed workers the job replaced in place, the others running on (each spent a restart).",
          [](const JobView& j) { return std::optional<double>(static_cast<double>(j.recoveriesInPlace())); });
+  perJob(w, jobs, "ddprun_job_nodes_excluded",
+         "Nodes left out of the job for a cooldown that have not joined again (bad-node exclusion).",
+         [](const JobView& j) { return std::optional<double>(static_cast<double>(j.nodesExcluded())); });
+  perJob(w, jobs, "ddprun_job_node_exclusions",
+         "Node exclusions the job granted so far (bad-node exclusion).",
+         [](const JobView& j) { return std::optional<double>(static_cast<double>(j.exclusionCount)); });
   perJob(w, jobs, "ddprun_job_loss", "Loss of the job's newest metric point.",
          [](const JobView& j) { return lastPoint(j, "loss"); });
   perJob(w, jobs, "ddprun_job_samples_per_second", "Samples per second of the newest metric point.",

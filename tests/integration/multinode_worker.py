@@ -8,6 +8,8 @@ its pid and its agent's pid), then acts on env knobs the harness sets per agent:
   MN_FAIL_UNTIL     ... while TORCHELASTIC_RESTART_COUNT < this (default: always)
   MN_FAIL_FROM      ... and only from this TORCHELASTIC_RESTART_COUNT on (default 0)
   MN_FAIL_CODE      exit code of the failing rank (default 7)
+  MN_FAIL_WHILE     every worker of this agent exits with MN_FAIL_CODE while this file exists
+                    (a bad node, whatever its ranks)
   MN_GO_FILE        the others wait (up to 60 s; exit 3 on timeout) until this file holds their
                     WORLD_SIZE, so the harness releases one generation and not an earlier one
   MN_TORCH          run a gloo all_reduce of (rank + 1) and record the sum
@@ -109,6 +111,11 @@ def main():
     fail_from = int(env.get("MN_FAIL_FROM", "0"))
     if rank == fail_rank and fail_from <= restart < fail_until:
         print("multinode_worker: rank %d fails at restart %d" % (rank, restart), file=sys.stderr)
+        sys.exit(int(env.get("MN_FAIL_CODE", "7")))
+    bad = env.get("MN_FAIL_WHILE")
+    if bad and os.path.exists(bad):
+        print("multinode_worker: rank %d fails on a bad node at restart %d" % (rank, restart),
+              file=sys.stderr)
         sys.exit(int(env.get("MN_FAIL_CODE", "7")))
     go = env.get("MN_GO_FILE")
     if env.get("MN_TORCH_LOOP"):

@@ -12,6 +12,9 @@
                      place with world size 2 (no process restarted), node 1's agent stops its
                      workers and exits (the store lost); a new agent on node 1's host, the link up
                      again, grows the world back to 4 in place
+  excluded_in_place  node 1's workers fail twice (--exclude-after 2): the first is replaced in
+                     place, the second makes node 1 leave for its cooldown while node 0 trains on
+                     (world size 2); it joins again after the cooldown, the world back to 4
 
 Every process started here is stopped by pid.
 """
@@ -26,13 +29,13 @@ from multinode_harness import (BIN, RDZV_CONF, TMP, alive, c10d, check,  # noqa:
 from recovery_test import TRAIN, config, finish, job_status, last_step, run  # noqa: E402
 
 
-def two_nodes(h, tag):
+def two_nodes(h, tag, extra_flags=()):
     """A ddprund and two agents of 2 workers (nnodes 1:2, restart scope failed) training on, agent
     `tag`0 as node rank 0, once rank 0 passed step 20. Returns both agents, a function that starts
     one more agent named by its argument, and the metrics file."""
     port = h.ddprund()
     flags = c10d(port, "1:2", 2, run_id=tag) + ["--restart-scope=failed", "--max-restarts", "3",
-                                                 "--shutdown-timeout", "5"]
+                                                 "--shutdown-timeout", "5"] + list(extra_flags)
     metrics = os.path.join(TMP, tag + ".metrics.jsonl")
     cmd = [TRAIN, "--config", config(60), "--metrics", metrics]
     env = dict(os.environ, DDP_NO_SLURM="1")
@@ -86,6 +89,40 @@ def node_loss(h, spare):
               + h.output("nl2")[-2000:])
     else:
         check(2 in worlds, "the world never shrank: %s" % sorted(set(worlds)))
+
+
+def excluded_in_place(h):
+    """2 nodes x 2 workers (nnodes 1:2, --exclude-after 2, a 3 s cooldown): a worker of node 1 is
+    SIGKILLed twice. The first is replaced in place; the second makes node 1 leave the job for its
+    cooldown: node 0's workers keep their processes and train on with world size 2, no worker is
+    replaced for that failure. After the cooldown node 1 joins again and the world grows back to
+    4 in place; the job finishes."""
+    a0, a1, _, metrics = two_nodes(h, "ex", ["--exclude-after", "2", "--exclude-cooldown", "3"])
+    kept = sorted(workers(a0.pid))
+    for kill in (1, 2):
+        victim = sorted(workers(a1.pid, log=h.output("ex1")))[0]
+        since = last_step(metrics)
+        os.kill(victim, signal.SIGKILL)
+        h.log("killed node 1's worker %d (kill %d) at step %d" % (victim, kill, since))
+        if kill == 1:
+            poll("the replacement", lambda: "replacing in place" in h.output("ex1"), 60)
+            poll("progress after the replacement", lambda: last_step(metrics) > since + 5, 120)
+    poll("node 1 leaving", lambda: "leaving this node out of the job" in h.output("ex1"), 60)
+    poll("the round formed in place without node 1",
+         lambda: "formed in place" in h.output("ex0"), 60)
+    since = last_step(metrics)
+    poll("progress without node 1", lambda: last_step(metrics) > since + 5, 120)
+    check(2 in [line["world_size"] for line in json_lines(metrics)], "the world never shrank")
+    poll("node 1 back after its cooldown", lambda: "is back in the job" in h.output("ex1"), 60)
+    poll("the world grown back", lambda: h.output("ex0").count("formed in place") >= 2, 60)
+    check(sorted(workers(a0.pid)) == kept, "node 0's workers were restarted")
+    check(h.output("ex1").count("replacing in place") == 1,
+          "node 1 replaced the worker of the failure it left for:\n" + h.output("ex1")[-3000:])
+    check(finish(h, a0, "ex0", metrics) == 0, "node 0 failed:\n" + h.output("ex0")[-3000:])
+    check(a1.wait(timeout=60) == 0, "node 1 failed:\n" + h.output("ex1")[-3000:])
+    check(json_lines(metrics)[-1]["world_size"] == 4, "the job did not end on 4 workers")
+    out = h.output("ex0")
+    check("restarting the job" not in out, "node 0 restarted its workers:\n" + out[-3000:])
 
 
 def node_stop(h):
@@ -174,6 +211,7 @@ def main():
         "node_loss_spare": lambda h, a: node_loss(h, spare=True),
         "node_stop": lambda h, a: node_stop(h),
         "node_cut": lambda h, a: node_cut(h),
+        "excluded_in_place": lambda h, a: excluded_in_place(h),
     })
 
 

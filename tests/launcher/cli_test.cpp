@@ -355,6 +355,26 @@ TEST_CASE("--straggler-threshold: off by default, a factor over 1; --straggler-w
   CHECK_THAT(errorOf({"--straggler-window=soon", "x"}), Catch::Contains("--straggler-window 'soon'"));
 }
 
+TEST_CASE("--exclude-after/-window/-cooldown: defaults, DDP_ variables, bad values one line",
+          "[cli][exclusion]") {
+  const ddp::LaunchConfig d = parse({"x"});
+  CHECK(d.excludeAfter == 3);
+  CHECK(d.excludeWindow == std::chrono::minutes(10));
+  CHECK(d.excludeCooldown == std::chrono::minutes(10));
+  const ddp::LaunchConfig c = parse({"--exclude-after=0", "--exclude-window", "90", "--exclude-cooldown=2.5", "x"});
+  CHECK(c.excludeAfter == 0);
+  CHECK(c.excludeWindow == std::chrono::seconds(90));
+  CHECK(c.excludeCooldown == std::chrono::milliseconds(2500));
+  const ddp::LaunchConfig e = parse({"x"}, {{"DDP_EXCLUDE_AFTER", "5"}, {"DDP_EXCLUDE_COOLDOWN", "60"}});
+  CHECK(e.excludeAfter == 5);
+  CHECK(e.excludeCooldown == std::chrono::seconds(60));
+  CHECK(errorOf({"--exclude-after=-2", "x"}) ==
+        "--exclude-after '-2': must be between 0 and 2147483647");
+  CHECK(errorOf({"--exclude-cooldown=0", "x"}) ==
+        "--exclude-cooldown '0': must be a positive duration");
+  CHECK_THAT(errorOf({"--exclude-window=soon", "x"}), Catch::Contains("--exclude-window 'soon'"));
+}
+
 TEST_CASE("--verdict-after: 3 by default, 0 = off, DDP_VERDICT_AFTER, bad values one line",
           "[cli][verdict]") {
   CHECK(parse({"x"}).verdictAfter == 3);

@@ -63,7 +63,11 @@ class RecordingRendezvous final : public Rendezvous {
     throw Error("not used");
   }
 
+  std::vector<NodeExclusion> exclusions() override { return excluded; }
+  int64_t exclusionCount() override { return static_cast<int64_t>(excluded.size()); }
+
   std::vector<std::string> records;
+  std::vector<NodeExclusion> excluded;
   std::function<void(int)> onRead;
   int reports = 0;
   int reads = 0;
@@ -122,6 +126,30 @@ TEST_CASE("a node whose workers were only stopped publishes its record and waits
   const std::string root = text.substr(text.find("Root Cause"));
   CHECK(root.find("rank      : 1 ") != std::string::npos);
   CHECK(text.find("stopped by ddprun") != std::string::npos);
+}
+
+TEST_CASE("the summary lists the job's node exclusions before the table", "[job_summary]") {
+  const auto dir = test::scratchDir("jobsummary-excluded");
+  LogLayout logs(dir + "/logs", "job", false);
+  Output out(dir);
+  RecordingRendezvous rdzv;
+  rdzv.records.push_back(toJson({2, 1, "node1", {worker(1, 1, 1)}}));
+  NodeExclusion e;
+  e.host = "node7";
+  e.pid = 77;
+  e.nodeRank = 2;
+  e.generation = 1;
+  e.why = "3 failure(s) of this node's workers within 600 s";
+  e.cooldownMs = 600000;
+  rdzv.excluded = {e};
+  finishFailedJob(rdzv, FailedJob{round(0, 2), {worker(0, 0, 0, SIGTERM, true)}},
+                  {"node0", "train", 30s, out.fd}, logs);
+  const std::string text = out.text();
+  CHECK_THAT(text, Catch::Contains("Excluded nodes (bad-node exclusion; 1 in the job):\n"
+                                   "  generation 1: node rank 2 (node7, pid 77) left for 600 s, "
+                                   "not back: 3 failure(s)"));
+  CHECK(text.find("Excluded nodes") < text.find("Root Cause"));
+  CHECK(formatExclusions({}, 0).empty());
 }
 
 TEST_CASE("a job no worker failure explains: the rendezvous' reason is the root cause, not 143",

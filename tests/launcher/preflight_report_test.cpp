@@ -104,6 +104,23 @@ TEST_CASE("a node that cannot reach the worker store, and a missing report, are 
   CHECK_THAT(flags[1].line, Contains("node 2 sent no preflight report within 10000 ms"));
 }
 
+TEST_CASE("the nodes a strict preflight blames: only when every flag blames some",
+          "[unit][preflight][exclusion]") {
+  Reports reports{healthy("a"), healthy("b"), healthy("c"), healthy("d")};
+  reports[1]->port = PortProbe{"10.0.0.1:4000", false, "refused"};
+  reports[3]->clock = ClockOffset{5000, 2};
+  reports[2]->fingerprint.gpus = 0;
+  auto flags = flagsOf(reports);
+  REQUIRE(flags.size() == 3);
+  CHECK(blamedNodes(flags) == std::vector<int>{1, 2, 3});
+  // A version that differs blames no node by itself: nobody may leave for it.
+  reports[2]->fingerprint.torch = "9.9";
+  CHECK(blamedNodes(flagsOf(reports)).empty());
+  // Nor does a missing report (nobody is there to act on it).
+  CHECK(blamedNodes(flagsOf({healthy("a"), std::nullopt})).empty());
+  CHECK(blamedNodes({}).empty());
+}
+
 TEST_CASE("the table has one row per node and the flags below it", "[unit][preflight]") {
   Reports reports{healthy("alpha"), healthy("b"), std::nullopt};
   reports[0]->clock.reset();
@@ -135,10 +152,13 @@ TEST_CASE("reports and verdicts survive their JSON; bad records are protocol err
   CHECK(back.clock->offsetMs == 3);
   CHECK(back.clock->errorMs == 1);
   CHECK(back.port.target == "10.0.0.1:4000");
-  const PreflightVerdict v = verdictFromJson(toJson(PreflightVerdict{true, 2, "port: node 1"}));
+  const PreflightVerdict v = verdictFromJson(toJson(PreflightVerdict{true, 2, "port: node 1", {1, 3}}));
   CHECK(v.failed);
   CHECK(v.flags == 2);
   CHECK(v.firstFlag == "port: node 1");
+  CHECK(v.blamed == std::vector<int>{1, 3});
+  // An older leader's verdict blames nobody.
+  CHECK(verdictFromJson(R"({"failed":true,"flags":1,"first":"x"})").blamed.empty());
   CHECK_THROWS_AS(reportFromJson("{"), ProtocolError);
   CHECK_THROWS_AS(reportFromJson(R"({"host":"x"})"), ProtocolError);
   CHECK_THROWS_AS(verdictFromJson("[]"), ProtocolError);

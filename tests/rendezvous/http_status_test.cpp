@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "rendezvous/algorithm/detail/node_exclusion.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
 #include "rendezvous/http/http_ddprund.hpp"
@@ -161,6 +162,37 @@ TEST_CASE("ddprund's /metrics counts the store's requests and shows the job", "[
   CHECK(m.find("ddprun_job_workers{job=\"job7\",state=\"failed\"} 1\n") != std::string::npos);
   CHECK(m.find("ddprun_node_heartbeat_age_seconds{job=\"job7\",node_rank=\"1\",host=\"n2\"}") !=
         std::string::npos);
+}
+
+TEST_CASE("/status and /metrics show a job's node exclusions, out and back", "[unit]") {
+  Daemon d;
+  ddp::TcpStoreClientOptions o;
+  o.port = d.store.port();
+  ddp::TcpStoreClient client(o);
+  writeJob(client);
+  const ddp::detail::RendezvousKeys keys("job7", 0);
+  ddp::NodeExclusion out;
+  out.host = "n3";
+  out.pid = 303;
+  out.generation = 2;
+  out.why = "3 failure(s) of this node's workers within 600 s";
+  ddp::NodeExclusion back = out;
+  back.host = "n4";
+  back.returnedAt = 3;
+  client.set(keys.exclusions(), ddp::detail::encodeExclusion(back) + "\n" +
+                                    ddp::detail::encodeExclusion(out) + "\n");
+  client.add(keys.exclusionCount(), 5);  // older ones fell out of the list
+  REQUIRE(client.check({keys.exclusions()}));
+  const auto status = nlohmann::json::parse(request(d.status->port(), http::verb::get, "/status").body);
+  const auto& job = status["jobs"][0];
+  REQUIRE(job["exclusions"].size() == 2);
+  CHECK(job["exclusions"][1]["host"] == "n3");
+  CHECK(job["exclusions"][1]["returned_at"] == -1);
+  CHECK(job["exclusion_count"] == 5);
+  CHECK(job["nodes_excluded"] == 1);
+  const std::string m = request(d.status->port(), http::verb::get, "/metrics").body;
+  CHECK(m.find("ddprun_job_nodes_excluded{job=\"job7\"} 1\n") != std::string::npos);
+  CHECK(m.find("ddprun_job_node_exclusions{job=\"job7\"} 5\n") != std::string::npos);
 }
 
 TEST_CASE("the page embeds the status; unknown paths and methods are refused", "[unit]") {

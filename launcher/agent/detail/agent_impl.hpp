@@ -14,6 +14,7 @@
 
 #include "launcher/agent/agent_status.hpp"
 #include "launcher/agent/in_place_recovery.hpp"
+#include "launcher/agent/node_exclusion.hpp"
 #include "launcher/agent/restart_policy.hpp"
 #include "launcher/agent/supervisor.hpp"
 #include "launcher/config/launch_config.hpp"
@@ -69,6 +70,20 @@ class Agent {
   // The verdict on the job's failures with this generation's (verdict.hpp): one store call
   // reading the records; "" when none, when --verdict-after is 0 or the records cannot be read.
   std::string judge(const GenerationOutcome& outcome, const RendezvousResult& round);
+  // Bad-node exclusion (node_exclusion.hpp). Counts this generation's failures against the node
+  // and, when they reach --exclude-after, claims to leave: the reason when granted, else "".
+  std::string countFailure(const std::vector<WorkerFailure>& failures,
+                           const RendezvousResult& round);
+  NodeExclusion exclusionRecord(const RendezvousResult& round, const std::string& why) const;
+  // In-place recovery's hook (helper thread): the same, for a failure about to be replaced.
+  std::string leaveInstead(const std::vector<WorkerFailure>& failures);
+  // Leaves the job for --exclude-cooldown (`why`), then rejoins.
+  Step sitOut(const RendezvousResult& round, const std::string& why);
+  // Strict preflight failed with nodes to blame: a blamed node claims to leave (and sits out when
+  // granted), the others learn whether every blamed node left and then rejoin without them.
+  // nullopt: the round fails as without exclusion.
+  std::optional<Step> excludeAfterPreflight(const RendezvousResult& round,
+                                            const PreflightFailed& failed);
   int reportJobEnded(const JobEnded& ended);
   // `round`: this node's last round (nullptr: it joined none); `local`: its workers that did not
   // exit 0 in that round; `reason`: why the job ended, when known; `verdictExitCode`: non-zero
@@ -114,6 +129,13 @@ class Agent {
   // and the one the workers are leaving, kept until the next round.
   std::unique_ptr<StoreServerThread> pendingWorkerStore_;
   std::unique_ptr<StoreServerThread> previousWorkerStore_;
+  FailureWindow exclusion_;
+  // The reason of this generation's granted claim to leave ("" = none), whether the in-place
+  // path claimed it (the failure is recorded already), and whether this node sat out and has not
+  // been a member of a round since.
+  std::string sitOut_;
+  bool sitOutRecorded_ = false;
+  bool returning_ = false;
   InPlaceRecovery inPlace_;  // after the supervisor: its helper thread posts to it
   WorkerSpec replacementSpec(int localRank, int64_t quorum) const;
   // What standby processes start from (--standby-workers), or nullopt (`why` set when it says more

@@ -249,8 +249,11 @@ RoundJoiner::Step RoundJoiner::handleLate(const RendezvousKeys& keys, int64_t g,
   } else {
     log_->info("rendezvous '{}' round {} is {} ({} nodes); waiting as a spare", settings_.runId,
                g, finishing ? "finishing" : "full", n);
+    // Counted for bad-node exclusion (node_exclusion.hpp): a spare takes a place next round.
+    if (!finishing) store_.add(keys.spares(g), 1);
     const auto found = waitForAny(store_, {keys.end(g), keys.ended()}, deadline, slice_);
     if (!found) {
+      if (!finishing) store_.add(keys.spares(g), -1);
       throw TimeoutError("rendezvous '" + settings_.runId + "': " + self() + " waited " +
                          msText(settings_.joinTimeout) + " (join_timeout) as a spare; round " +
                          std::to_string(g) + " is full (max_nodes=" +

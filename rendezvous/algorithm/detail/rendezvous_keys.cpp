@@ -44,7 +44,8 @@ RendezvousKeys::RendezvousKeys(const std::string& runId, int64_t incarnation)
 
 std::vector<std::string> RendezvousKeys::roundKeys(int64_t g) const {
   return {count(g), closer(g), result(g), roster(g), end(g), gone(g), failCount(g),
-          exitCount(g), exitDone(g), workerStore(g), left(g), recordNames(g)};
+          exitCount(g), exitDone(g), workerStore(g), left(g), leaving(g), spares(g),
+          recordNames(g)};
 }
 
 std::optional<std::string> peek(Store& store, const std::string& key) {

@@ -24,6 +24,10 @@
 //   low                   the oldest round whose keys may still exist
 //   cleaned               agent-hosted stores only: set by the last agent leaving once it deleted
 //                         the job's keys (the hosting agent waits for it before stopping the store)
+//   excluded              bad-node exclusions (Rendezvous::claimExclusion): the newest
+//                         kMaxExclusionsKept, one JSON object per line (node_exclusion.hpp),
+//                         rewritten whole by compareSet. Kept with the tombstone.
+//   excluded_count        every exclusion granted in the job (add). Kept with the tombstone.
 //   r/<g>/count           join counter of round g (add); once closed it holds kFrozen + joins
 //   r/<g>/closer          slot of the agent that closed round g (compareSet election)
 //   r/<g>/node/<slot>     the join record of the agent that drew `slot` (1-based), or kWithdrawn
@@ -43,6 +47,9 @@
 //   r/<g>/failcount       failure reports in round g (add); only the first spends a restart
 //   r/<g>/exit, r/<g>/done   exit barrier counter and the key its last arrival sets
 //   r/<g>/worker_store    "<addr>:<port>" of the worker store node rank 0 hosts in generation g
+//   r/<g>/leaving         nodes of round g granted or asking to leave it for a cooldown (add)
+//   r/<g>/spares          agents that waited as spares while round g ran (add; less the ones that
+//                         gave up): they join the round after it
 //   r/<g>/left            agents of round g that left the job (add); the last one ends the job
 //                         if nobody else did ("every node left") and deletes its keys
 //   r/<g>/rec/<name>/<rank>  round record `name` of node rank `rank` (publishRoundRecord: the
@@ -63,9 +70,9 @@
 //
 // Lifetime: the closer of a formed round g deletes every round below the previous formed one
 // (so about two rounds exist at a time); the last agent leaving an ended job deletes all of its
-// keys but `ended`, `history` (and `failures` when it failed), and the tombstone of the
-// incarnation before. A ddprund thus holds O(live jobs) keys plus at most 4 per ended run id (inc,
-// ended, history, failures).
+// keys but `ended`, `history`, `excluded`, `excluded_count` (and `failures` when it failed), and
+// the tombstone of the incarnation before. A ddprund thus holds O(live jobs) keys plus at most 6
+// per ended run id (inc, ended, history, failures and the two of exclusions).
 //
 // Cost: per round, each agent reads O(1) keys of O(1) size (its assignment; node rank 0's lists
 // the N - 1 hosts it watches). O(N) work happens once per round, by one agent: the closer reads
@@ -115,6 +122,8 @@ class RendezvousKeys {
   std::string formed() const { return root_ + "formed"; }
   std::string low() const { return root_ + "low"; }
   std::string cleaned() const { return root_ + "cleaned"; }
+  std::string exclusions() const { return root_ + "excluded"; }
+  std::string exclusionCount() const { return root_ + "excluded_count"; }
 
   std::string count(int64_t g) const { return r(g) + "count"; }
   std::string closer(int64_t g) const { return r(g) + "closer"; }
@@ -132,6 +141,8 @@ class RendezvousKeys {
   std::string exitDone(int64_t g) const { return r(g) + "done"; }
   std::string workerStore(int64_t g) const { return r(g) + "worker_store"; }
   std::string left(int64_t g) const { return r(g) + "left"; }
+  std::string leaving(int64_t g) const { return r(g) + "leaving"; }
+  std::string spares(int64_t g) const { return r(g) + "spares"; }
   std::string record(int64_t g, const std::string& name, int rank) const {
     return r(g) + "rec/" + name + "/" + std::to_string(rank);
   }

@@ -98,6 +98,8 @@ void deleteEndedJob(Store& store, const RendezvousKeys& keys, const JobEnd& end,
     store.deleteKey(before.ended());
     store.deleteKey(before.failures());
     store.deleteKey(before.history());
+    store.deleteKey(before.exclusions());
+    store.deleteKey(before.exclusionCount());
   }
   // Last: a missing hint tells stragglers that the job's keys are gone.
   store.deleteKey(keys.round());

@@ -1,7 +1,9 @@
 #include "rendezvous/algorithm/detail/rendezvous_round.hpp"
 
+#include "rendezvous/algorithm/detail/node_exclusion.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_lifecycle.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_text.hpp"
+#include "rendezvous/base/duration_text.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp::detail {
@@ -215,6 +217,37 @@ void RoundState::leave() {
     leftGeneration_ = g;
   } catch (const std::exception& e) {
     log_->warn("rendezvous '{}': leaving generation {} failed: {}", settings_.runId, g, e.what());
+  }
+}
+
+ExclusionClaim RoundState::claimExclusion(const NodeExclusion& exclusion) {
+  const Current& cur = requireRound("claimExclusion()");
+  return detail::claimExclusion(store_, *keys_, cur.generation, cur.result.nodeCount,
+                                settings_.minNodes, exclusion);
+}
+
+bool RoundState::sitOut(std::chrono::milliseconds cooldown) {
+  const Current cur = requireRound("sitOut()");
+  current_.reset();
+  member_.reset();  // no leave() counts this round: the job goes on
+  const int64_t g = cur.generation;
+  const int rank = cur.result.nodeRank;
+  store_.append(keys_->gone(g), std::to_string(rank) + "\n");
+  endRound(store_, *keys_, g,
+           {RendezvousEventKind::kPeerLost,
+            self() + " (node rank " + std::to_string(rank) + ") left the job for a cooldown of " +
+                durationText(cooldown) + " (bad-node exclusion)",
+            rank});
+  return waitForAny(store_, {keys_->ended()}, Clock::now() + cooldown, slice_).has_value();
+}
+
+void RoundState::markReturned(int64_t generation) {
+  if (!keys_) return;
+  try {
+    markExclusionReturned(store_, *keys_, node_.host, node_.pid, generation);
+  } catch (const std::exception& e) {
+    log_->warn("rendezvous '{}': marking this node's exclusion returned failed: {}",
+               settings_.runId, e.what());
   }
 }
 

@@ -61,6 +61,9 @@ class RoundState {
   std::vector<std::string> failureRecords();
   ExitBarrierResult exitBarrier(std::chrono::milliseconds timeout);
   void leave();
+  ExclusionClaim claimExclusion(const NodeExclusion& exclusion);
+  bool sitOut(std::chrono::milliseconds cooldown);
+  void markReturned(int64_t generation);
   bool awaitOthersLeft(std::chrono::milliseconds timeout);
 
  private:

@@ -1,0 +1,117 @@
+// Bad-node exclusion in the agent (node_exclusion.hpp): counting this node's failures, claiming
+// to leave, sitting out the cooldown.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "launcher/agent/detail/agent_impl.hpp"
+#include "rendezvous/base/duration_text.hpp"
+
+namespace ddp::detail {
+
+namespace {
+
+// The round record a node strict preflight blamed publishes: "1" when it leaves the job, "0" when
+// it may not (the round then fails everywhere).
+constexpr const char* kLeavesRecord = "exclusion-leaves";
+
+int64_t unixNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+NodeExclusion Agent::exclusionRecord(const RendezvousResult& round, const std::string& why) const {
+  NodeExclusion e;
+  e.host = host_;
+  e.pid = static_cast<int>(::getpid());
+  e.nodeRank = round.nodeRank;
+  e.generation = round.generation;
+  e.why = why;
+  e.cooldownMs = config_.excludeCooldown.count();
+  e.unixMs = unixNowMs();
+  return e;
+}
+
+std::string Agent::countFailure(const std::vector<WorkerFailure>& failures,
+                                const RendezvousResult& round) {
+  const auto why = exclusion_.record(failures, FailureWindow::Clock::now());
+  if (!why) return "";
+  // A report that would find the budget spent ends the job: nothing to leave then.
+  if (config_.restartScope == RestartScope::kAll && round.restartsUsed >= config_.maxRestarts) {
+    return "";
+  }
+  const ExclusionClaim claim = rdzv_->claimExclusion(exclusionRecord(round, *why));
+  if (claim.granted) return *why;
+  log_->warn("this node's workers keep failing ({}), but leaving it out would drop the job below "
+             "min_nodes={} ({} node(s) in generation {}, {} leaving, {} spare(s) waiting): it "
+             "stays", *why, config_.minNodes, claim.members, round.generation, claim.leaving,
+             claim.spares);
+  return "";
+}
+
+std::string Agent::leaveInstead(const std::vector<WorkerFailure>& failures) {
+  sitOut_ = countFailure(failures, running_);
+  sitOutRecorded_ = !sitOut_.empty();
+  return sitOut_;
+}
+
+std::optional<Agent::Step> Agent::excludeAfterPreflight(const RendezvousResult& round,
+                                                        const PreflightFailed& failed) {
+  if (config_.excludeAfter < 1 || failed.blamed.empty()) return std::nullopt;
+  const auto& blamed = failed.blamed;
+  if (std::find(blamed.begin(), blamed.end(), round.nodeRank) != blamed.end()) {
+    const std::string why = "strict preflight failed on this node: " + failed.line;
+    const ExclusionClaim claim =
+        blocking([&] { return rdzv_->claimExclusion(exclusionRecord(round, why)); });
+    rdzv_->publishRoundRecord(kLeavesRecord, claim.granted ? "1" : "0");
+    if (claim.granted) return sitOut(round, why);
+    log_->warn("strict preflight failed on this node ({}), but leaving it out would drop the job "
+               "below min_nodes={} ({} node(s), {} leaving, {} spare(s) waiting): the round fails",
+               failed.line, config_.minNodes, claim.members, claim.leaving, claim.spares);
+    return std::nullopt;
+  }
+  const auto bound = peerCauseBound(settings_);
+  auto answers = blocking([&] { return rdzv_->roundRecords(kLeavesRecord, blamed, bound); });
+  if (auto* ended = std::get_if<RoundEnded>(&answers)) {
+    return endedBeforeStart(round, ended->event, "while the nodes strict preflight blamed left");
+  }
+  for (const auto& answer : std::get<RoundRecords>(answers)) {
+    if (answer != "1") return std::nullopt;
+  }
+  std::string who;
+  for (int rank : blamed) who += (who.empty() ? "" : ",") + std::to_string(rank);
+  log_->warn("strict preflight failed ({}); node(s) {} left the job for a cooldown: going on "
+             "without them", failed.line, who);
+  const auto end = blocking([&] { return rdzv_->awaitRoundEnd(bound); });
+  RendezvousEvent event;
+  if (end) {
+    event = *end;
+  } else {  // they left (their records say so): end the round for everybody
+    event = RendezvousEvent{RendezvousEventKind::kPeerLost, round.generation,
+                            "node(s) " + who + " left the job after strict preflight"};
+  }
+  return endedBeforeStart(round, event, "after strict preflight left nodes out");
+}
+
+Agent::Step Agent::sitOut(const RendezvousResult& round, const std::string& why) {
+  const auto cooldown = config_.excludeCooldown;
+  log_->warn("leaving this node out of the job for {} (--exclude-cooldown) after generation {}: "
+             "{}; it joins again after that, unless the job ends first", durationText(cooldown),
+             round.generation, why);
+  workerStore_.reset();
+  const bool ended = blocking([&] { return rdzv_->sitOut(cooldown); });
+  exclusion_.clear();
+  returning_ = true;
+  if (ended) {
+    log_->info("the job ended while this node was out");
+  } else {
+    log_->info("cooldown of {} over: joining the job again", durationText(cooldown));
+  }
+  return Rejoin{};
+}
+
+}  // namespace ddp::detail
