@@ -181,7 +181,7 @@ PreflightOutcome Preflight::withoutLeader(const std::string& what) const {
   const std::string line = "node rank 0 " + what + " within " +
                            std::to_string(settings_.followerWait.count()) +
                            " ms (is --preflight off there? every node needs the same setting)";
-  if (settings_.mode == PreflightMode::kStrict) return PreflightFailed{"missing: " + line};
+  if (settings_.mode == PreflightMode::kStrict) return PreflightFailed{"missing: " + line, {}};
   log_->warn("preflight: {}; going on without the checks", line);
   return PreflightPassed{};
 }

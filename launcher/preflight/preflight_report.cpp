@@ -55,7 +55,7 @@ void versionFlags(const std::vector<std::optional<NodeReport>>& reports,
     for (size_t i = 0; i < seen.size(); ++i) {
       line += std::string(i ? ";" : "") + " " + seen[i].first + " on " + rankList(seen[i].second);
     }
-    flags.push_back({PreflightCheck::kVersion, line + " (install the same versions everywhere)"});
+    flags.push_back({PreflightCheck::kVersion, line + " (install the same versions everywhere)", {}});
   }
 }
 
@@ -125,7 +125,8 @@ void portAndMissingFlags(const std::vector<std::optional<NodeReport>>& reports,
     flags.push_back({PreflightCheck::kMissing,
                      rankList(missing) + " sent no preflight report within " +
                          std::to_string(limits.reportWait.count()) +
-                         " ms (is --preflight off there? every node needs the same setting)"});
+                         " ms (is --preflight off there? every node needs the same setting)",
+                     {}});
   }
 }
 
