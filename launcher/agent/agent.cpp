@@ -125,7 +125,10 @@ Agent::Agent(const LaunchConfig& config)
   for (const auto& line : numa_.lines) log_->info("{}", line);
   status_.start(config, runId_, host_,
                 rdzvStore_.connectHeartbeat ? connectors_.connector() : StoreConnector{},
-                supervisor_);
+                supervisor_,
+                config.excludeStragglers
+                    ? [this](const StragglerFlagged& f, Store& store) { leaveForStraggler(f, store); }
+                    : std::function<void(const StragglerFlagged&, Store&)>{});
   if (envBuilder_.ompThreadsDefaulted()) {
     log_->info("OMP_NUM_THREADS=1 for each worker (it is unset and there are {} workers per node)",
                config.nprocPerNode);

@@ -24,12 +24,13 @@ int64_t unixNowMs() {
 
 }  // namespace
 
-NodeExclusion Agent::exclusionRecord(const RendezvousResult& round, const std::string& why) const {
+NodeExclusion Agent::exclusionRecord(int nodeRank, int64_t generation,
+                                     const std::string& why) const {
   NodeExclusion e;
   e.host = host_;
   e.pid = static_cast<int>(::getpid());
-  e.nodeRank = round.nodeRank;
-  e.generation = round.generation;
+  e.nodeRank = nodeRank;
+  e.generation = generation;
   e.why = why;
   e.cooldownMs = config_.excludeCooldown.count();
   e.unixMs = unixNowMs();
@@ -44,7 +45,7 @@ std::string Agent::countFailure(const std::vector<WorkerFailure>& failures,
   if (config_.restartScope == RestartScope::kAll && round.restartsUsed >= config_.maxRestarts) {
     return "";
   }
-  const ExclusionClaim claim = rdzv_->claimExclusion(exclusionRecord(round, *why));
+  const ExclusionClaim claim = rdzv_->claimExclusion(exclusionRecord(round.nodeRank, round.generation, *why));
   if (claim.granted) return *why;
   log_->warn("this node's workers keep failing ({}), but leaving it out would drop the job below "
              "min_nodes={} ({} node(s) in generation {}, {} leaving, {} spare(s) waiting): it "
@@ -66,7 +67,7 @@ std::optional<Agent::Step> Agent::excludeAfterPreflight(const RendezvousResult& 
   if (std::find(blamed.begin(), blamed.end(), round.nodeRank) != blamed.end()) {
     const std::string why = "strict preflight failed on this node: " + failed.line;
     const ExclusionClaim claim =
-        blocking([&] { return rdzv_->claimExclusion(exclusionRecord(round, why)); });
+        blocking([&] { return rdzv_->claimExclusion(exclusionRecord(round.nodeRank, round.generation, why)); });
     rdzv_->publishRoundRecord(kLeavesRecord, claim.granted ? "1" : "0");
     if (claim.granted) return sitOut(round, why);
     log_->warn("strict preflight failed on this node ({}), but leaving it out would drop the job "
@@ -95,6 +96,25 @@ std::optional<Agent::Step> Agent::excludeAfterPreflight(const RendezvousResult& 
                             "node(s) " + who + " left the job after strict preflight"};
   }
   return endedBeforeStart(round, event, "after strict preflight left nodes out");
+}
+
+void Agent::leaveForStraggler(const StragglerFlagged& f, Store& store) {
+  if (stragglerClaimed_.exchange(f.generation) == f.generation) return;
+  const std::string why = f.line + " (--exclude-stragglers)";
+  const ExclusionClaim claim =
+      ddp::claimExclusion(store, runId_, f.incarnation, f.generation, f.nodeCount, config_.minNodes,
+                     exclusionRecord(f.nodeRank, f.generation, why));
+  if (!claim.granted) {
+    log_->warn("{}, but leaving this node out would drop the job below min_nodes={} ({} node(s) in "
+               "generation {}, {} leaving, {} spare(s) waiting): it stays", f.line,
+               config_.minNodes, claim.members, f.generation, claim.leaving, claim.spares);
+    return;
+  }
+  supervisor_.post([this, g = f.generation, why] {
+    sitOut_ = why;
+    sitOutRecorded_ = true;  // nothing failed: nothing to report
+    supervisor_.leaveGeneration(g, "this node leaves the job: " + why);
+  });
 }
 
 Agent::Step Agent::sitOut(const RendezvousResult& round, const std::string& why) {

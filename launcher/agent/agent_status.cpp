@@ -6,7 +6,8 @@ namespace ddp {
 
 void AgentStatus::start(const LaunchConfig& config, const std::string& runId,
                         const std::string& host, const StoreConnector& connect,
-                        Supervisor& supervisor) {
+                        Supervisor& supervisor,
+                        std::function<void(const StragglerFlagged&, Store&)> onStraggler) {
   if (!connect) return;
   StatusPublisherSettings settings;
   settings.runId = runId;
@@ -14,6 +15,7 @@ void AgentStatus::start(const LaunchConfig& config, const std::string& runId,
   settings.maxRestarts = config.maxRestarts;
   settings.connect = connect;
   settings.stragglers = supervisor.stragglers();  // null unless --straggler-threshold
+  settings.onStraggler = std::move(onStraggler);
   publisher_ = std::make_unique<StatusPublisher>(std::move(settings));
   supervisor.observeWorkers(
       [this](const std::vector<WorkerState>& states) { publisher_->workers(states); });

@@ -20,9 +20,11 @@ class AgentStatus {
  public:
   // Starts the publisher (a store connection of its own, idle unless something changes) and,
   // with --http-port, the pages; logs their address. Throws NetworkError when that port cannot
-  // be bound. Without `connect` (no second store connection) it does nothing.
+  // be bound. Without `connect` (no second store connection) it does nothing. `onStraggler`:
+  // StatusPublisherSettings::onStraggler.
   void start(const LaunchConfig& config, const std::string& runId, const std::string& host,
-             const StoreConnector& connect, Supervisor& supervisor);
+             const StoreConnector& connect, Supervisor& supervisor,
+             std::function<void(const StragglerFlagged&, Store&)> onStraggler = {});
   // This node is in `round` (workerStoreAddr:workerStorePort: the worker store it hosts, else
   // port 0).
   void beginGeneration(const RendezvousResult& round, const std::string& workerStoreAddr,

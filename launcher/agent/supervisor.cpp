@@ -158,6 +158,14 @@ void Supervisor::failGeneration(int64_t generation, const std::string& why) {
   stopForFailure(why);
 }
 
+void Supervisor::leaveGeneration(int64_t generation, const std::string& why) {
+  if (group_ == nullptr || outcome_ || generation != generation_ || group_->stopping()) return;
+  recovering_ = false;
+  pending_.kind = OutcomeKind::kFailed;
+  logger("agent")->info("stopping the workers of generation {}: {}", generation, why);
+  group_->stop(SIGTERM, [this] { finish(pending_.kind); });
+}
+
 bool Supervisor::anyWorkerSucceeded() const {
   if (group_ == nullptr) return false;
   for (const auto& w : group_->states()) {

@@ -119,6 +119,10 @@ class Supervisor {
   // io thread: the failures taken cannot be recovered in place (`why`): every worker is stopped
   // and the generation's outcome is kFailed. Ignored when the generation is over or stopping.
   void failGeneration(int64_t generation, const std::string& why);
+  // io thread, for generation `generation`: stops its workers although none failed (this node
+  // leaves the job, `why`): the outcome is kFailed with every worker stopped by ddprun. Ignored
+  // when that generation is over or stopping.
+  void leaveGeneration(int64_t generation, const std::string& why);
   // Runs fn on the io thread. Any thread; non-blocking.
   void post(std::function<void()> fn);
   // A node lost or added in place: with a handler, a rendezvous event for the running generation

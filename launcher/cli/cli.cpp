@@ -283,6 +283,11 @@ void resolveStraggler(Resolver& r, LaunchConfig& c) {
                          if (d < std::chrono::seconds(1)) throw ConfigError("must be at least 1 s");
                          return d;
                        }).value_or(c.stragglerWindow);
+  c.excludeStragglers = r.flag("exclude_stragglers");
+  if (c.excludeStragglers && c.stragglerThreshold == 0) {
+    throw UsageError("--exclude-stragglers needs straggler detection: give --straggler-threshold "
+                     "too (e.g. 1.5)");
+  }
 }
 
 void resolveStatus(Resolver& r, LaunchConfig& c) {

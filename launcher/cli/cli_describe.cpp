@@ -115,6 +115,7 @@ std::string describeConfig(const LaunchConfig& c, const NumaSetup* numa) {
       {"timer_file", c.timerFile},
       {"straggler_threshold", c.stragglerThreshold},
       {"straggler_window_ms", c.stragglerWindow.count()},
+      {"exclude_stragglers", c.excludeStragglers},
       {"master_addr", c.masterAddr}, {"master_port", orNull(c.masterPort)},
       {"node_rank", orNull(c.nodeRank)}, {"node_order", orNull(c.nodeOrder)}, {"virtual_local_rank", c.virtualLocalRank},
       {"numa_binding", c.numaBinding == NumaPolicy::kNone ? json(nullptr) : json(numaPolicyName(c.numaBinding))},

@@ -153,6 +153,13 @@ std::vector<OptionSpec> buildTable() {
                        "span its compute time is the median of (default 30; at least 1 s)",
                        "Straggler detection"),
               {"DDP_STRAGGLER_WINDOW"}),
+      withEnv(torchOpt("exclude_stragglers", true, "",
+                       "a rank flagged as a straggler makes its node leave the job for "
+                       "--exclude-cooldown, like a node whose workers keep failing (in place "
+                       "under --restart-scope=failed), when the job keeps min_nodes without it; "
+                       "needs --straggler-threshold (off unless given)",
+                       "Straggler detection"),
+              {"DDP_EXCLUDE_STRAGGLERS"}),
       withEnv(torchOpt("preflight", false, "warn|strict|off",
                        "checks at every rendezvous round before workers start (versions, clocks, GPUs, "
                        "the worker store's port from every node), one table on node rank 0; strict: a "

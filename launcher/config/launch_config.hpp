@@ -199,6 +199,9 @@ struct LaunchConfig {
   // --straggler-window: how long a rank must stay over the threshold to be flagged; also the span
   // its compute time is taken over (the median of its beats in the window). At least 1 s.
   std::chrono::milliseconds stragglerWindow{std::chrono::seconds(30)};
+  // --exclude-stragglers (DDP_EXCLUDE_STRAGGLERS): a flagged straggler makes its node leave the
+  // job for --exclude-cooldown, as bad-node exclusion does (launcher/agent/agent_exclusion.cpp).
+  bool excludeStragglers = false;
   // --local-addr: the address other nodes reach this one at ("" = detect).
   std::string localAddr;
   // The hosts of the Slurm step (empty outside Slurm), in Slurm's order: a rendezvous store node

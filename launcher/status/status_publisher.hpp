@@ -30,6 +30,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -48,6 +49,16 @@
 
 namespace ddp {
 
+// A rank of this node newly flagged as a straggler (StatusPublisherSettings::onStraggler), with
+// what a claim to leave the job needs.
+struct StragglerFlagged {
+  std::string line;          // the log line that flagged it
+  int64_t incarnation = 0;   // the job's incarnation
+  int64_t generation = 0;    // the running generation, and this node's place in it
+  int nodeRank = 0;
+  int nodeCount = 0;
+};
+
 struct StatusPublisherSettings {
   std::string runId;
   std::string host;
@@ -63,6 +74,10 @@ struct StatusPublisherSettings {
   // Straggler detection (--straggler-threshold), shared with the hang monitor that feeds it its
   // beats; null: off.
   std::shared_ptr<StragglerWatch> stragglers{};
+  // Called on the publisher's thread, with its rendezvous store connection, for each rank of this
+  // node newly flagged as a straggler (--exclude-stragglers). Must not block for long; may throw
+  // Error (logged). Empty: nothing.
+  std::function<void(const StragglerFlagged&, Store&)> onStraggler{};
 };
 
 class StatusPublisher {

@@ -56,6 +56,15 @@ void StatusPublisher::publishSteps(const std::string& runId, int64_t incarnation
       log->info("{}", judged.lines[i]);
     }
   }
+  for (std::size_t i = 0; i < judged.lines.size() && settings_.onStraggler; ++i) {
+    if (!judged.lineIsFlag[i]) continue;
+    try {
+      settings_.onStraggler({judged.lines[i], incarnation, node.generation, node.nodeRank,
+                             node.nodeCount}, *store_);
+    } catch (const Error& e) {
+      log->warn("acting on a straggler failed: {}", e.what());
+    }
+  }
   steps.straggler = judged.flagged;
   node.steps = steps;
   std::lock_guard<std::mutex> lock(mutex_);

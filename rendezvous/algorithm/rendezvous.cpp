@@ -329,6 +329,13 @@ std::unique_ptr<Rendezvous> makeRendezvous(Store& store, RendezvousSettings sett
 
 std::string rendezvousOwnerKey() { return detail::RendezvousKeys::owner(); }
 
+ExclusionClaim claimExclusion(Store& store, const std::string& runId, int64_t incarnation,
+                              int64_t generation, int members, int minNodes,
+                              const NodeExclusion& exclusion) {
+  return detail::claimExclusion(store, detail::RendezvousKeys(runId, incarnation), generation,
+                                members, minNodes, exclusion);
+}
+
 const char* endName(RendezvousEventKind kind) {
   switch (kind) {
     case RendezvousEventKind::kScaleUp: return "scale-up";

@@ -376,6 +376,14 @@ std::unique_ptr<Rendezvous> makeRendezvous(Store& store, RendezvousSettings sett
                                            NodeDescriptor self,
                                            StoreConnector heartbeatStore = {});
 
+// Rendezvous::claimExclusion() over a store connection of the caller's own, for a thread other
+// than the one that drives the Rendezvous (the agent's straggler detection): node
+// `exclusion.nodeRank` of round `generation` of `members` nodes, in incarnation `incarnation` of
+// job `runId`. The same rule, counter and list. Throws what the store throws.
+ExclusionClaim claimExclusion(Store& store, const std::string& runId, int64_t incarnation,
+                              int64_t generation, int members, int minNodes,
+                              const NodeExclusion& exclusion);
+
 // The key an agent-hosted rendezvous store holds from the moment it listens: the run id of the
 // agent hosting it. next() fails at once when it names another run.
 std::string rendezvousOwnerKey();

@@ -1,6 +1,6 @@
 """Straggler detection end to end (issue 22, item 3; docs/running.md "Straggler detection").
 
-  straggler_test.py slow|even|python
+  straggler_test.py slow|even|python|exclude
 
 slow    ddprund and two ddprun agents (node ranks 0 and 1, two workers each: world 4) running the
         real `train` with --straggler-threshold 3 --straggler-window 2 and rank 3 slowed by
@@ -14,6 +14,9 @@ slow    ddprund and two ddprun agents (node ranks 0 and 1, two workers each: wor
 even    the same job without --slow-rank: once every rank has a figure and node rank 0 published
         the median, /status is read until three windows have passed on this test's own clock,
         and no reading, nor any agent's log, names a straggler.
+exclude the slow job as 1:2 nodes under --restart-scope=failed with --exclude-stragglers: node 1
+        (rank 3's) leaves the job for its cooldown, named on /status with its straggler line;
+        node 0 goes on in place with world size 2, its workers the same processes.
 python  `ddprun --standalone --nproc-per-node 3 --http-port auto` with a Python worker that sends
         beats with scripts/ddprun_progress.py (rank 2 reports 10x the others' compute time):
         the agent's own /status flags rank 2 — the helper speaks the protocol the agent reads.
@@ -76,7 +79,7 @@ def write_config():
     return config
 
 
-def start_job(h, slow):
+def start_job(h, slow, nnodes="2", extra=()):
     config = write_config()
     port_file, http_file = os.path.join(TMP, "ddprund.port"), os.path.join(TMP, "ddprund.http")
     h.spawn("ddprund", [os.path.join(BIN, "ddprund"), "--host", "127.0.0.1", "--port", "0",
@@ -88,11 +91,11 @@ def start_job(h, slow):
     env = dict(os.environ, DDP_NO_SLURM="1")
     fault = ["--slow-rank", "3", "--slow-ms", "60"] if slow else []
     for node in range(2):
-        h.spawn("agent%d" % node, [os.path.join(BIN, "ddprun"), "--nnodes", "2",
+        h.spawn("agent%d" % node, [os.path.join(BIN, "ddprun"), "--nnodes", nnodes,
                                    "--nproc-per-node", "2", "--rdzv-backend", "c10d",
                                    "--rdzv-endpoint", "127.0.0.1:%d" % port, "--rdzv-id", RUN_ID,
                                    "--rdzv-conf", RDZV_CONF, "--node-rank", str(node),
-                                   "--shutdown-timeout", "5"] + FLAGS +
+                                   "--shutdown-timeout", "5"] + FLAGS + list(extra) +
                 [os.path.join(BIN, "train"), "--config", config] + fault, env)
     return "http://127.0.0.1:%d/" % http
 
@@ -133,6 +136,30 @@ def slow(h):
     check('data-stragglers="3"' in dom and re.search(r'class="w running straggler" data-rank="3"', dom),
           "the page shows rank 3 as a straggler:\n" + dom[:3000])
     h.log("metrics, promtool, page and node 1's log (%r) agree" % line.group(0))
+
+
+def exclude(h):
+    """The slow job as 1:2 nodes under --restart-scope=failed with --exclude-stragglers: node 1,
+    whose rank 3 is flagged, leaves the job for its cooldown; node 0 trains on in place with
+    world size 2, its workers the same processes; the exclusion names the straggler."""
+    from multinode_harness import workers
+    base = start_job(h, slow=True, nnodes="1:2",
+                     extra=["--restart-scope=failed", "--exclude-stragglers",
+                            "--exclude-cooldown", "600"])
+    poll("both nodes training", lambda: len(figures(status_of(base))) == 4, 120)
+    kept = sorted(workers(h.procs[1][1].pid))
+    check(len(kept) == 2, "node 0 runs %s" % kept)
+    poll("node 1 leaving", lambda: "leaving this node out of the job" in h.output("agent1"), 120)
+    check(re.search(r"rank 3 is a straggler: .*--exclude-stragglers", h.output("agent1")),
+          "node 1 says it leaves for its straggler:\n" + h.output("agent1")[-3000:])
+    poll("node 0 going on in place", lambda: "formed in place: node rank 0 of 1" in h.output("agent0"), 60)
+    job = poll("the exclusion on ddprund's /status",
+               lambda: (status_of(base) or {}).get("exclusions") and status_of(base), 30)
+    check("rank 3 is a straggler" in job["exclusions"][0]["why"] and job["nodes_excluded"] == 1,
+          "the exclusion: %s" % job["exclusions"])
+    poll("node 0's two workers stepping on alone", lambda: len(figures(status_of(base))) == 2, 60)
+    check(sorted(workers(h.procs[1][1].pid)) == kept, "node 0's workers were restarted")
+    check("restarting the job" not in h.output("agent0"), "node 0 restarted the job")
 
 
 def even(h):
@@ -187,7 +214,7 @@ def main():
     scenario = sys.argv[1]
     h = Harness()
     try:
-        {"slow": slow, "even": even, "python": python_helper}[scenario](h)
+        {"slow": slow, "even": even, "python": python_helper, "exclude": exclude}[scenario](h)
         print("PASS")
         return 0
     except TestFailure as e:

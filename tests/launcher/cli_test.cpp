@@ -375,6 +375,15 @@ TEST_CASE("--exclude-after/-window/-cooldown: defaults, DDP_ variables, bad valu
   CHECK_THAT(errorOf({"--exclude-window=soon", "x"}), Catch::Contains("--exclude-window 'soon'"));
 }
 
+TEST_CASE("--exclude-stragglers: off by default, DDP_EXCLUDE_STRAGGLERS, needs straggler detection",
+          "[cli][exclusion]") {
+  CHECK_FALSE(parse({"--straggler-threshold=2", "x"}).excludeStragglers);
+  CHECK(parse({"--straggler-threshold=2", "--exclude-stragglers", "x"}).excludeStragglers);
+  CHECK(parse({"--straggler-threshold=2", "x"}, {{"DDP_EXCLUDE_STRAGGLERS", "1"}}).excludeStragglers);
+  CHECK(errorOf({"--exclude-stragglers", "x"}) ==
+        "--exclude-stragglers needs straggler detection: give --straggler-threshold too (e.g. 1.5)");
+}
+
 TEST_CASE("--verdict-after: 3 by default, 0 = off, DDP_VERDICT_AFTER, bad values one line",
           "[cli][verdict]") {
   CHECK(parse({"x"}).verdictAfter == 3);

@@ -95,6 +95,7 @@ FLAG_VALUES = {
     "--hang-timeout": lambda b, s: b["hang_timeout_ms"] != 0 or b["file_timer"],
     "--straggler-threshold": lambda b, s: "%g" % b["straggler_threshold"],
     "--straggler-window": lambda b, s: seconds(b["straggler_window_ms"]),
+    "--exclude-stragglers": lambda b, s: b["exclude_stragglers"],
     "--virtual-local-rank": lambda b, s: b["virtual_local_rank"],
     "--numa-binding": lambda b, s: b["numa_binding"] is not None,
     "--no-slurm": lambda b, s: b["no_slurm"],

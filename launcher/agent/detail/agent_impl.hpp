@@ -6,6 +6,7 @@
 // Thread safety: one Agent per process, driven from the main thread (see agent.hpp).
 #pragma once
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -74,9 +75,14 @@ class Agent {
   // and, when they reach --exclude-after, claims to leave: the reason when granted, else "".
   std::string countFailure(const std::vector<WorkerFailure>& failures,
                            const RendezvousResult& round);
-  NodeExclusion exclusionRecord(const RendezvousResult& round, const std::string& why) const;
+  NodeExclusion exclusionRecord(int nodeRank, int64_t generation, const std::string& why) const;
   // In-place recovery's hook (helper thread): the same, for a failure about to be replaced.
   std::string leaveInstead(const std::vector<WorkerFailure>& failures);
+  // --exclude-stragglers (the status publisher's thread, its store connection `store`): claims to
+  // leave for a rank of this node flagged as a straggler; granted, it ends the generation so that
+  // the node sits out (once per generation).
+  void leaveForStraggler(const StragglerFlagged& flagged, Store& store);
+  std::atomic<int64_t> stragglerClaimed_{-1};  // the generation a straggler claim was made in
   // Leaves the job for --exclude-cooldown (`why`), then rejoins.
   Step sitOut(const RendezvousResult& round, const std::string& why);
   // Strict preflight failed with nodes to blame: a blamed node claims to leave (and sits out when
