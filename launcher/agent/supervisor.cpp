@@ -41,11 +41,13 @@ Supervisor::Supervisor(GroupSettings settings, const std::vector<int>& extraSign
   settings_.stackBound = hang_.stackBound;
   if (!hang_.enabled()) return;
   timerServer_ = std::make_unique<FileTimerServer>(io_, hang_.fileTimer ? hang_.timerFile : "");
-  logger("agent")->info("hang detection: {}{}; worker timer FIFO {}",
-                        hang_.timeout.count() > 0
-                            ? "a worker without progress for " +
-                                  std::to_string(hang_.timeout.count()) + " ms hangs"
-                            : std::string("progress is not judged (no --hang-timeout)"),
+  // Only the beats of straggler detection, or torch's file timers, need the FIFO: say so plainly.
+  const std::string purpose = hang_.timeout.count() > 0
+                                  ? "hang detection: a worker without progress for " +
+                                        std::to_string(hang_.timeout.count()) + " ms hangs"
+                              : hang_.stragglers ? std::string("progress beats for straggler detection")
+                                                 : std::string("hang detection: no --hang-timeout");
+  logger("agent")->info("{}{}; worker timer FIFO {}", purpose,
                         hang_.fileTimer ? ", torch's file timers served" : "", timerServer_->path());
 }
 
