@@ -12,11 +12,13 @@ runs workers that fail while a file exists (multinode_worker.py's MN_FAIL_WHILE)
             place
   preflight a 2:3 job under --preflight=strict where one node fails a check (no GPU while the
             others see one): it leaves for its cooldown instead of failing the job, the other two
-            run, and it ends its wait when the job succeeds
+            run, ddprund's page (headless Chromium) lists it as out, and it ends its wait when the
+            job succeeds
 Exits 0 (pass) or 1 (fail, with the agents' logs).
 """
 import json
 import os
+import re
 import sys
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
@@ -24,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from multinode_harness import TMP, c10d, check, poll, store_values  # noqa: E402
 from multinode_test import main  # noqa: E402
 from recovery_test import ddprund_page, job_status  # noqa: E402
+from status_page_test import dump_dom  # noqa: E402
 
 LEFT = "leaving this node out of the job"
 
@@ -148,6 +151,14 @@ def scenario_preflight(h):
     check(not h.records(node="c"), "c ran workers: %s" % h.records(node="c"))
     listed = exclusions(port, "pfx")
     check(len(listed) == 1 and listed[0]["pid"] == agents["c"].pid, "exclusions: %s" % listed)
+    # ddprund's page, in headless Chromium, lists c as out (its cooldown is 600 s).
+    base = re.search(r"status on (http://\S+/)", h.output("ddprund")).group(1)
+    dom = dump_dom(base)
+    item = re.search(r'<li class="excluded" data-host="[^"]*">(.*?)</li>', dom, re.S)
+    check(item and "pid %d) left" % agents["c"].pid in item.group(1) and
+          "strict preflight failed on this node" in item.group(1),
+          "the page's excluded nodes: %s\n%s" % (item and item.group(0), dom[:3000]))
+    check("excluded nodes (1)" in dom, "the list's heading counts 1")
     with open(go, "w") as out:
         out.write("2")
     for n, p in agents.items():  # c, out for its cooldown, ends its wait with the job
