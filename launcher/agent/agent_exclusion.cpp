@@ -24,6 +24,15 @@ int64_t unixNowMs() {
 
 }  // namespace
 
+// An explicit --node-rank that is not the round's last: the others (their ranks requested too)
+// could not form a round without this one, so it may not leave.
+bool Agent::rankKeepsNode(int nodeCount, const std::string& what) const {
+  if (!config_.nodeRank || *config_.nodeRank >= nodeCount - 1) return false;
+  log_->warn("{}, but this node's --node-rank {} is not the round's last ({} nodes): the others "
+             "could not form a round without it, so it stays", what, *config_.nodeRank, nodeCount);
+  return true;
+}
+
 NodeExclusion Agent::exclusionRecord(int nodeRank, int64_t generation,
                                      const std::string& why) const {
   NodeExclusion e;
@@ -41,6 +50,7 @@ std::string Agent::countFailure(const std::vector<WorkerFailure>& failures,
                                 const RendezvousResult& round) {
   const auto why = exclusion_.record(failures, FailureWindow::Clock::now());
   if (!why) return "";
+  if (rankKeepsNode(round.nodeCount, "this node's workers keep failing (" + *why + ")")) return "";
   // A report that would find the budget spent ends the job: nothing to leave then.
   if (config_.restartScope == RestartScope::kAll && round.restartsUsed >= config_.maxRestarts) {
     return "";
@@ -64,25 +74,41 @@ std::optional<Agent::Step> Agent::excludeAfterPreflight(const RendezvousResult& 
                                                         const PreflightFailed& failed) {
   if (config_.excludeAfter < 1 || failed.blamed.empty()) return std::nullopt;
   const auto& blamed = failed.blamed;
-  if (std::find(blamed.begin(), blamed.end(), round.nodeRank) != blamed.end()) {
-    const std::string why = "strict preflight failed on this node: " + failed.line;
-    const ExclusionClaim claim =
-        blocking([&] { return rdzv_->claimExclusion(exclusionRecord(round.nodeRank, round.generation, why)); });
-    rdzv_->publishRoundRecord(kLeavesRecord, claim.granted ? "1" : "0");
-    if (claim.granted) return sitOut(round, why);
-    log_->warn("strict preflight failed on this node ({}), but leaving it out would drop the job "
-               "below min_nodes={} ({} node(s), {} leaving, {} spare(s) waiting): the round fails",
-               failed.line, config_.minNodes, claim.members, claim.leaving, claim.spares);
-    return std::nullopt;
+  const bool mine = std::find(blamed.begin(), blamed.end(), round.nodeRank) != blamed.end();
+  const std::string why = "strict preflight blamed this node (node rank " +
+                          std::to_string(round.nodeRank) + "; the round's first flag: " +
+                          failed.line + ")";
+  if (mine) {
+    bool granted = false;
+    if (!rankKeepsNode(round.nodeCount, "strict preflight blamed this node")) {
+      const ExclusionClaim claim = blocking([&] {
+        return rdzv_->claimExclusion(exclusionRecord(round.nodeRank, round.generation, why));
+      });
+      granted = claim.granted;
+      if (!granted) {
+        log_->warn("strict preflight blamed this node ({}), but leaving it out would drop the "
+                   "job below min_nodes={} ({} node(s), {} leaving, {} spare(s) waiting): the "
+                   "round fails", failed.line, config_.minNodes, claim.members, claim.leaving,
+                   claim.spares);
+      }
+    }
+    rdzv_->publishRoundRecord(kLeavesRecord, granted ? "1" : "0");
+    if (!granted) return std::nullopt;
   }
+  // Every blamed node must leave, or none does: the round fails everywhere as without exclusion.
   const auto bound = peerCauseBound(settings_);
   auto answers = blocking([&] { return rdzv_->roundRecords(kLeavesRecord, blamed, bound); });
   if (auto* ended = std::get_if<RoundEnded>(&answers)) {
+    if (mine) return std::nullopt;  // a blamed node said nothing (it died): fail as before
     return endedBeforeStart(round, ended->event, "while the nodes strict preflight blamed left");
   }
   for (const auto& answer : std::get<RoundRecords>(answers)) {
-    if (answer != "1") return std::nullopt;
+    if (answer != "1") {
+      if (mine) log_->warn("another node strict preflight blamed may not leave: the round fails");
+      return std::nullopt;
+    }
   }
+  if (mine) return sitOut(round, why);
   std::string who;
   for (int rank : blamed) who += (who.empty() ? "" : ",") + std::to_string(rank);
   log_->warn("strict preflight failed ({}); node(s) {} left the job for a cooldown: going on "
@@ -100,6 +126,7 @@ std::optional<Agent::Step> Agent::excludeAfterPreflight(const RendezvousResult& 
 
 void Agent::leaveForStraggler(const StragglerFlagged& f, Store& store) {
   if (stragglerClaimed_.exchange(f.generation) == f.generation) return;
+  if (rankKeepsNode(f.nodeCount, f.line)) return;
   const std::string why = f.line + " (--exclude-stragglers)";
   const ExclusionClaim claim =
       ddp::claimExclusion(store, runId_, f.incarnation, f.generation, f.nodeCount, config_.minNodes,

@@ -22,11 +22,11 @@ std::string ratio(double computeS, double medianS) {
 
 std::optional<double> medianOf(std::vector<double> values) {
   if (values.empty()) return std::nullopt;
-  const auto mid = values.begin() + std::ptrdiff_t(values.size() / 2);
+  // The lower median: with an even count, the lower middle value, so that in a job of two ranks
+  // (or half of them slow) the slow ones are judged against the fast ones, not a mean of both.
+  const auto mid = values.begin() + std::ptrdiff_t((values.size() - 1) / 2);
   std::nth_element(values.begin(), mid, values.end());
-  if (values.size() % 2 == 1) return *mid;
-  // Even count: the largest of the lower half is the other middle one.
-  return (*mid + *std::max_element(values.begin(), mid)) / 2;
+  return *mid;
 }
 
 StragglerChange judgeRank(StragglerState& state, std::optional<double> computeS,

@@ -25,7 +25,8 @@
 
 namespace ddp {
 
-// The median of `values` (the mean of the two middle ones for an even count); nullopt when empty.
+// The lower median of `values` (the lower middle one for an even count, so that with two ranks, or
+// half of them slow, the slow ones are compared with the fast); nullopt when empty.
 // O(N) (std::nth_element); `values` is taken by value and reordered.
 std::optional<double> medianOf(std::vector<double> values);
 

@@ -14,6 +14,8 @@ runs workers that fail while a file exists (multinode_worker.py's MN_FAIL_WHILE)
             others see one): it leaves for its cooldown instead of failing the job, the other two
             run, ddprund's page (headless Chromium) lists it as out, and it ends its wait when the
             job succeeds
+  preflight_two  the same with two nodes blamed in a 2:3 job: only one could leave, so none
+            does and the round fails everywhere (exit 4), nobody left waiting
 Exits 0 (pass) or 1 (fail, with the agents' logs).
 """
 import json
@@ -145,7 +147,7 @@ def scenario_preflight(h):
               for n in ("a", "b")}
     agents["c"] = h.agent("c", f, {"MN_GO_FILE": go, "DDP_TEST_FINGERPRINT": "gpus=0"})
     poll("c leaving the job", lambda: LEFT in h.output("c"), 60)
-    check("strict preflight failed on this node: gpus: node" in h.output("c"),
+    check("strict preflight blamed this node (node rank " in h.output("c") and "gpus: node" in h.output("c"),
           "c's log names the check:\n%s" % h.output("c")[-3000:])
     poll("a 2-node generation of a and b", lambda: h.generation_with_world(2, "ab"), 40)
     check(not h.records(node="c"), "c ran workers: %s" % h.records(node="c"))
@@ -156,7 +158,7 @@ def scenario_preflight(h):
     dom = dump_dom(base)
     item = re.search(r'<li class="excluded" data-host="[^"]*">(.*?)</li>', dom, re.S)
     check(item and "pid %d) left" % agents["c"].pid in item.group(1) and
-          "strict preflight failed on this node" in item.group(1),
+          "strict preflight blamed this node" in item.group(1),
           "the page's excluded nodes: %s\n%s" % (item and item.group(0), dom[:3000]))
     check("excluded nodes (1)" in dom, "the list's heading counts 1")
     with open(go, "w") as out:
@@ -166,7 +168,22 @@ def scenario_preflight(h):
         check(rc == 0, "agent %s exited %d:\n%s" % (n, rc, h.output(n)[-3000:]))
 
 
-SCENARIOS = {"excluded": scenario_excluded, "refused": scenario_refused, "spare": scenario_spare,
+def scenario_preflight_two(h):
+    port = h.ddprund()
+    f = flags(port, "2:3", "pf2") + ["--preflight", "strict"]
+    # b and c see no GPU: both are blamed, only one may leave a 2:3 job, so none does.
+    agents = {"a": h.agent("a", f, {"DDP_TEST_FINGERPRINT": "gpus=1"})}
+    for n in ("b", "c"):
+        agents[n] = h.agent(n, f, {"DDP_TEST_FINGERPRINT": "gpus=0"})
+    for n, p in agents.items():
+        rc = h.wait_exit(p, n, 60)
+        check(rc == 4, "agent %s exited %d, want 4 (the round fails everywhere):\n%s" %
+              (n, rc, h.output(n)[-3000:]))
+        check(LEFT not in h.output(n), "agent %s left the job" % n)
+    check(not h.records(), "workers ran: %s" % h.records())
+
+
+SCENARIOS = {"preflight_two": scenario_preflight_two, "excluded": scenario_excluded, "refused": scenario_refused, "spare": scenario_spare,
              "preflight": scenario_preflight}
 
 if __name__ == "__main__":

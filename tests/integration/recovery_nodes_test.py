@@ -29,7 +29,7 @@ from multinode_harness import (BIN, RDZV_CONF, TMP, alive, c10d, check,  # noqa:
 from recovery_test import TRAIN, config, finish, job_status, last_step, run  # noqa: E402
 
 
-def two_nodes(h, tag, extra_flags=()):
+def two_nodes(h, tag, extra_flags=(), epochs=60):
     """A ddprund and two agents of 2 workers (nnodes 1:2, restart scope failed) training on, agent
     `tag`0 as node rank 0, once rank 0 passed step 20. Returns both agents, a function that starts
     one more agent named by its argument, and the metrics file."""
@@ -37,7 +37,7 @@ def two_nodes(h, tag, extra_flags=()):
     flags = c10d(port, "1:2", 2, run_id=tag) + ["--restart-scope=failed", "--max-restarts", "3",
                                                  "--shutdown-timeout", "5"] + list(extra_flags)
     metrics = os.path.join(TMP, tag + ".metrics.jsonl")
-    cmd = [TRAIN, "--config", config(60), "--metrics", metrics]
+    cmd = [TRAIN, "--config", config(epochs), "--metrics", metrics]
     env = dict(os.environ, DDP_NO_SLURM="1")
 
     def agent(name, extra=()):
@@ -92,12 +92,14 @@ def node_loss(h, spare):
 
 
 def excluded_in_place(h):
-    """2 nodes x 2 workers (nnodes 1:2, --exclude-after 2, a 3 s cooldown): a worker of node 1 is
+    """2 nodes x 2 workers (nnodes 1:2, --exclude-after 2, a 1 s cooldown): a worker of node 1 is
     SIGKILLed twice. The first is replaced in place; the second makes node 1 leave the job for its
     cooldown: node 0's workers keep their processes and train on with world size 2, no worker is
     replaced for that failure. After the cooldown node 1 joins again and the world grows back to
     4 in place; the job finishes."""
-    a0, a1, _, metrics = two_nodes(h, "ex", ["--exclude-after", "2", "--exclude-cooldown", "3"])
+    # A job 2.5 times longer than the others' (its tail must outlast the 1 s cooldown by far).
+    a0, a1, _, metrics = two_nodes(h, "ex", ["--exclude-after", "2", "--exclude-cooldown", "1"],
+                                   epochs=150)
     kept = sorted(workers(a0.pid))
     for kill in (1, 2):
         victim = sorted(workers(a1.pid, log=h.output("ex1")))[0]

@@ -76,6 +76,8 @@ class Agent {
   std::string countFailure(const std::vector<WorkerFailure>& failures,
                            const RendezvousResult& round);
   NodeExclusion exclusionRecord(int nodeRank, int64_t generation, const std::string& why) const;
+  // True (logged, `what` first) when an explicit --node-rank keeps this node in the job.
+  bool rankKeepsNode(int nodeCount, const std::string& what) const;
   // In-place recovery's hook (helper thread): the same, for a failure about to be replaced.
   std::string leaveInstead(const std::vector<WorkerFailure>& failures);
   // --exclude-stragglers (the status publisher's thread, its store connection `store`): claims to
