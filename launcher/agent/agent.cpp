@@ -39,6 +39,7 @@ GroupSettings groupSettings(const LaunchConfig& config, const std::string& host)
   s.tee = config.tee;
   s.localRanksFilter = config.localRanksFilter;
   s.shutdownTimeout = config.shutdownTimeout;
+  s.terminal = detectTerminal(s.consoleOut, s.consoleErr);
   return s;
 }
 

@@ -33,7 +33,7 @@ Supervisor::Supervisor(GroupSettings settings, const std::vector<int>& extraSign
       hang_(std::move(hang)),
       reaper_(io_),
       signals_(io_, handledSignals(extraSignals), extraNamed ? extraSignals : std::vector<int>{},
-               [this](const ReceivedSignal& s) { onSignal(s); }) {
+               [this](const ReceivedSignal& s) { onSignal(s, /*held=*/false); }) {
   for (int sig : signals_.leftIgnored()) {
     logger("agent")->debug("{} was ignored when ddprun started (nohup?); it stays ignored",
                            signalName(sig));
@@ -53,7 +53,19 @@ Supervisor::Supervisor(GroupSettings settings, const std::vector<int>& extraSign
 
 Supervisor::~Supervisor() = default;
 
-void Supervisor::onSignal(const ReceivedSignal& s) {
+// At a terminal the workers share ddprun's foreground process group: what the keyboard sent
+// (Ctrl-C, Ctrl-\: the terminal signals its whole foreground group) reached each of them as it
+// reached ddprun, unless they were started after it (a signal held for the next generation). A
+// hang-up reaches only the session leader, so SIGHUP is forwarded as without a terminal.
+SignalDelivery Supervisor::deliveryOf(const ReceivedSignal& s, bool held) const {
+  const bool fromKeyboard =
+      (s.signo == SIGINT || s.signo == SIGQUIT) && s.code == SI_KERNEL && s.sender <= 0;
+  return settings_.terminal.foregroundGroup > 0 && fromKeyboard && !held
+             ? SignalDelivery::kAlreadyDelivered
+             : SignalDelivery::kForward;
+}
+
+void Supervisor::onSignal(const ReceivedSignal& s, bool held) {
   auto log = logger("agent");
   const std::string name = signalName(s.signo);
   if (group_ == nullptr || outcome_) {
@@ -78,19 +90,24 @@ void Supervisor::onSignal(const ReceivedSignal& s) {
         group_->notify(s.signo);
         return;
       }
-      group_->stop(s.signo, nullptr);  // already stopping: only forwards it
+      group_->stop(s.signo, nullptr, deliveryOf(s, held));  // already stopping: only forwards it
       if (pending_.kind != OutcomeKind::kSignalled) {  // the first stop signal is why it stopped
         pending_.kind = OutcomeKind::kSignalled;
         pending_.signal = s.signo;
       }
       return;
-    case SignalAction::kStop:
-      log->info("received {}; forwarding it to the workers (grace {} ms)", name,
+    case SignalAction::kStop: {
+      const SignalDelivery delivery = deliveryOf(s, held);
+      log->info("received {}; {} (grace {} ms)", name,
+                delivery == SignalDelivery::kForward
+                    ? "forwarding it to the workers"
+                    : "the workers got it from the terminal too",
                 settings_.shutdownTimeout.count());
       pending_.kind = OutcomeKind::kSignalled;
       pending_.signal = s.signo;
-      group_->stop(s.signo, [this] { finish(pending_.kind); });
+      group_->stop(s.signo, [this] { finish(pending_.kind); }, delivery);
       return;
+    }
   }
 }
 
@@ -257,9 +274,10 @@ GenerationOutcome Supervisor::runGeneration(std::vector<WorkerSpec> specs, const
   if (pendingSignal_) {  // arrived before the start
     const ReceivedSignal early = *pendingSignal_;
     pendingSignal_.reset();
-    onSignal(early);
+    onSignal(early, /*held=*/true);
   }
   while (!outcome_) io_.run_one();
+  terminalModes_.restore();  // a worker killed inside readline leaves the terminal raw
   monitor_ = nullptr;
   group_ = nullptr;
   return std::move(*outcome_);

@@ -146,7 +146,9 @@ class Supervisor {
   bool anyWorkerSucceeded() const;
 
  private:
-  void onSignal(const ReceivedSignal& s);
+  // `held`: the signal came while no workers ran and is applied to the next generation's.
+  void onSignal(const ReceivedSignal& s, bool held);
+  SignalDelivery deliveryOf(const ReceivedSignal& s, bool held) const;
   void onWorkerExit(int localRank);
   void considerFailures();
   void stopForFailure(const std::string& note);
@@ -158,6 +160,7 @@ class Supervisor {
   HangSettings hang_;
   ChildReaper reaper_;
   SignalReceiver signals_;
+  TerminalModes terminalModes_;  // stdin's modes at start, put back after each generation
   // State of the running generation (io thread only).
   WorkerGroup* group_ = nullptr;
   int64_t generation_ = -1;

@@ -95,7 +95,9 @@ pid_t startWorker(const GuardianPlan& plan, int& execErrno) {
   volatile int childErrno = 0;  // written by the vfork child, which shares our memory
   const pid_t pid = ::vfork();
   if (pid == 0) {
-    ::setpgid(0, 0);
+    // Joining the terminal's foreground group can only fail when that group is gone (ddprun is
+    // exiting): the worker then leads its own, as without a terminal.
+    if (plan.joinGroup <= 0 || ::setpgid(0, plan.joinGroup) != 0) ::setpgid(0, 0);
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != guardian) {
       childErrno = errno != 0 ? errno : ESRCH;
       ::_exit(127);
@@ -153,7 +155,7 @@ bool reapExited(pid_t worker, int& status) {
       return false;
     }
     if (info.si_pid == worker) {
-      ::killpg(worker, SIGKILL);
+      if (::getpgid(worker) == worker) ::killpg(worker, SIGKILL);  // the zombie holds the group
       while (::waitpid(worker, &status, 0) < 0 && errno == EINTR) {
       }
       return true;
@@ -170,7 +172,8 @@ int watch(const GuardianPlan& plan, pid_t worker) {
     siginfo_t info;
     ::sigwaitinfo(&all, &info);
     if (::getppid() != plan.agent) {
-      ::killpg(worker, SIGKILL);
+      if (::getpgid(worker) == worker) ::killpg(worker, SIGKILL);
+      ::kill(worker, SIGKILL);
       clearTree();
       ::_exit(1);
     }

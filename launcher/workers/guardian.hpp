@@ -4,7 +4,8 @@
 //   ddprun (agent)        child subreaper; forks one guardian per worker
 //    └─ guardian          own process group; PR_SET_PDEATHSIG (the agent's death wakes it) and
 //        │                child subreaper (every orphan below the worker becomes its child)
-//        └─ worker        own process group (pgid = its pid); PR_SET_PDEATHSIG=SIGKILL
+//        └─ worker        own process group (pgid = its pid; at a terminal ddprun's, see
+//            │            terminal.hpp); PR_SET_PDEATHSIG=SIGKILL
 //            └─ ...       anything: background jobs, double forks, setsid()
 //
 // The guardian is a fork of the agent that never execs: it runs runGuardian(), which only makes
@@ -13,7 +14,8 @@
 // (cpu_binding.hpp: the worker inherits it), starts the worker with vfork + exec, reports the
 // worker's pid (or the exec errno) on the report pipe, then sleeps in sigwaitinfo() with every
 // signal blocked:
-//   * the worker exited: SIGKILL to the worker's process group and to every process left below
+//   * the worker exited: SIGKILL to the worker's process group (when it leads one) and to every
+//     process left below
 //     the guardian (found through /proc, process_tree.hpp), all reaped; then the worker's raw wait
 //     status goes to the agent on the report pipe and the guardian exits the same way (same exit
 //     code, or death by the same signal);
@@ -54,6 +56,9 @@ struct GuardianPlan {
   int stderrFd = -1;
   int reportFd = -1;  // write end of the report pipe
   const CpuBinding* binding = nullptr;  // --numa-binding for this worker (nullptr: none)
+  // > 0: the worker joins this process group (ddprun's, a terminal's foreground: terminal.hpp)
+  // instead of leading one of its own.
+  pid_t joinGroup = 0;
 };
 
 // Signal the guardian gets when the agent dies (blocked and read with sigwaitinfo).

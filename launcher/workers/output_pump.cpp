@@ -12,8 +12,6 @@
 namespace ddp {
 namespace {
 
-// A line longer than this is emitted in pieces rather than buffered without bound.
-constexpr std::size_t kMaxLine = 64 * 1024;
 // Most text kept by a capture.
 constexpr std::size_t kMaxCapture = 1024 * 1024;
 
@@ -30,8 +28,9 @@ void writeAll(int fd, const std::string& data) {
 }
 
 OutputPump::OutputPump(boost::asio::io_context& io, int pipeFd, StreamRoute route)
-    : pipe_(io, pipeFd), route_(std::move(route)) {
+    : pipe_(io, pipeFd), route_(std::move(route)), heldTimer_(io) {
   pipe_.non_blocking(true);
+  if (route_.consoleFd >= 0) console_ = std::make_unique<ConsoleStream>(route_.consoleFd, route_.prefix);
   if (!route_.filePath.empty()) {
     const int mode = route_.append ? O_APPEND : O_TRUNC;
     fileFd_ = ::open(route_.filePath.c_str(), O_WRONLY | O_CREAT | mode | O_CLOEXEC, 0644);
@@ -78,6 +77,7 @@ bool OutputPump::readAvailable() {
 void OutputPump::consume(const char* data, std::size_t n) {
   bytesRead_ += n;
   if (fileFd_ >= 0) writeAll(fileFd_, std::string(data, n));
+  if (console_) toConsole(data, n);
   std::size_t start = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (data[i] != '\n') continue;
@@ -93,8 +93,39 @@ void OutputPump::consume(const char* data, std::size_t n) {
   }
 }
 
+// Complete lines go out at once; what follows the last '\n' waits kPartialDelay for the rest of
+// its line (a worker may write one line in several pieces), unless kMaxLine bytes are held.
+void OutputPump::toConsole(const char* data, std::size_t n) {
+  std::size_t end = n;
+  while (end > 0 && data[end - 1] != '\n') --end;
+  if (end > 0) {
+    held_.append(data, end);
+    console_->write(held_);
+    held_.clear();
+  }
+  held_.append(data + end, n - end);
+  if (held_.empty()) return;
+  if (held_.size() >= kMaxLine) {
+    showHeld();
+    return;
+  }
+  if (heldArmed_) return;
+  heldArmed_ = true;
+  heldTimer_.expires_after(kPartialDelay);
+  heldTimer_.async_wait(
+      [this, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& ec) {
+        if (ec || alive.expired()) return;
+        heldArmed_ = false;
+        showHeld();
+      });
+}
+
+void OutputPump::showHeld() {
+  if (!held_.empty()) console_->write(held_);
+  held_.clear();
+}
+
 void OutputPump::emitLine(const std::string& line) {
-  if (route_.consoleFd >= 0) writeAll(route_.consoleFd, route_.prefix + line + "\n");
   if (capturing_) {
     if (capture_.size() < kMaxCapture) capture_ += line + "\n";
     return;
@@ -110,6 +141,12 @@ void OutputPump::finish() {
   finished_ = true;
   if (!partial_.empty()) emitLine(partial_);
   partial_.clear();
+  heldTimer_.cancel();
+  heldArmed_ = false;
+  if (console_) {
+    showHeld();
+    console_->endLine();
+  }
   boost::system::error_code ignored;
   pipe_.cancel(ignored);
   pipe_.close(ignored);

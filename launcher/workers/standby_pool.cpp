@@ -127,7 +127,7 @@ void StandbyPool::onEarlyExit(pid_t guardianPid, int guardianStatus) {
 void StandbyPool::release(Standby& s, bool kill) {
   if (kill && s.proc.guardianPid > 0) {
     reaper_.forget(s.proc.guardianPid);
-    ::killpg(s.proc.pid, SIGKILL);
+    signalWorker(s.proc.pid, SIGKILL);
     while (::waitpid(s.proc.guardianPid, nullptr, 0) < 0 && errno == EINTR) {
     }
     s.proc.guardianPid = -1;

@@ -17,6 +17,7 @@
 
 #include "launcher/config/launch_config.hpp"
 #include "launcher/numa/cpu_binding.hpp"
+#include "launcher/workers/terminal.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 
 namespace ddp {
@@ -37,6 +38,7 @@ struct WorkerSpec {
   EnvMap env;                     // the complete environment of the worker
   std::string errorFile;          // TORCHELASTIC_ERROR_FILE ("" = none)
   std::optional<CpuBinding> binding;  // --numa-binding, applied before exec (none: unbound)
+  WorkerTerminal terminal;  // its share of ddprun's terminal (none: own group, pipes)
 };
 
 // Where the generation's worker store listens (MASTER_ADDR / MASTER_PORT).

@@ -58,7 +58,7 @@ WorkerGroup::~WorkerGroup() {
 void WorkerGroup::killAndReap(Worker& w) {
   if (!w.exited) {
     reaper_.forget(w.proc.guardianPid);
-    ::killpg(w.pid, SIGKILL);
+    signalWorker(w.pid, SIGKILL);
     while (::waitpid(w.proc.guardianPid, nullptr, 0) < 0 && errno == EINTR) {
     }
     w.exited = true;
@@ -70,6 +70,7 @@ void WorkerGroup::start(std::vector<WorkerSpec> specs, ExitCallback onExit) {
   onExit_ = std::move(onExit);
   startedAt_ = std::chrono::steady_clock::now();
   logs_.prepare(generation_, static_cast<int>(specs.size()));
+  for (auto& spec : specs) shareTerminal(spec, spec.localRank);
   std::vector<SpawnedProcess> procs = spawnWorkers(specs);  // throws with nothing left running
   for (std::size_t i = 0; i < specs.size(); ++i) {
     auto w = std::make_unique<Worker>();
@@ -86,22 +87,45 @@ void WorkerGroup::start(std::vector<WorkerSpec> specs, ExitCallback onExit) {
   }
 }
 
+bool WorkerGroup::onConsole(int localRank, StdStreams which) const {
+  const auto& only = settings_.localRanksFilter;
+  const bool shown = only.empty() || std::find(only.begin(), only.end(), localRank) != only.end();
+  const bool redirect = hasStream(settings_.redirects.forRank(localRank), which);
+  const bool tee = hasStream(settings_.tee.forRank(localRank), which);
+  return shown && (!redirect || tee);
+}
+
+std::string WorkerGroup::prefixOf(const WorkerSpec& spec, pid_t pid) const {
+  return formatLogPrefix(settings_.prefixTemplate,
+                         LogPrefixValues{spec.globalRank, spec.localRank, settings_.role,
+                                         settings_.host, pid, spec.nodeRank, generation_});
+}
+
+// A console stream that is a terminal gets a pseudo-terminal as wide as the console less the
+// prefix, so that a progress bar sized to it fits on one line; a standby (localRank < 0) gets one
+// for each stream some rank shows.
+void WorkerGroup::shareTerminal(WorkerSpec& spec, int localRank) const {
+  const TerminalPlan& plan = settings_.terminal;
+  WorkerTerminal& t = spec.terminal;
+  t.joinGroup = plan.foregroundGroup;
+  t.stdoutPty = plan.stdoutPty && (localRank < 0 || onConsole(localRank, StdStreams::kStdout));
+  t.stderrPty = plan.stderrPty && (localRank < 0 || onConsole(localRank, StdStreams::kStderr));
+  const std::size_t prefix = prefixOf(spec, 0).size();
+  constexpr std::size_t kNarrowest = 20;
+  t.columns = plan.columns > prefix + kNarrowest ? static_cast<unsigned short>(plan.columns - prefix)
+                                                 : plan.columns;
+  t.rows = plan.rows;
+}
+
 void WorkerGroup::watchOne(Worker& w, bool append) {
   const int lr = w.spec.localRank;
-  const bool onConsole =
-      settings_.localRanksFilter.empty() ||
-      std::find(settings_.localRanksFilter.begin(), settings_.localRanksFilter.end(), lr) !=
-          settings_.localRanksFilter.end();
-  const std::string prefix = formatLogPrefix(
-      settings_.prefixTemplate,
-      LogPrefixValues{w.spec.globalRank, lr, settings_.role, settings_.host, w.pid,
-                      w.spec.nodeRank, generation_});
+  const std::string prefix = prefixOf(w.spec, w.pid);
   auto route = [&](StdStreams which, const std::string& path, int console, std::size_t tail) {
     const bool redirect = hasStream(settings_.redirects.forRank(lr), which);
     const bool tee = hasStream(settings_.tee.forRank(lr), which);
     StreamRoute r;
     r.filePath = (redirect || tee) ? path : "";
-    r.consoleFd = ((!redirect || tee) && onConsole) ? console : -1;
+    r.consoleFd = onConsole(lr, which) ? console : -1;
     r.prefix = prefix;
     r.tailLines = tail;
     r.append = append;
@@ -177,39 +201,39 @@ void WorkerGroup::onGuardianLost(Worker& w) {
 
 void WorkerGroup::notify(int signal) {
   for (auto& w : workers_) {
-    if (!w->exited) ::killpg(w->pid, signal);
+    if (!w->exited) signalWorker(w->pid, signal);
   }
 }
 
-void WorkerGroup::signalLive(int signal) {
+void WorkerGroup::signalLive(int signal, SignalDelivery delivery) {
   for (auto& w : workers_) {
     const bool hungNotEnded = w->collecting || w->pendingEnd;  // ended after the stacks
     if (w->exited || (hungNotEnded && signal != SIGKILL)) continue;
     if (!w->signalledBeforeExit) w->signalledBeforeExit = !hasExited(w->proc);
-    ::killpg(w->pid, signal);
+    if (delivery == SignalDelivery::kForward) signalWorker(w->pid, signal);
   }
 }
 
-void WorkerGroup::stop(int signal, std::function<void()> done) {
+void WorkerGroup::stop(int signal, std::function<void()> done, SignalDelivery delivery) {
   if (stopping_) {
-    signalLive(signal);
+    signalLive(signal, delivery);
     return;
   }
   stopping_ = true;
   standby_.reset();  // a standby holds no state: SIGKILLed at once
   stopped_ = std::move(done);
-  signalLive(signal);
+  signalLive(signal, delivery);
   graceTimer_.expires_after(settings_.shutdownTimeout);
   graceTimer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
     logger("agent")->warn("workers still running {} ms after the stop signal; sending SIGKILL",
                           settings_.shutdownTimeout.count());
-    signalLive(SIGKILL);
+    signalLive(SIGKILL, SignalDelivery::kForward);
   });
   maybeStopped();  // nothing was alive: done at once
 }
 
-void WorkerGroup::killNow() { signalLive(SIGKILL); }
+void WorkerGroup::killNow() { signalLive(SIGKILL, SignalDelivery::kForward); }
 
 void WorkerGroup::maybeStopped() {
   if (!stopping_ || !allExited() || !stopped_) return;
@@ -292,6 +316,7 @@ void WorkerGroup::replace(WorkerSpec spec) {
     throw Error("local rank " + std::to_string(spec.localRank) +
                 " has no failed worker to replace");
   }
+  shareTerminal(spec, spec.localRank);
   std::optional<SpawnedProcess> proc;
   if (standby_) proc = standby_->take(spec.argv, spec.env);
   if (proc) {
@@ -317,6 +342,7 @@ void WorkerGroup::replace(WorkerSpec spec) {
 
 void WorkerGroup::keepStandby(WorkerSpec spec, int count) {
   if (standby_ || stopping_ || count <= 0) return;
+  shareTerminal(spec, -1);
   try {
     standby_ = std::make_unique<StandbyPool>(io_, reaper_, std::move(spec), count);
   } catch (const Error& e) {

@@ -1,6 +1,10 @@
 // WorkerGroup: this node's workers of one generation — started together, watched together,
 // stopped together.
 //
+// At a terminal (GroupSettings::terminal, terminal.hpp) the workers join ddprun's foreground
+// process group and their console streams are pseudo-terminals; "a worker's process group" below
+// is then the worker and every process below it.
+//
 // start() spawns one process per WorkerSpec, each under its own guardian (worker_process.hpp,
 // guardian.hpp), and routes its output (output_pump.hpp). Every exit is an event from the
 // ChildReaper (the guardian's exit, carrying the worker's exact wait status); the owner learns of
@@ -62,6 +66,8 @@ struct GroupSettings {
   // Where console lines go (tests point these at files).
   int consoleOut = 1;
   int consoleErr = 2;
+  // What ddprun's terminal offers the workers (terminal.hpp; the agent detects it, none here).
+  TerminalPlan terminal;
   // Last stderr lines kept per worker for the failure summary.
   std::size_t stderrTailLines = 20;
   // How long taking one hung worker's stacks may take (gdb, or a Python dump) before it is ended
@@ -71,6 +77,10 @@ struct GroupSettings {
 
 class StackCollector;
 class StandbyPool;
+
+// Whether stop() sends its signal, or the workers got it already: at a terminal they share
+// ddprun's foreground process group, and the terminal's own Ctrl-C reached each of them.
+enum class SignalDelivery { kForward, kAlreadyDelivered };
 
 class WorkerGroup {
  public:
@@ -91,8 +101,10 @@ class WorkerGroup {
   // `done` once every worker was reaped (before returning if none is alive). A worker still running
   // when a stop signal reaches it is marked stoppedByAgent (unless it numbered its own failure);
   // one that had already exited, reaped or not, is not. A second call only forwards its signal.
-  // Non-blocking.
-  void stop(int signal, std::function<void()> done);
+  // kAlreadyDelivered: the workers got `signal` already (see SignalDelivery); nothing is sent
+  // but the SIGKILL after the grace. Non-blocking.
+  void stop(int signal, std::function<void()> done,
+            SignalDelivery delivery = SignalDelivery::kForward);
   // SIGKILLs every live worker's process group now (a second Ctrl-C). Non-blocking.
   void killNow();
   // Sends a signal that does not ask to stop (SIGUSR1, ...) to every live worker's process group:
@@ -156,7 +168,10 @@ class WorkerGroup {
   void numberExit(Worker& worker);
   void onGuardianLost(Worker& worker);
   void killAndReap(Worker& worker);
-  void signalLive(int signal);
+  void signalLive(int signal, SignalDelivery delivery);
+  bool onConsole(int localRank, StdStreams which) const;
+  std::string prefixOf(const WorkerSpec& spec, pid_t pid) const;
+  void shareTerminal(WorkerSpec& spec, int localRank) const;
   void maybeStopped();
   int64_t takeFailureNumber();
   void awaitPythonDump(Worker& worker);

@@ -104,7 +104,7 @@ void WorkerGroup::endHungWorkers() {
     w->pendingEnd = false;
     if (w->exited) continue;
     if (w->hang->signal == 0) {
-      ::killpg(w->pid, SIGKILL);
+      signalWorker(w->pid, SIGKILL);
     } else {
       ::kill(w->hang->target, w->hang->signal);  // the timer's signal to its process, as torch
       ::kill(w->hang->target, SIGCONT);           // it was frozen for gdb

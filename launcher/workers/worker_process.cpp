@@ -111,7 +111,18 @@ Pending forkWorker(const WorkerSpec& spec) {
   std::vector<char*> cArgv = cStrings(argStorage);
   std::vector<char*> cEnv = cStrings(envStorage);
 
-  Pipe out = makePipe(), err = makePipe(), report = makePipe();
+  const WorkerTerminal& tty = spec.terminal;
+  const StreamEnds outEnds = makeStreamEnds(tty.stdoutPty, tty.columns, tty.rows);
+  Pipe out{outEnds.read, outEnds.write};
+  Pipe err, report;
+  try {
+    const StreamEnds errEnds = makeStreamEnds(tty.stderrPty, tty.columns, tty.rows);
+    err = {errEnds.read, errEnds.write};
+    report = makePipe();
+  } catch (...) {
+    closeFd(out.read), closeFd(out.write), closeFd(err.read), closeFd(err.write);
+    throw;
+  }
   GuardianPlan plan;
   plan.agent = ::getpid();
   plan.program = p.program.c_str();
@@ -121,6 +132,7 @@ Pending forkWorker(const WorkerSpec& spec) {
   plan.stderrFd = err.write;
   plan.reportFd = report.write;
   plan.binding = spec.binding ? &*spec.binding : nullptr;
+  plan.joinGroup = tty.joinGroup;
   int forkErrno = 0;
   const pid_t guardian = forkGuardian(plan, forkErrno);
   closeFd(out.write);
@@ -162,7 +174,7 @@ SpawnedProcess awaitStart(Pending& p) {
 
 // Kills a started worker (its guardian clears the rest), reaps the guardian, closes everything.
 void discard(SpawnedProcess& s) {
-  ::killpg(s.pid, SIGKILL);
+  signalWorker(s.pid, SIGKILL);
   reap(s.guardianPid);
   closeHandles(s);
 }

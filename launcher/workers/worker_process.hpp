@@ -4,9 +4,11 @@
 // Each worker is started by its own guardian (guardian.hpp), a small process forked from the agent:
 //   agent ─ guardian (own process group, dies with the agent's death signal after killing the
 //           worker's tree) ─ worker (own process group, PR_SET_PDEATHSIG=SIGKILL to the guardian)
-// The agent signals the worker's process group directly (killpg(pid)), watches and reaps the
-// guardian (its only direct child), and learns the worker's exact wait status from the guardian's
-// report pipe. stdout and stderr go to fresh pipes the agent reads; stdin and the agent's
+// The agent signals the worker's process group directly (signalWorker: killpg(pid)), watches and
+// reaps the guardian (its only direct child), and learns the worker's exact wait status from the
+// guardian's report pipe. At a terminal (WorkerSpec::terminal, terminal.hpp) the worker joins the
+// agent's foreground process group instead, and its console streams are pseudo-terminals. stdout
+// and stderr go to fresh pipes (or those pseudo-terminals) the agent reads; stdin and the agent's
 // environment are inherited; every other descriptor is closed (as Python's
 // Popen(close_fds=True) in torchrun).
 //
@@ -35,7 +37,7 @@ class SpawnError : public ConfigError {
 };
 
 struct SpawnedProcess {
-  pid_t pid = -1;          // the worker; also its process-group id
+  pid_t pid = -1;          // the worker; also its process-group id unless it joined the terminal's
   pid_t guardianPid = -1;  // the agent's child: watch and reap this one
   int stdoutFd = -1;       // read ends (close-on-exec); set them to -1 when taking them over
   int stderrFd = -1;
