@@ -24,10 +24,14 @@
 //   --fail-on-signal      with --wait: failing ranks too wait for a signal, then fail
 //   --comm-error-rank R   when failing, rank R fails like a peer's victim instead: exit 3 with a
 //                         "Connection reset by peer" error file
+//   --abort-after-print TEXT  print TEXT and a newline with C stdio (printf), then abort(): what
+//                         a crashing native worker leaves in stdio's buffer
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -84,6 +88,7 @@ void writeFile(const std::string& path, const std::string& text) {
 
 int main(int argc, char** argv) {
   std::string envFile, readyFile, signalFile, errorMessage, lingerFile, dispositionsFile;
+  std::string abortAfterPrint;
   int print = 0, failRank = -1, failUntil = -1, exitCode = 0, raiseSig = 0, sleepMs = 0;
   int exitAfterSignal = -1, commErrorRank = -1;
   bool wait = false, ignoreTerm = false, ignoreInt = false, failOnSignal = false;
@@ -126,6 +131,12 @@ int main(int argc, char** argv) {
       failOnSignal = true;
     else if (a == "--comm-error-rank")
       commErrorRank = std::stoi(next());
+    else if (a == "--abort-after-print")
+      abortAfterPrint = next();
+  }
+  if (!abortAfterPrint.empty()) {
+    std::printf("%s\n", abortAfterPrint.c_str());
+    std::abort();
   }
   const int rank = envInt("RANK", 0), localRank = envInt("LOCAL_RANK", 0);
   const int attempt = envInt("TORCHELASTIC_RESTART_COUNT", 0);
