@@ -15,6 +15,8 @@ into it and reads the screen as a person would.
   terminal_test.py crash_py   the same with `--no-python python3` without -u (PYTHONUNBUFFERED
                               unset)
   terminal_test.py binary     bytes 0..255 on stdout reach the --tee log byte for byte
+  terminal_test.py flood      32 MiB without a newline and 200,000 "\\r" updates pass through; ddprun's
+                              peak memory stays under 64 MiB (partial lines go on in pieces)
   terminal_test.py sigint     Ctrl-C reaches each worker once; ddprun exits 130
   terminal_test.py kill9      kill -9 of ddprun at a terminal leaves no worker nor its child
   terminal_test.py hangup     the terminal closed under a job: ddprun and its workers end (SIGHUP);
@@ -261,6 +263,27 @@ def scenario_binary(t, d):
     raise TestFailure("no rank-0 stdout.log with output under %s" % d)
 
 
+def scenario_flood(t, d):
+    tail, total = b"", 0
+    deadline = time.monotonic() + 120
+    while b"flood done" not in tail:
+        check(time.monotonic() < deadline, "the flood never ended: ...%r" % tail[-200:])
+        check(t.reap() is None or t.pump(0.05), "ddprun ended during the flood")
+        ready, _, _ = select.select([t.fd], [], [], 0.5)
+        if ready:
+            data = os.read(t.fd, 1 << 20)
+            total += len(data)
+            tail = (tail + data)[-4096:]
+    with open("/proc/%d/status" % t.pid) as f:
+        peak_kib = int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1))
+    touch(os.path.join(d, "done"))
+    rc = t.wait()
+    check(rc == 0, "the job exited %d" % rc)
+    check(total > 32 << 20, "only %d bytes reached the screen" % total)
+    check(peak_kib < 64 << 10, "ddprun's peak RSS %d KiB while passing %d bytes on"
+          % (peak_kib, total))
+
+
 def scenario_sigint(t, d):
     for r in (0, 1):
         deadline = time.monotonic() + 60
@@ -332,6 +355,7 @@ def main():
         "crash_py": ddprun("--tee=3", "--log-dir", d, "--no-python", PY, "-c",
                            "print('last words'); import os; os.abort()"),
         "binary": ddprun("--tee=1", "--log-dir", d, WORKER, "binary", d),
+        "flood": ddprun(WORKER, "flood", d),
         "sigint": ddprun(WORKER, "sigint", d),
         "kill9": ddprun("--no-python", "sh", "-c",
                         "echo $$ > %s/pid$RANK; sleep 300 & echo $! > %s/child$RANK; wait" % (d, d)),

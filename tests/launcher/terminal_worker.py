@@ -12,6 +12,8 @@
                                    once DIR/done exists writes the count to DIR/count<rank> and
                                    exits 130
   terminal_worker.py binary DIR    rank 0 writes bytes 0..255 sixteen times and "\\n" to stdout
+  terminal_worker.py flood DIR     rank 0 writes 32 MiB without a newline, then 200,000 "\\r"
+                                   updates, then "\\nflood done\\n", and waits for DIR/done
 
 Waits are bounded (60 s): a test that stalls fails instead of hanging.
 """
@@ -95,5 +97,18 @@ def binary_mode():
         sys.stdout.flush()
 
 
-{"pdb": pdb_mode, "input": input_mode, "tdbreak": tdbreak_mode, "progress": progress_mode,
+def flood_mode():
+    if RANK != 0:
+        return
+    out = sys.stdout.buffer
+    chunk = b"x" * 65536
+    for _ in range(512):
+        out.write(chunk)
+    out.write(b"".join(b"\r%6d%%" % (i % 100) for i in range(200000)))
+    out.write(b"\nflood done\n")
+    out.flush()
+    await_file("done")
+
+
+{"flood": flood_mode, "pdb": pdb_mode, "input": input_mode, "tdbreak": tdbreak_mode, "progress": progress_mode,
  "sigint": sigint_mode, "binary": binary_mode}[MODE]()
