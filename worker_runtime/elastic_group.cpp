@@ -274,14 +274,17 @@ void ElasticGroup::checkFinished(const QuorumId& building) {
 }
 
 void ElasticGroup::announceInPlace() {
-  if (!board_ || view_.id.generation == announcedGeneration_ || view_.id.quorum != 0) return;
-  // Quorum 0 only: a process replaced later in the generation was counted by its predecessor.
+  if (!board_ || announced_) return;
+  announced_ = true;
+  // A replacement was counted for its rank by its predecessor (or by the agent that carried the
+  // predecessor into a generation formed in place); a process that goes on into a generation
+  // formed in place is carried by its agent (quorum_keeper.hpp): once per process.
+  if (env_.stateFromPeer) return;
   // The key is the agents' (worker_store_keys.hpp): no worker prefix, on the same connection.
   // A program that can wait as a standby says so first: an agent that sees in_place complete
   // then knows whether every worker can (worker_runtime/standby.hpp).
   if (standbyCapable()) unprefixed(*store_).add(standbyCountKey(view_.id.generation), 1);
   unprefixed(*store_).add(inPlaceCountKey(view_.id.generation), 1);
-  announcedGeneration_ = view_.id.generation;
 }
 
 void ElasticGroup::build(const QuorumRecord& record, Clock::time_point deadline) {

@@ -5,9 +5,13 @@
 // (rendezvous/quorum/quorum_board.hpp). The group then reads its membership from the board, not
 // from the environment it started with: rank, world size and worker store are those of the
 // newest quorum (the same as the env for a worker started with its generation; a replacement
-// process started later gets the current ones too). Once its first communicator of a generation
-// is built it announces that it recovers in place (the worker store's in_place counter), which is
-// what lets the agents replace a failed worker instead of restarting every one.
+// process started later gets the current ones too). Once its first communicator is built it
+// announces that it recovers in place (the worker store's in_place counter), which is what lets
+// the agents replace a failed worker instead of restarting every one. A process announces once
+// in its life, whatever quorum it first built: a replacement (DDP_STATE_FROM_PEER) was counted
+// for its rank already, and when a generation forms in place the agents carry the announcements
+// of the processes that go on into it (worker_store_keys.hpp), so a failure at any moment of the
+// rebuild is recovered in place.
 //
 // When a collective fails (CommError) or quorumChanged() says the agent published a newer quorum,
 // the worker calls rebuild(): the old communicator is closed first (its connections close, so
@@ -164,7 +168,7 @@ class ElasticGroup {
   std::thread retiring_;
   GroupView view_;
   uint32_t builtEpoch_ = 0;
-  int64_t announcedGeneration_ = -1;
+  bool announced_ = false;  // this process counted itself (or was counted) in some generation
   std::string finishedBy_;  // set by checkFinished(): who finished the job, as its key says
 };
 

@@ -62,6 +62,13 @@ void QuorumKeeper::beginGeneration(const RendezvousResult& round, const std::str
   calls_ = std::make_unique<TcpStoreClient>(o);
   o.timeout = std::min(budget, kWatcherReplyBudget);
   watcher_ = std::make_unique<TcpStoreClient>(o);
+  if (inherited) {  // before the board shows the generation: no worker of it can fail earlier
+    if (standbyCapable_) calls_->add(standbyCountKey(round.generation), localWorkers_);
+    calls_->add(inPlaceCountKey(round.generation), localWorkers_);
+    calls_->set(inPlaceCarriedKey(round.generation), "1");
+  } else {
+    standbyCapable_ = false;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     round_ = round;
@@ -71,6 +78,7 @@ void QuorumKeeper::beginGeneration(const RendezvousResult& round, const std::str
     publishLocked({{round.generation, 0}, "", {}, -1});
   }
   stop_ = false;
+  inherited_ = inherited;
   allInPlace_ = inherited;
   thread_ = std::thread([this] { watch(); });
 }
@@ -98,6 +106,7 @@ void QuorumKeeper::onAllInPlace(std::function<void(bool standbyCapable)> callbac
 
 int64_t QuorumKeeper::workersInPlace() {
   if (!calls_) throw Error("no generation is running");
+  if (inherited_ || calls_->check({inPlaceCarriedKey(round_.generation)})) return round_.worldSize;
   return calls_->add(inPlaceCountKey(round_.generation), 0);
 }
 
@@ -165,9 +174,16 @@ void QuorumKeeper::watch() {
     const int64_t next = current().quorum + 1;
     const std::string key = quorumKey(g, next);
     try {
-      if (!allInPlace_ && watcher_->add(inPlaceCountKey(g), 0) >= round_.worldSize) {
-        // Each worker adds to the standby counter before in_place: it is complete now.
-        const bool standby = watcher_->add(standbyCountKey(g), 0) >= round_.worldSize;
+      const int64_t inPlace = allInPlace_ ? 0 : watcher_->add(inPlaceCountKey(g), 0);
+      // Formed in place by other nodes: their processes carried on (and the job runs one entry
+      // point), so this node's newcomers recover in place too, before each of them announced.
+      const bool carried = inPlace > 0 && watcher_->check({inPlaceCarriedKey(g)});
+      if (!allInPlace_ && (inPlace >= round_.worldSize || carried)) {
+        // Each worker (and agent carrying its workers) adds to the standby counter before
+        // in_place: it is complete for those counted now.
+        const int64_t standbys = watcher_->add(standbyCountKey(g), 0);
+        const bool standby = standbys >= (carried ? inPlace : round_.worldSize);
+        standbyCapable_ = standby;
         allInPlace_ = true;
         if (allInPlaceCallback_) allInPlaceCallback_(standby);
       }

@@ -59,15 +59,20 @@ class QuorumKeeper {
   // connects to it (`budget`), writes quorum (g, 0) for every local worker and starts the watcher.
   // Throws what TcpStoreClient's constructor throws.
   // `inherited`: the generation was formed in place from one whose workers all recover in place
-  // (the same processes, and newcomers run the job's one entry point): allInPlace() at once.
+  // (the same processes, and newcomers run the job's one entry point): allInPlace() at once, and
+  // this node's workers' announcements are carried into the new generation's counters
+  // (worker_store_keys.hpp: in_place, standby, in_place_carried), since their processes go on
+  // and announce only once. Throws what the store calls throw.
   void beginGeneration(const RendezvousResult& round, const std::string& addr, uint16_t port,
                        const std::string& token, std::chrono::milliseconds budget,
                        bool inherited = false);
   // Stops the watcher and drops the connections. Idempotent; never throws.
   void endGeneration();
 
-  // Workers of the generation that announced they recover in place (the in_place counter).
-  // One store call. Throws NetworkError, TimeoutError.
+  // Workers of the generation that recover in place: the world size when the generation formed in
+  // place (inherited here, or in_place_carried by another node's agent: its processes carried
+  // on, and every one announced before), else the in_place counter. At most two store calls.
+  // Throws NetworkError, TimeoutError.
   int64_t workersInPlace();
   // True once every worker of the generation announced that it recovers in place (the watcher
   // reads the in_place counter until it does). Non-blocking; any thread.
@@ -104,6 +109,9 @@ class QuorumKeeper {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> allInPlace_{false};
+  bool inherited_ = false;
+  // Every worker of the last generation whose announcements completed could wait as a standby.
+  std::atomic<bool> standbyCapable_{false};
   mutable std::mutex mutex_;
   // Guarded by mutex_:
   RendezvousResult round_;

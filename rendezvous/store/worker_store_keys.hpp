@@ -19,11 +19,20 @@
 //                                  key after its newest and tells its own workers through its
 //                                  quorum board (rendezvous/quorum/quorum_board.hpp)
 //   /ddp/attempt_<g>/in_place      workers of generation g that recover in place (an ADD counter):
-//                                  each worker linking worker_runtime adds 1 once it built its
-//                                  first communicator of g; == WORLD_SIZE means every worker does
+//                                  each process linking worker_runtime adds 1 once, when it built
+//                                  its first communicator (a replacement, DDP_STATE_FROM_PEER,
+//                                  was counted for its rank already); when g formed in place
+//                                  (a node lost or added while the workers ran), each agent whose
+//                                  workers keep their processes adds their count for them, so
+//                                  their announcement outlives the generation; == WORLD_SIZE
+//                                  means every worker does
+//   /ddp/attempt_<g>/in_place_carried  set by those agents: g formed in place, the processes that
+//                                  carried on into it all recover in place (a newcomer's agent
+//                                  replaces in place before every worker rebuilt)
 //   /ddp/attempt_<g>/standby       workers of generation g whose program can wait as a standby
 //                                  process (an ADD counter, added just before in_place by those
-//                                  that can: worker_runtime/standby.hpp); == WORLD_SIZE once
+//                                  that can, and carried over as in_place is:
+//                                  worker_runtime/standby.hpp); == WORLD_SIZE once
 //                                  in_place is lets the agents keep standby processes
 //   /ddp/attempt_<g>/state_lost    set by workers that found no rank of their quorum holding the
 //                                  training state (every process was new): the agents then stop
@@ -62,6 +71,10 @@ inline std::string quorumKey(int64_t generation, int64_t quorum) {
 
 inline std::string inPlaceCountKey(int64_t generation) {
   return "/ddp/attempt_" + std::to_string(generation) + "/in_place";
+}
+
+inline std::string inPlaceCarriedKey(int64_t generation) {
+  return "/ddp/attempt_" + std::to_string(generation) + "/in_place_carried";
 }
 
 inline std::string standbyCountKey(int64_t generation) {

@@ -12,6 +12,11 @@
                      place with world size 2 (no process restarted), node 1's agent stops its
                      workers and exits (the store lost); a new agent on node 1's host, the link up
                      again, grows the world back to 4 in place
+  kill_after_form    a worker SIGKILLed as soon as a generation formed in place, while the workers
+                     still rebuild: on node 0 right after node 1's agent was lost, then on the
+                     newcomer right after a new agent grew the world back, then on node 0 again:
+                     each is replaced in place (the announcements outlive the generation), node
+                     0's other worker keeps its process throughout, no worker restarts
   excluded_in_place  node 1's workers fail twice (--exclude-after 2): the first is replaced in
                      place, the second makes node 1 leave for its cooldown while node 0 trains on
                      (world size 2); it joins again after the cooldown, the world back to 4
@@ -89,6 +94,41 @@ def node_loss(h, spare):
               + h.output("nl2")[-2000:])
     else:
         check(2 in worlds, "the world never shrank: %s" % sorted(set(worlds)))
+
+
+def kill_after_form(h):
+    """Capability outlives a generation formed in place (issue 31, item 1): a worker SIGKILLed
+    within a poll of `generation N formed in place` is replaced in place, on a survivor's node and
+    on a newcomer's; nothing restarts."""
+    a0, a1, agent, metrics = two_nodes(h, "kf")
+    kept = sorted(workers(a0.pid))
+    check(len(kept) == 2, "node 0 runs %s" % kept)
+    os.kill(a1.pid, signal.SIGKILL)
+    h.log("killed node 1's agent at step %d" % last_step(metrics))
+    poll("the round formed in place", lambda: "formed in place" in h.output("kf0"), 60, 0.01)
+    victim = kept[1]
+    os.kill(victim, signal.SIGKILL)
+    h.log("killed node 0's worker %d right after the round formed" % victim)
+    poll("the replacement", lambda: "replacing in place" in h.output("kf0"), 60)
+    since = last_step(metrics)
+    poll("progress after the replacement", lambda: last_step(metrics) > since + 5, 120)
+    check(kept[0] in workers(a0.pid), "node 0's healthy worker lost its process")
+    a2 = agent("kf2")
+    poll("the world grown back", lambda: h.output("kf0").count("formed in place") >= 2, 60, 0.01)
+    poll("the newcomer's workers", lambda: len(workers(a2.pid)) == 2, 60, 0.01)
+    newcomer = sorted(workers(a2.pid))[0]
+    os.kill(newcomer, signal.SIGKILL)
+    h.log("killed the newcomer's worker %d right after the round formed" % newcomer)
+    poll("the newcomer's replacement", lambda: "replacing in place" in h.output("kf2"), 60)
+    since = last_step(metrics)
+    poll("progress after the growth", lambda: last_step(metrics) > since + 5, 120)
+    check(kept[0] in workers(a0.pid), "node 0's healthy worker lost its process")
+    check(finish(h, a0, "kf0", metrics) == 0, "node 0 failed:\n" + h.output("kf0")[-3000:])
+    for name in ("kf0", "kf2"):
+        out = h.output(name)
+        check("no worker is replaced in place" not in out and "restarting the job" not in out,
+              "%s fell back to a full restart:\n%s" % (name, out[-3000:]))
+    check(json_lines(metrics)[-1]["world_size"] == 4, "the job did not end on 4 workers")
 
 
 def excluded_in_place(h):
@@ -214,6 +254,7 @@ def main():
         "node_stop": lambda h, a: node_stop(h),
         "node_cut": lambda h, a: node_cut(h),
         "excluded_in_place": lambda h, a: excluded_in_place(h),
+        "kill_after_form": lambda h, a: kill_after_form(h),
     })
 
 
