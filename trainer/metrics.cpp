@@ -1,5 +1,6 @@
 #include "trainer/metrics.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -11,7 +12,7 @@ namespace ddp {
 
 MetricsSink::MetricsSink(const std::filesystem::path& jsonl,
                          const std::filesystem::path& tensorboardDir, double progressSeconds)
-    : progressSeconds_(progressSeconds) {
+    : jsonlPath_(jsonl), progressSeconds_(progressSeconds) {
   if (!jsonl.empty()) {
     if (jsonl.has_parent_path()) std::filesystem::create_directories(jsonl.parent_path());
     jsonl_.open(jsonl, std::ios::app);
@@ -29,7 +30,32 @@ void MetricsSink::publishTo(std::function<void(const std::string& point)> publis
   publish_ = std::move(publish);
 }
 
+void MetricsSink::skipLoggedSteps() {
+  if (jsonlPath_.empty()) return;
+  std::ifstream in(jsonlPath_, std::ios::binary);
+  if (!in) return;
+  // The last complete line is within the last few KiB (a line is ~200 bytes).
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = std::max<std::streamoff>(0, size - 8192);
+  in.seekg(from);
+  std::string tail(std::size_t(size - from), '\0');
+  in.read(tail.data(), std::streamsize(tail.size()));
+  tail.resize(std::size_t(std::max<std::streamsize>(0, in.gcount())));
+  const std::size_t end = tail.rfind('\n');
+  if (end == std::string::npos || end == 0) return;
+  const std::size_t previous = tail.rfind('\n', end - 1);
+  const std::size_t begin = previous == std::string::npos ? 0 : previous + 1;
+  const std::string line = tail.substr(begin, end - begin);
+  const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) {
+    lastLogged_ = std::max(lastLogged_, j["step"].get<int64_t>());
+  }
+}
+
 void MetricsSink::log(const StepMetrics& m, bool last) {
+  if (m.step <= lastLogged_) return;
+  lastLogged_ = m.step;
   const double wall = std::chrono::duration<double>(
                           std::chrono::system_clock::now().time_since_epoch()).count();
   const auto now = std::chrono::steady_clock::now();

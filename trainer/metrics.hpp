@@ -4,7 +4,10 @@
 //     {"step": 120, "epoch": 1, "loss": 0.4312, "lr": 0.001, "samples_per_s": 51234.5,
 //      "world_size": 2, "generation": 0, "grad_norm": 0.83, "time": 1732890000.12}
 //     loss is the mean over ranks and over the steps since the previous line; samples_per_s
-//     counts all ranks' samples since the previous line.
+//     counts all ranks' samples since the previous line. Each logged step has one line, also
+//     when a recovery in place interrupted it (trainer.hpp); its loss is then the mean over the
+//     ranks that still held it.
+//     A full restart from a checkpoint redoes the steps after it, and writes their lines again.
 //   TensorBoard (`tensorboard_dir`): scalars train/loss, train/lr, train/samples_per_s,
 //     train/grad_norm at the same steps.
 //   Console (stdout): one progress line every `progress_seconds`:
@@ -46,8 +49,13 @@ class MetricsSink {
               double progressSeconds);
 
   // Writes a JSON line and TensorBoard scalars, and publishes the point (see above); `last` = the
-  // run's last step. Does not throw on write errors (logged once).
+  // run's last step. A step at or before one already logged is not logged again (a step a
+  // recovery in place finishes may have been logged before the failure). Does not throw on
+  // write errors (logged once).
   void log(const StepMetrics& m, bool last = false);
+  // This process takes rank 0 over from another process of the same job (a recovery in place):
+  // steps up to the last one in the JSON lines file count as logged. Reads the file's tail.
+  void skipLoggedSteps();
   // Hands every logged point (a JSON object, without "n") to `publish` from now on. It runs on
   // the training thread and may block briefly (it is given a short store budget).
   void publishTo(std::function<void(const std::string& point)> publish);
@@ -55,7 +63,9 @@ class MetricsSink {
   void progress(const StepMetrics& m, bool force = false);
 
  private:
+  std::filesystem::path jsonlPath_;
   std::ofstream jsonl_;
+  int64_t lastLogged_ = -1;  // the last step logged (or found in the file by skipLoggedSteps)
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::function<void(const std::string&)> publish_;
   std::chrono::steady_clock::time_point lastPublished_{};

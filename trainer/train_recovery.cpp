@@ -45,6 +45,26 @@ TrainState stateOf(const StateWords& w) {
   return s;
 }
 
+// InterruptedStep as it travels beside the digest: the step's 8 bytes, the loss, the norm.
+constexpr std::size_t kReportFloats = 4;
+
+std::array<float, kReportFloats> packReport(const std::optional<InterruptedStep>& r) {
+  std::array<float, kReportFloats> words{};
+  const InterruptedStep step = r.value_or(InterruptedStep{});
+  std::memcpy(words.data(), &step.step, sizeof step.step);
+  words[2] = step.lossMean;
+  words[3] = step.gradNorm;
+  return words;
+}
+
+InterruptedStep unpackReport(const float* words) {
+  InterruptedStep r;
+  std::memcpy(&r.step, words, sizeof r.step);
+  r.lossMean = words[2];
+  r.gradNorm = words[3];
+  return r;
+}
+
 std::string rankList(const std::vector<int>& ranks) {
   std::string out;
   for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
@@ -66,7 +86,11 @@ void TrainLoop::recover(const std::string& why) {
     group_->rebuild(budget);  // CommError when no quorum comes: the worker exits
     adoptQuorum();
     try {
-      if (comm_) syncState();
+      if (comm_) {
+        syncState();
+      } else if (interrupted_) {  // alone in its world: its own interrupted step only
+        finishInterruptedStep({*interrupted_}, state_.step);
+      }
       setUpCollectives();
       break;
     } catch (const StateLost&) {
@@ -93,7 +117,9 @@ void TrainLoop::adoptQuorum() {
   if (ctx_.rank != 0) {
     metrics_.reset();
   } else if (!metrics_) {
+    // This process takes rank 0 over from another one of the job: the lines that one wrote stay.
     metrics_ = std::make_unique<MetricsSink>(cfg_.metrics, cfg_.tensorboardDir, cfg_.progressSeconds);
+    metrics_->skipLoggedSteps();
     if (ctx_.publishPoint) metrics_->publishTo(ctx_.publishPoint);
   }
 }
@@ -128,16 +154,26 @@ StateDigest TrainLoop::digest() {
 
 void TrainLoop::syncState() {
   const int world = ctx_.worldSize;
+  // Each rank's digest and, beside it, the step whose afterStep it could not finish (if any).
+  constexpr std::size_t kRecord = kDigestFloats + kReportFloats;
+  std::array<float, kRecord> mine;
   const auto packed = packDigest(digest());
-  std::vector<float> all(kDigestFloats * std::size_t(world));
+  const auto report = packReport(interrupted_);
+  std::copy(packed.begin(), packed.end(), mine.begin());
+  std::copy(report.begin(), report.end(), mine.begin() + kDigestFloats);
+  std::vector<float> all(kRecord * std::size_t(world));
   auto buffer = model_->allocBuffer(all.size());
-  model_->upload(packed.data(), buffer.get() + kDigestFloats * std::size_t(ctx_.rank), kDigestFloats);
+  model_->upload(mine.data(), buffer.get() + kRecord * std::size_t(ctx_.rank), kRecord);
   model_->synchronize();
-  comm_->allgather(buffer.get() + kDigestFloats * std::size_t(ctx_.rank), buffer.get(), kDigestFloats,
+  comm_->allgather(buffer.get() + kRecord * std::size_t(ctx_.rank), buffer.get(), kRecord,
                    DataType::kFloat32);
   model_->download(buffer.get(), all.data(), all.size());
   std::vector<StateDigest> digests;
-  for (int r = 0; r < world; ++r) digests.push_back(unpackDigest(all.data() + kDigestFloats * r));
+  std::vector<InterruptedStep> reports;
+  for (int r = 0; r < world; ++r) {
+    digests.push_back(unpackDigest(all.data() + kRecord * r));
+    reports.push_back(unpackReport(all.data() + kRecord * r + kDigestFloats));
+  }
   const StateAgreement agreed = agreeOnState(digests);
   if (agreed.state.step < 0) {
     // Every rank is new: the job's state went with the processes that held it.
@@ -145,7 +181,11 @@ void TrainLoop::syncState() {
     throw StateLost("quorum " + toString(group_->view().id) + ": no rank holds the training "
                     "state (every process is new); recovery in place is impossible");
   }
-  if (agreed.differ.empty()) return;
+  if (!agreed.differ.empty()) takeState(agreed);
+  finishInterruptedStep(reports, agreed.state.step);
+}
+
+void TrainLoop::takeState(const StateAgreement& agreed) {
   if (ctx_.rank == agreed.donor) {
     logger("trainer")->info("rank {} hands its state (step {}) to rank(s) {}", ctx_.rank,
                             agreed.state.step, rankList(agreed.differ));
@@ -168,6 +208,29 @@ void TrainLoop::syncState() {
   state_ = stateOf(words);
   model_->zeroGrads();
   hasState_ = true;
+}
+
+void TrainLoop::finishInterruptedStep(const std::vector<InterruptedStep>& reports, int64_t step) {
+  interrupted_.reset();
+  // A rank interrupted in afterStep holds that step's loss; one that finished it (its line may be
+  // written: MetricsSink does not write a step twice), a replacement and one that took the step's
+  // state from the donor do not. The line's loss is the mean over the ranks that hold it.
+  double lossSum = 0;
+  int holders = 0;
+  float gradNorm = 0;
+  for (const InterruptedStep& r : reports) {
+    if (r.step != step) continue;
+    if (holders++ == 0) gradNorm = r.gradNorm;
+    lossSum += r.lossMean;
+  }
+  if (holders == 0) return;
+  const bool last = finished();
+  const bool logNow = last || step % cfg_.logEvery == 0;
+  if (ctx_.rank == 0) {
+    logger("trainer")->info("step {} was done when a peer failed: its metrics line is written now",
+                            step);
+  }
+  reportStep(float(lossSum / holders), gradNorm, logNow, last);
 }
 
 void TrainLoop::handOver(void* buf, std::size_t bytes, const StateAgreement& agreed) {

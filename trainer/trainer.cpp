@@ -62,6 +62,14 @@ TrainLoop::TrainLoop(const TrainConfig& config, const RunContext& ctx, Communica
     optimizer_ = std::make_unique<Optimizer>(*model_, cfg_.optimizer, ctx_.worldSize);
   }
   setUpSampler();
+  // Before the state: a replacement for rank 0 may write a step's line as it takes the state
+  // (syncState), after the lines the process it replaces wrote.
+  if (ctx_.rank == 0) {
+    metrics_ =
+        std::make_unique<MetricsSink>(cfg_.metrics, cfg_.tensorboardDir, cfg_.progressSeconds);
+    if (ctx_.replacement) metrics_->skipLoggedSteps();
+    if (ctx_.publishPoint) metrics_->publishTo(ctx_.publishPoint);
+  }
   // The state first, then the collectives built on the communicator: the order in which the
   // survivors of a recovery in place run them too (train_recovery.cpp), so a replacement
   // process meets them there.
@@ -76,10 +84,6 @@ TrainLoop::TrainLoop(const TrainConfig& config, const RunContext& ctx, Communica
     // would cost this process and a restart.
     if (!recoversInPlace()) throw;
     recover(e.what());
-  }
-  if (ctx_.rank == 0 && !metrics_) {
-    metrics_ = std::make_unique<MetricsSink>(cfg_.metrics, cfg_.tensorboardDir, cfg_.progressSeconds);
-    if (ctx_.publishPoint) metrics_->publishTo(ctx_.publishPoint);
   }
 }
 
@@ -289,15 +293,23 @@ void TrainLoop::saveCheckpoint() {
 }
 
 // A step's metrics line is written before its checkpoint: a kill between the two then repeats the
-// line when the step is redone after the resume, instead of losing it.
+// line when the step is redone after the resume, instead of losing it. A step whose collectives
+// here fail (a peer died) is done: the recovery in place finishes it (finishInterruptedStep).
 void TrainLoop::afterStep(float loss, float gradNorm, bool last) {
   const int64_t step = state_.step;
-  if (cfg_.checkParamsEvery > 0 && comm_ && step % cfg_.checkParamsEvery == 0) checkParams();
   lossSinceLog_ += loss;
   ++stepsSinceLog_;
+  interrupted_ = InterruptedStep{step, float(lossSinceLog_ / double(stepsSinceLog_)), gradNorm};
+  if (cfg_.checkParamsEvery > 0 && comm_ && step % cfg_.checkParamsEvery == 0) checkParams();
   const bool logNow = last || step % cfg_.logEvery == 0;
-  if (logNow) {  // every rank takes part: the condition is the same everywhere
-    loss = meanOverRanks(float(lossSinceLog_ / double(stepsSinceLog_)));
+  if (logNow) loss = meanOverRanks(interrupted_->lossMean);  // the same condition on every rank
+  interrupted_.reset();
+  reportStep(loss, gradNorm, logNow, last);
+}
+
+void TrainLoop::reportStep(float loss, float gradNorm, bool logNow, bool last) {
+  const int64_t step = state_.step;
+  if (logNow) {
     result_.lastLoss = loss;
     lossSinceLog_ = 0;
     stepsSinceLog_ = 0;

@@ -164,6 +164,13 @@ bool reapExited(pid_t worker, int& status) {
   }
 }
 
+// The plan's file goes with the guardian; its folder with the agent (the folder's last file
+// removes it: the agent's other guardians remove theirs on the same parent-death signal).
+void removeOwned(const GuardianPlan& plan, bool agentGone) {
+  if (plan.ownedFile != nullptr) ::unlink(plan.ownedFile);
+  if (agentGone && plan.ownedDir != nullptr) ::rmdir(plan.ownedDir);
+}
+
 // Returns when the worker exited, with its raw wait status; exits when the agent is gone.
 int watch(const GuardianPlan& plan, pid_t worker) {
   sigset_t all;
@@ -175,6 +182,7 @@ int watch(const GuardianPlan& plan, pid_t worker) {
       if (::getpgid(worker) == worker) ::killpg(worker, SIGKILL);
       ::kill(worker, SIGKILL);
       clearTree();
+      removeOwned(plan, /*agentGone=*/true);
       ::_exit(1);
     }
     int status = 0;
@@ -191,6 +199,7 @@ void runGuardian(const GuardianPlan& plan) noexcept {
   resetHandlers();
   ::setpgid(0, 0);
   if (::prctl(PR_SET_PDEATHSIG, kGuardianDeathSignal) != 0 || ::getppid() != plan.agent) {
+    removeOwned(plan, /*agentGone=*/true);
     ::_exit(1);  // the agent died before the parent-death signal was armed
   }
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -222,6 +231,7 @@ void runGuardian(const GuardianPlan& plan) noexcept {
 
   const int status = watch(plan, worker);
   clearTree();
+  removeOwned(plan, /*agentGone=*/::getppid() != plan.agent);
   report(plan.reportFd, GuardianReport::kExited, worker, status);
   exitLike(status);
 }

@@ -22,6 +22,9 @@
 //   * the agent died (its parent changed; PR_SET_PDEATHSIG makes sure it wakes): the same
 //     killing, then it exits. Nothing of the job is left within milliseconds, even after kill -9
 //     of ddprun;
+//   * either way, the file the plan names (a standby's FIFO, standby_pool.hpp) is unlinked as the
+//     guardian exits, and once the agent is gone its folder too when that leaves it empty: the
+//     last guardian of an agent killed with SIGKILL removes the folder;
 //   * any other signal (e.g. Slurm signalling every process of a step) is ignored: the agent alone
 //     forwards signals to the workers.
 //
@@ -59,6 +62,10 @@ struct GuardianPlan {
   // > 0: the worker joins this process group (ddprun's, a terminal's foreground: terminal.hpp)
   // instead of leading one of its own.
   pid_t joinGroup = 0;
+  // A file of the agent's that goes with this worker (nullptr: none): unlinked when the guardian
+  // exits; `ownedDir` (its folder) is removed too, if empty, when the agent died.
+  const char* ownedFile = nullptr;
+  const char* ownedDir = nullptr;
 };
 
 // Signal the guardian gets when the agent dies (blocked and read with sigwaitinfo).

@@ -80,6 +80,7 @@ void StandbyPool::startOne() {
       (s->fd = ::open(s->fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC)) < 0) {
     logger("agent")->warn("no standby process: cannot make its FIFO {}: {}", s->fifo,
                           std::strerror(errno));
+    ::unlink(s->fifo.c_str());
     disabled_ = true;
     return;
   }
@@ -87,11 +88,13 @@ void StandbyPool::startOne() {
   ::fcntl(s->fd, F_SETPIPE_SZ, 1 << 20);
   WorkerSpec spec = spec_;
   spec.env[kStandbyEnv] = s->fifo;
+  spec.ownedFile = s->fifo;  // its guardian unlinks it, and the folder after kill -9 of the agent
   try {
     s->proc = spawnWorkers({spec})[0];
   } catch (const Error& e) {
     logger("agent")->warn("no standby process: {}", e.what());
     ::close(s->fd);
+    ::unlink(s->fifo.c_str());
     disabled_ = true;
     return;
   }
@@ -183,6 +186,7 @@ std::optional<SpawnedProcess> StandbyPool::take(const std::vector<std::string>& 
   if (handOver(*s, env)) {
     reaper_.forget(s->proc.guardianPid);
     taken = s->proc;
+    earlyExits_ = 0;  // a standby served: the program can wait as one, its budget is whole again
     // A standby still preparing has not opened the FIFO yet: the message lives while this end
     // is open, so it stays open (and the FIFO linked) until the standby read it all.
     handedOver_.push_back({s->fd, s->proc.pid, s->fifo});

@@ -10,8 +10,13 @@
 // then goes to that worker's log).
 //
 // A standby that exits before it is taken is logged with its status and started again, at most
-// kMaxRestarts times in the pool's life (its WorkerGroup's): a program that cannot wait as a
-// standby must not loop. A FIFO or a spawn that fails ends the standbys for the pool's life.
+// kMaxRestarts times in a row: a program that cannot wait as a standby must not loop. The count
+// starts again when a standby is taken (the program can wait as one), so a long job whose standbys
+// are killed now and then keeps getting them. A FIFO or a spawn that fails ends the standbys for
+// the pool's life (its WorkerGroup's).
+//
+// Nothing is left behind: each standby's guardian unlinks its FIFO when it exits, and the last
+// one removes the directory when the agent died (even of SIGKILL; WorkerSpec::ownedFile).
 // A standby taken is made again kRefillDelay later, so its start does not compete for CPUs with
 // the recovery it serves.
 //

@@ -39,6 +39,10 @@ struct WorkerSpec {
   std::string errorFile;          // TORCHELASTIC_ERROR_FILE ("" = none)
   std::optional<CpuBinding> binding;  // --numa-binding, applied before exec (none: unbound)
   WorkerTerminal terminal;  // its share of ddprun's terminal (none: own group, pipes)
+  // A file of the agent's that goes with this process ("" = none; a standby's FIFO): its guardian
+  // unlinks it when it exits, and removes the file's folder, if empty, once the agent died
+  // (guardian.hpp), so that nothing is left behind even after kill -9 of the agent.
+  std::string ownedFile;
 };
 
 // Where the generation's worker store listens (MASTER_ADDR / MASTER_PORT).

@@ -123,6 +123,8 @@ Pending forkWorker(const WorkerSpec& spec) {
     closeFd(out.read), closeFd(out.write), closeFd(err.read), closeFd(err.write);
     throw;
   }
+  const std::string ownedDir =
+      spec.ownedFile.empty() ? "" : std::filesystem::path(spec.ownedFile).parent_path().string();
   GuardianPlan plan;
   plan.agent = ::getpid();
   plan.program = p.program.c_str();
@@ -133,6 +135,8 @@ Pending forkWorker(const WorkerSpec& spec) {
   plan.reportFd = report.write;
   plan.binding = spec.binding ? &*spec.binding : nullptr;
   plan.joinGroup = tty.joinGroup;
+  plan.ownedFile = spec.ownedFile.empty() ? nullptr : spec.ownedFile.c_str();
+  plan.ownedDir = ownedDir.empty() ? nullptr : ownedDir.c_str();
   int forkErrno = 0;
   const pid_t guardian = forkGuardian(plan, forkErrno);
   closeFd(out.write);

@@ -15,6 +15,11 @@
                      the job ends bit-identical (--standby-workers 0: a new process each time)
   standby            a standby process killed while it waits is logged and started again; the
                      next worker killed is replaced by that standby; bit-identical
+  standby_agent_kill ddprun SIGKILLed while its standby waits: the standby's directory and FIFO
+                     under $TMPDIR go with it (its guardian removes them), and the standby too
+  metrics_lines      KILLS (default 30) worker SIGKILLs on one node of 4 with a metrics line every
+                     step: the metrics file has exactly one line per step done, 1..N, also for a
+                     step whose loss allreduce a kill interrupted
   budget             --max-restarts 1 and two kills: the second spends nothing more; the job fails
                      with the killed worker as root cause and the first kill "recovered in place"
   not_capable        workers that do not link worker_runtime (a Python program): a kill restarts
@@ -26,6 +31,7 @@ Progress is read from the metrics file rank 0 appends (one line every 5 steps). 
 the agent's grandchildren (agent -> guardian -> worker) named `train`. Every process started here
 is stopped by pid.
 """
+import glob
 import json
 import os
 import random
@@ -96,7 +102,7 @@ def params_crc(text):
 class Job:
     """One training job: `nodes` agents of `nproc` workers each (one agent runs standalone)."""
 
-    def __init__(self, h, tag, nodes, nproc, config, flags=(), command=None):
+    def __init__(self, h, tag, nodes, nproc, config, flags=(), command=None, env=None):
         self.h, self.tag, self.nodes = h, tag, nodes
         self.metrics = os.path.join(TMP, tag + ".metrics.jsonl")
         if os.path.exists(self.metrics):
@@ -106,7 +112,8 @@ class Job:
         if nodes == 1:
             self.agents.append(h.spawn(tag + "0", [os.path.join(BIN, "ddprun"), "--standalone",
                                                    "--nproc-per-node", str(nproc),
-                                                   "--shutdown-timeout", "5", *flags, *cmd]))
+                                                   "--shutdown-timeout", "5", *flags, *cmd],
+                                           env))
         else:
             if not hasattr(h, "rdzv_port"):
                 h.rdzv_port = h.ddprund()
@@ -356,6 +363,49 @@ def standby(h):
     check("restarting the job" not in job.output(), "a full restart:\n" + job.output()[-4000:])
 
 
+def standby_agent_kill(h):
+    """kill -9 of an agent whose standby waits leaves no standby directory, FIFO or process."""
+    tmpdir = os.path.join(TMP, "agent_kill_tmp")
+    os.makedirs(tmpdir, exist_ok=True)
+    for stale in glob.glob(os.path.join(tmpdir, "ddprun-standby-*")):
+        for f in os.listdir(stale):
+            os.unlink(os.path.join(stale, f))
+        os.rmdir(stale)
+
+    def standby_dirs():
+        return glob.glob(os.path.join(tmpdir, "ddprun-standby-*"))
+    job = Job(h, "ak", 1, 2, config(400), ["--restart-scope=failed", "--standby-workers=1"],
+              env=dict(os.environ, TMPDIR=tmpdir))
+    standby = poll("a standby process", lambda: job.standbys(), 120)[0]
+    fifos = poll("the standby's FIFO", lambda: [f for d in standby_dirs()
+                                                for f in glob.glob(os.path.join(d, "*"))], 30)
+    agent = job.agents[0]
+    os.kill(agent.pid, signal.SIGKILL)
+    agent.wait(timeout=30)
+    poll("the standby's end", lambda: not os.path.exists("/proc/%d" % standby) or
+         open("/proc/%d/stat" % standby).read().split(") ")[1][0] == "Z", 30)
+    poll("the standby directory's removal (%s)" % fifos, lambda: not standby_dirs(), 30)
+
+
+def metrics_lines(h, kills):
+    """In-place kills: one metrics line per step done, none missing, none twice."""
+    cfg = train_config(20000, 32, 4, shards=4, hidden=(64, 64), epochs=80, batch_size=64,
+                       log_every=1, optimizer="adamw", lr=0.002, check_params_every=50)
+    job = Job(h, "ml", 1, 4, cfg, ["--restart-scope=failed", "--max-restarts", str(kills + 10)])
+    poll("the first metrics", lambda: last_step(job.metrics) >= 0, 120)
+    kill_loop(h, job, kills, lambda i: job.workers(0), steps=78 * 80)
+    check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
+    check("restarting the job" not in job.output(), "a kill restarted every worker")
+    steps = [line["step"] for line in json_lines(job.metrics)]
+    done = steps_of(job.output())
+    missing = sorted(set(range(1, done + 1)) - set(steps))
+    twice = sorted(s for s in set(steps) if steps.count(s) > 1)
+    check(not missing and not twice and len(steps) == done,
+          "%d lines for %d steps; missing %s; twice %s" %
+          (len(steps), done, missing[:20], twice[:20]))
+    h.log("%d kills: %d metrics lines for %d steps, one each" % (kills, len(steps), done))
+
+
 def budget(h):
     cfg = config(40)
     job = Job(h, "ip", 1, 4, cfg, ["--restart-scope=failed", "--max-restarts", "1"])
@@ -425,6 +475,8 @@ def main():
         "lone_worker": lambda h, a: lone_worker(h),
         "replacement_crash": lambda h, a: replacement_crash(h),
         "standby": lambda h, a: standby(h),
+        "standby_agent_kill": lambda h, a: standby_agent_kill(h),
+        "metrics_lines": lambda h, a: metrics_lines(h, kills(a, 30)),
         "budget": lambda h, a: budget(h),
         "not_capable": lambda h, a: not_capable(h),
     })

@@ -1,6 +1,7 @@
 // StandbyPool (launcher/workers/standby_pool.hpp) with real processes: a standby reads the whole
 // environment the agent hands it; one that dies while it waits is started again 3 times, no more;
-// a standby of another program is not taken; the pool's end kills the one still waiting.
+// that budget is whole again once a standby served; a standby of another program is not taken; the
+// pool's end kills the one still waiting.
 #include "launcher/workers/standby_pool.hpp"
 
 #include <signal.h>
@@ -126,6 +127,38 @@ TEST_CASE_METHOD(Agent, "a standby that dies while it waits is started again 3 t
   for (std::string line; std::getline(in, line);) ++lines;
   CHECK(lines == 1 + StandbyPool::kMaxRestarts);
   CHECK_FALSE(pool.take(spec.argv, spec.env));
+}
+
+TEST_CASE_METHOD(Agent, "the restart budget is whole again once a standby served", "[standby]") {
+  const fs::path out = dir.path / "env";
+  WorkerSpec spec = pythonStandby(out);
+  StandbyPool pool(io, reaper, spec, 1);
+  // Three rounds of kMaxRestarts deaths, each followed by a standby that serves: 9 deaths in all,
+  // more than kMaxRestarts, and the pool still has a standby after each.
+  for (int round = 0; round < 3; ++round) {
+    INFO("round " << round);
+    for (int death = 0; death < StandbyPool::kMaxRestarts; ++death) {
+      INFO("death " << death);
+      pid_t pid = -1;
+      REQUIRE(runUntil(io, [&] { return (pid = execedStandby()) > 0; }));
+      REQUIRE(::kill(pid, SIGKILL) == 0);
+      // Started again: another process waits (the dead one's cmdline is gone with it).
+      REQUIRE(runUntil(io, [&] {
+        const pid_t now = execedStandby();
+        return now > 0 && now != pid && pool.ready() == 1;
+      }));
+    }
+    auto taken = pool.take(spec.argv, {{"RANK", std::to_string(round)}});
+    REQUIRE(taken);
+    int status = -1;
+    reaper.watch(taken->guardianPid, [&](pid_t, int s) { status = s; });
+    REQUIRE(runUntil(io, [&] { return status != -1; }));
+    CHECK(slurp(out) == "RANK=" + std::to_string(round) + "\n");
+    closeHandles(*taken);
+    fs::remove(out);
+    // The next standby comes kRefillDelay after the take.
+    REQUIRE(runUntil(io, [&] { return pool.ready() == 1; }));
+  }
 }
 
 TEST_CASE_METHOD(Agent, "the pool's end kills a standby that still waits", "[standby]") {

@@ -104,6 +104,33 @@ TEST_CASE("metrics JSON lines carry the documented fields", "[metrics]") {
   REQUIRE(lines == 2);
 }
 
+TEST_CASE("a step is logged once, also by a process that takes rank 0 over", "[metrics]") {
+  auto dir = test::scratchDir("jsonl_once");
+  const fs::path file = dir / "m.jsonl";
+  {
+    MetricsSink sink(file, "", 1e9);
+    sink.log({1, 0, 100, 0.5f, 0.01f, 2.0f, 1234.0, 2, 0});
+    sink.log({2, 0, 100, 0.5f, 0.01f, 2.0f, 1234.0, 2, 0});
+    sink.log({2, 0, 100, 0.5f, 0.01f, 2.0f, 1234.0, 2, 0});  // finished again after a recovery
+  }
+  {
+    MetricsSink next(file, "", 1e9);  // the replacement of rank 0
+    next.skipLoggedSteps();
+    next.log({2, 0, 100, 0.5f, 0.01f, 2.0f, 1234.0, 2, 0});
+    next.log({3, 0, 100, 0.5f, 0.01f, 2.0f, 1234.0, 2, 0});
+  }
+  {
+    MetricsSink fresh(file, "", 1e9);  // a new job appending: nothing is skipped
+    fresh.log({1, 0, 100, 0.5f, 0.01f, 2.0f, 1234.0, 2, 0});
+  }
+  std::ifstream in(file);
+  std::vector<int64_t> steps;
+  for (std::string line; std::getline(in, line);) {
+    steps.push_back(nlohmann::json::parse(line)["step"].get<int64_t>());
+  }
+  REQUIRE(steps == std::vector<int64_t>{1, 2, 3, 1});
+}
+
 TEST_CASE("config keys parse and bad configs are clear errors", "[config]") {
   auto c = parseTrainConfig(R"({"data": "d", "hidden": [8], "optimizer": "sgd", "lr": 0.5,
                                 "lr_scaling": "linear", "_comment": "ignored"})", "t.json");

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,13 @@ struct PreparedTrainer {
 
 namespace ddp::detail {
 
+// A step done (its optimizer step applied) whose afterStep has not finished on this rank.
+struct InterruptedStep {
+  int64_t step = -1;
+  float lossMean = 0;  // this rank's mean loss over the steps since the last metrics line
+  float gradNorm = 0;
+};
+
 class TrainLoop {
  public:
   // `prepared` may be null (then the loop builds data, model and optimizer itself).
@@ -64,7 +72,10 @@ class TrainLoop {
   // Runs steps until the job is done (or throws CommError / QuorumChanged).
   void trainUntilDone();
   float runStep(const std::vector<int64_t>& list, std::size_t& pos);
+  // The step's collectives (loss mean, parameter check), then reportStep.
   void afterStep(float loss, float gradNorm, bool last);
+  // The step's metrics line and checkpoint (rank 0); no collective.
+  void reportStep(float loss, float gradNorm, bool logNow, bool last);
   void reportMetrics(float loss, float gradNorm, bool logNow, bool last);
   void checkParams();
   void saveCheckpoint();
@@ -86,7 +97,11 @@ class TrainLoop {
   void syncState();
   // One buffer of the state, from agreed.donor to the ranks in agreed.differ (every rank calls it).
   void handOver(void* buf, std::size_t bytes, const StateAgreement& agreed);
+  void takeState(const StateAgreement& agreed);  // every buffer of the state, by handOver
   StateDigest digest();
+  // After the state agreed on step `step`: when some rank's afterStep of that step was
+  // interrupted (`reports`, one per rank), every rank finishes it with those ranks' loss.
+  void finishInterruptedStep(const std::vector<InterruptedStep>& reports, int64_t step);
   void adoptQuorum();  // ctx_, comm_, metrics_ for the group's current view
 
   TrainConfig cfg_;
@@ -115,6 +130,7 @@ class TrainLoop {
   std::shared_ptr<float> scratch_;
   double lossSinceLog_ = 0;  // sum of step losses since the last metrics line
   int64_t stepsSinceLog_ = 0;
+  std::optional<InterruptedStep> interrupted_;  // set while afterStep runs its collectives
   bool collectivesLogged_ = false;  // the reducer's set-up is logged once, not after each recovery
   bool hasState_;  // false for a replacement process until a peer handed it the state
   const GradReadyFn gradHook_ = [this](int t) { reducer_->markReady(t); };  // built once
