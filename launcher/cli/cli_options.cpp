@@ -65,13 +65,14 @@ std::vector<OptionSpec> buildTable() {
               {"DDP_STANDBY_WORKERS"}),
       withEnv(torchOpt("verdict_after", false, "N",
                        "stop the job (exit 87) instead of restarting when the same failure, or no "
-                       "step progress, repeats in N generations in a row; 0 = never (default 3)",
+                       "step progress, repeats in N generations in a row while restarts are left; "
+                       "0 = never, --max-restarts is honoured exactly as torchrun (default 0)",
                        kNodes),
               {"DDP_VERDICT_AFTER"}),
       withEnv(torchOpt("exclude_after", false, "N",
                        "leave a node out of the job for --exclude-cooldown once its workers failed "
                        "N times within --exclude-window, when the job keeps min_nodes without it "
-                       "(counting spares); 0 = never (default 3)",
+                       "(counting spares); 0 = never, as torchrun (default 0)",
                        kNodes),
               {"DDP_EXCLUDE_AFTER"}),
       withEnv(torchOpt("exclude_window", false, "SECONDS",

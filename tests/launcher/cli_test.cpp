@@ -358,11 +358,12 @@ TEST_CASE("--straggler-threshold: off by default, a factor over 1; --straggler-w
 TEST_CASE("--exclude-after/-window/-cooldown: defaults, DDP_ variables, bad values one line",
           "[cli][exclusion]") {
   const ddp::LaunchConfig d = parse({"x"});
-  CHECK(d.excludeAfter == 3);
+  CHECK(d.excludeAfter == 0);  // opt-in: torchrun excludes no node (issue 30 item 3)
   CHECK(d.excludeWindow == std::chrono::minutes(10));
   CHECK(d.excludeCooldown == std::chrono::minutes(10));
-  const ddp::LaunchConfig c = parse({"--exclude-after=0", "--exclude-window", "90", "--exclude-cooldown=2.5", "x"});
-  CHECK(c.excludeAfter == 0);
+  const ddp::LaunchConfig c =
+      parse({"--exclude-after=3", "--exclude-window", "90", "--exclude-cooldown=2.5", "x"});
+  CHECK(c.excludeAfter == 3);
   CHECK(c.excludeWindow == std::chrono::seconds(90));
   CHECK(c.excludeCooldown == std::chrono::milliseconds(2500));
   const ddp::LaunchConfig e = parse({"x"}, {{"DDP_EXCLUDE_AFTER", "5"}, {"DDP_EXCLUDE_COOLDOWN", "60"}});
@@ -384,10 +385,11 @@ TEST_CASE("--exclude-stragglers: off by default, DDP_EXCLUDE_STRAGGLERS, needs s
         "--exclude-stragglers needs straggler detection: give --straggler-threshold too (e.g. 1.5)");
 }
 
-TEST_CASE("--verdict-after: 3 by default, 0 = off, DDP_VERDICT_AFTER, bad values one line",
+TEST_CASE("--verdict-after: 0 (off) by default, DDP_VERDICT_AFTER, bad values one line",
           "[cli][verdict]") {
-  CHECK(parse({"x"}).verdictAfter == 3);
-  CHECK(parse({"--verdict-after=0", "x"}).verdictAfter == 0);
+  CHECK(parse({"x"}).verdictAfter == 0);  // opt-in: --max-restarts is honoured exactly
+  CHECK(parse({"--verdict-after=3", "x"}).verdictAfter == 3);
+  CHECK(parse({"--verdict-after=0", "x"}, {{"DDP_VERDICT_AFTER", "3"}}).verdictAfter == 0);
   CHECK(parse({"--verdict_after", "5", "x"}).verdictAfter == 5);
   CHECK(parse({"x"}, {{"DDP_VERDICT_AFTER", "2"}}).verdictAfter == 2);
   CHECK(parse({"--verdict-after=4", "x"}, {{"DDP_VERDICT_AFTER", "2"}}).verdictAfter == 4);
