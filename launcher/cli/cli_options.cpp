@@ -86,7 +86,10 @@ std::vector<OptionSpec> buildTable() {
       torchOpt("monitor_interval", false, "SECONDS", "accepted for compatibility; ddprun reacts to events, it does not poll", kNodes),
       torchOpt("role", false, "NAME", "worker role: ROLE_NAME and the log prefix (default 'default')", kNodes),
       torchOpt("start_method", false, "spawn|fork|forkserver", "accepted for compatibility; workers are always separate processes", kNodes),
-      torchOpt("virtual_local_rank", true, "", "give every worker LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES=<its GPU>", kNodes),
+      torchOpt("virtual_local_rank", true, "",
+               "give every worker LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES=<its GPU>; refused when "
+               "the visible devices are fewer than the workers",
+               kNodes),
       withEnv(torchOpt("numa_binding", false, "node|socket|exclusive|core-complex",
                        "bind each worker's CPUs and memory near its GPU (local rank i: GPU i; no GPU: "
                        "NUMA nodes round-robin): node = all CPUs of the GPU's NUMA node, socket = of its "

@@ -55,6 +55,18 @@ TEST_CASE("every torchrun flag takes its dashed and underscored spelling, = or a
   }
 }
 
+// Issue 30 item 4: two workers on one GPU is refused before any starts (torch: a ValueError).
+TEST_CASE("--virtual-local-rank: fewer visible devices than workers is one line naming the rank",
+          "[cli]") {
+  const Strings args{"--nproc-per-node=2", "--virtual-local-rank", "x"};
+  CHECK(errorOf(args, {{"CUDA_VISIBLE_DEVICES", "5"}}) ==
+        "--virtual-local-rank: local rank 1 has no visible device (CUDA_VISIBLE_DEVICES=5 "
+        "lists 1)");
+  CHECK(parse(args, {{"CUDA_VISIBLE_DEVICES", "5,7"}}).virtualLocalRank);
+  // Without --virtual-local-rank the workers share the list, as torchrun's do.
+  CHECK(parse({"--nproc-per-node=2", "x"}, {{"CUDA_VISIBLE_DEVICES", "5"}}).nprocPerNode == 2);
+}
+
 TEST_CASE("switches in both spellings, short forms and abbreviations", "[cli]") {
   CHECK(parse({"--virtual-local-rank", "x"}).virtualLocalRank);
   CHECK(parse({"--virtual_local_rank", "x"}).virtualLocalRank);
