@@ -203,6 +203,7 @@ int Agent::jobFailed(const std::vector<WorkerFailure>& local, const RendezvousRe
   const FailedJob job{round ? std::optional<RendezvousResult>(*round) : std::nullopt, local};
   JobSummarySettings settings{host_, config_.entrypointName,
                               config_.shutdownTimeout + std::chrono::seconds(5)};
+  settings.verdictAfter = config_.verdictAfter;
   settings.cause = RendezvousCause{reason.empty() ? std::string()
                                                   : "the rendezvous ended the job: " + reason,
                                    kJobEndedByRendezvousExitCode,

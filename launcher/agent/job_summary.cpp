@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <set>
 
+#include "launcher/agent/verdict.hpp"
 #include "launcher/workers/output_pump.hpp"
 #include "rendezvous/base/backoff.hpp"
 #include "rendezvous/base/duration_text.hpp"
@@ -87,7 +88,11 @@ int printSummary(const std::vector<FailureRecord>& records, const FailedJob& job
     return settings.verdict->exitCode;
   }
   if (workerExplains(summary)) {
-    writeAll(settings.outFd, formatSummary(summary, settings.entrypoint));
+    const auto verdict = judgeGenerations(records, summary.generation, settings.verdictAfter);
+    writeAll(settings.outFd,
+             verdict ? formatBudgetSpentSummary(summary, settings.entrypoint,
+                                                budgetSpentNote(*verdict))
+                     : formatSummary(summary, settings.entrypoint));
     return ddprunExitCode(summary.rootCause);
   }
   RendezvousCause cause = settings.cause;

@@ -17,7 +17,9 @@
 //      stopped, or there is no record at all: the job was aborted through the rendezvous), the
 //      root cause is the rendezvous' reason instead (settings.cause), with its exit code —
 //      never a stopped worker's 143. When a verdict stopped the job (settings.verdict), its line
-//      heads the root cause and its exit code is returned.
+//      heads the root cause and its exit code is returned; when an enabled verdict
+//      (settings.verdictAfter) would have fired as the budget was spent, it is a line of the
+//      root cause and the root cause's exit code is returned.
 //
 //   4. before the table, lists the job's node exclusions (Rendezvous::exclusions(); none: nothing
 //      is printed): each node's generation, host and pid, cooldown, whether it came back, why.
@@ -60,6 +62,11 @@ struct JobSummarySettings {
   // An agent's verdict stopped the job (launcher/agent/verdict.hpp): its line heads the root
   // cause, and its exit code is returned whatever the root cause (formatVerdictSummary).
   std::optional<RendezvousCause> verdict{};
+  // --verdict-after (0 = off): without `verdict`, when a worker's failure explains the end (the
+  // restart budget spent) and the verdict would have fired on that generation, the summary shows
+  // it as a line of the root cause (verdict.hpp budgetSpentNote); the exit code stays the root
+  // cause's.
+  int verdictAfter = 0;
 };
 
 // See the header comment. Blocks up to recordWait plus the rendezvous' own store budgets. Throws

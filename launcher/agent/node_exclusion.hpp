@@ -26,7 +26,7 @@
 namespace ddp {
 
 struct ExclusionSettings {
-  int after = 3;                                            // --exclude-after; 0 = never
+  int after = 0;                                            // --exclude-after; 0 = never
   std::chrono::milliseconds window{std::chrono::minutes(10)};    // --exclude-window
   std::chrono::milliseconds cooldown{std::chrono::minutes(10)};  // --exclude-cooldown
 };

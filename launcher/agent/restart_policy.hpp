@@ -12,8 +12,10 @@
 //   workers failed       - (own fault)            report the failure (spends a restart)
 //   workers failed       - (own fault), and the   report the failure with the verdict
 //                          job's failures repeat  (reportVerdict): the job ends instead of
-//                          (verdict.hpp)          restarting when this report is the
-//                                                 generation's first (else the first's stands)
+//                          (verdict.hpp; only     restarting when this report is the
+//                          with --verdict-after)  generation's first and the budget has a
+//                                                 restart left (else the first's stands, or
+//                                                 the spent budget ends the job as without one)
 //   workers failed       - (all look like a       await the round's end for another cause,
 //                          peer's collateral)     bounded by heartbeat_timeout + 3 keep-alives
 //   peer cause awaited   none                     report the failure
@@ -29,8 +31,10 @@
 //                                                 round (declared lost, or away): next(), which
 //                                                 reports the job's end and this node's part
 //   any past the workers job failed by a verdict  the same, exit 87 (kVerdictExitCode) with the
-//                                                 verdict naming the repeated cause in the
-//                                                 summary's root cause (JobEnded::verdict too)
+//                        (restarts were left)     verdict naming the repeated cause in the
+//                                                 summary's root cause (JobEnded::verdict too);
+//                                                 with the budget spent: the root cause's code,
+//                                                 the verdict a line of the summary
 //   workers failed,      restart requested /      sit out (bad-node exclusion,
 //   failure reported     peer lost / scale-up,    node_exclusion.hpp): leave the job for
 //                        and this node's claim    --exclude-cooldown, then rejoin as a
@@ -90,9 +94,10 @@ inline constexpr int kJobEndedByRendezvousExitCode = 85;
 // The rendezvous store stopped answering for heartbeat_timeout while this node was a member of a
 // round (and no agent hosted it to fail over): the summary's root cause is the lost store.
 inline constexpr int kStoreLostExitCode = 86;
-// An agent's verdict stopped the job instead of restarting it: the same failure, or no step
-// progress, in --verdict-after generations in a row (verdict.hpp). Every node exits with it, and
-// the Slurm template does not requeue on it (docs/running.md "Exit codes").
+// An agent's verdict stopped the job instead of restarting it while its restart budget had
+// restarts left: the same failure, or no step progress, in --verdict-after generations in a row
+// (verdict.hpp; opt-in, off by default). Every node exits with it, and the Slurm template does
+// not requeue on it (docs/running.md "Exit codes").
 inline constexpr int kVerdictExitCode = 87;
 
 enum class Situation {

@@ -55,6 +55,13 @@ constexpr const char* kStopping = "; stopping instead of restarting";
 
 }  // namespace
 
+std::string budgetSpentNote(const std::string& verdict) {
+  const std::string stopping = kStopping;
+  std::string judgement = verdict;
+  if (judgement.ends_with(stopping)) judgement.resize(judgement.size() - stopping.size());
+  return judgement + "; the restart budget is spent as well: the exit code is the root cause's";
+}
+
 bool countsForVerdict(const WorkerFailure& f) {
   if (f.stoppedByAgent || isCommunicationFailure(f)) return false;
   if (!f.hang.empty()) return true;  // hung by itself (not waiting for peers): ddprun ended it

@@ -1,6 +1,7 @@
 // Verdict: when restarting again is hopeless — the judgement behind the restart policy's verdict
 // row (restart_policy.hpp), a pure function of the job's failure records (docs/running.md "A
-// verdict instead of a loop"; --verdict-after N, default 3, 0 = off).
+// verdict instead of a loop"; --verdict-after N, 0 = off: the default, so that --max-restarts is
+// honoured exactly, as torchrun does).
 //
 // A generation counts when it ended because of a failure that is the job's own fault: it has
 // failure records (Rendezvous::failureRecords(); records of recoveries in place are left out), and
@@ -29,7 +30,9 @@
 //
 // Every agent of the job reads the same records; the one whose report would spend the
 // generation's restart applies the verdict (Rendezvous::reportVerdict), so there is one verdict
-// for the whole job.
+// for the whole job. A verdict only takes away restarts the budget still has: when its report
+// finds the budget spent, the job fails as it would without one (the root cause's exit code), and
+// the summary shows the verdict as a line (budgetSpentNote).
 //
 // Thread safety: pure functions.
 #pragma once
@@ -48,6 +51,11 @@ namespace ddp {
 // `after` < 1: never.
 std::optional<std::string> judgeGenerations(const std::vector<FailureRecord>& records,
                                             int64_t generation, int after);
+
+// The summary's line for a verdict that fired on the generation whose failure spent the restart
+// budget: the verdict's judgement, "; the restart budget is spent as well: the exit code is the
+// root cause's" in place of "; stopping instead of restarting".
+std::string budgetSpentNote(const std::string& verdict);
 
 // True when `failure`, as a generation's root cause, is the job's own fault (see above).
 bool countsForVerdict(const WorkerFailure& failure);

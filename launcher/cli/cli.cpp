@@ -12,7 +12,9 @@
 #include "launcher/cli/cli_values.hpp"
 #include "launcher/cli/rdzv_conf.hpp"
 #include "launcher/config/log_prefix.hpp"
+#include "launcher/numa/nproc.hpp"
 #include "launcher/numa/numa_setup.hpp"
+#include "launcher/numa/virtual_devices.hpp"
 
 namespace ddp {
 namespace {
@@ -153,6 +155,11 @@ void resolveWorkers(Resolver& r, LaunchConfig& c, const EnvLookup& getenv) {
                      return oneOf(s, {"spawn", "fork", "forkserver"});
                    }).value_or(c.startMethod);
   c.virtualLocalRank = r.flag("virtual_local_rank");
+  if (c.virtualLocalRank) {  // before any worker starts: no two workers on one device
+    const auto visible = getenv("CUDA_VISIBLE_DEVICES");
+    const int gpus = visible ? 0 : countGpus(getenv);
+    if (auto why = virtualDeviceShortage(c.nprocPerNode, visible, gpus)) throw UsageError(*why);
+  }
   c.numaBinding = r.get<NumaPolicy>("numa_binding", parseNumaPolicy).value_or(NumaPolicy::kNone);
 }
 

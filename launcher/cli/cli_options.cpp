@@ -65,13 +65,14 @@ std::vector<OptionSpec> buildTable() {
               {"DDP_STANDBY_WORKERS"}),
       withEnv(torchOpt("verdict_after", false, "N",
                        "stop the job (exit 87) instead of restarting when the same failure, or no "
-                       "step progress, repeats in N generations in a row; 0 = never (default 3)",
+                       "step progress, repeats in N generations in a row while restarts are left; "
+                       "0 = never, --max-restarts is honoured exactly as torchrun (default 0)",
                        kNodes),
               {"DDP_VERDICT_AFTER"}),
       withEnv(torchOpt("exclude_after", false, "N",
                        "leave a node out of the job for --exclude-cooldown once its workers failed "
                        "N times within --exclude-window, when the job keeps min_nodes without it "
-                       "(counting spares); 0 = never (default 3)",
+                       "(counting spares); 0 = never, as torchrun (default 0)",
                        kNodes),
               {"DDP_EXCLUDE_AFTER"}),
       withEnv(torchOpt("exclude_window", false, "SECONDS",
@@ -85,7 +86,10 @@ std::vector<OptionSpec> buildTable() {
       torchOpt("monitor_interval", false, "SECONDS", "accepted for compatibility; ddprun reacts to events, it does not poll", kNodes),
       torchOpt("role", false, "NAME", "worker role: ROLE_NAME and the log prefix (default 'default')", kNodes),
       torchOpt("start_method", false, "spawn|fork|forkserver", "accepted for compatibility; workers are always separate processes", kNodes),
-      torchOpt("virtual_local_rank", true, "", "give every worker LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES=<its GPU>", kNodes),
+      torchOpt("virtual_local_rank", true, "",
+               "give every worker LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES=<its GPU>; refused when "
+               "the visible devices are fewer than the workers",
+               kNodes),
       withEnv(torchOpt("numa_binding", false, "node|socket|exclusive|core-complex",
                        "bind each worker's CPUs and memory near its GPU (local rank i: GPU i; no GPU: "
                        "NUMA nodes round-robin): node = all CPUs of the GPU's NUMA node, socket = of its "

@@ -147,15 +147,16 @@ struct LaunchConfig {
   int maxRestarts = 0;
   // --restart-scope (PET_RESTART_SCOPE).
   RestartScope restartScope = RestartScope::kAll;
-  // --verdict-after (DDP_VERDICT_AFTER; a ddprun addition): the job stops with exit 87 instead of
-  // restarting once the same failure, or no step progress, repeats in this many generations in a
-  // row (launcher/agent/verdict.hpp); 0 = never.
-  int verdictAfter = 3;
+  // --verdict-after (DDP_VERDICT_AFTER; a ddprun addition, opt-in): the job stops with exit 87
+  // instead of restarting once the same failure, or no step progress, repeats in this many
+  // generations in a row while restarts are left (launcher/agent/verdict.hpp); 0 = never, the
+  // default: --max-restarts is honoured exactly, as torchrun does.
+  int verdictAfter = 0;
   // Bad-node exclusion (launcher/agent/node_exclusion.hpp; ddprun additions): a node whose
   // workers failed --exclude-after times (DDP_EXCLUDE_AFTER; 0 = never) within --exclude-window
   // (DDP_EXCLUDE_WINDOW) leaves the job for --exclude-cooldown (DDP_EXCLUDE_COOLDOWN) when the
-  // round keeps min_nodes without it.
-  int excludeAfter = 3;
+  // round keeps min_nodes without it. Opt-in: 0 by default, as torchrun has no exclusion.
+  int excludeAfter = 0;
   std::chrono::milliseconds excludeWindow{std::chrono::minutes(10)};
   std::chrono::milliseconds excludeCooldown{std::chrono::minutes(10)};
   // --standby-workers (DDP_STANDBY_WORKERS): standby processes per node under

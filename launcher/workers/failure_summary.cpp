@@ -342,9 +342,9 @@ bool workerExplains(const FailureSummary& summary) {
 namespace {
 
 // formatSummary's table; with a verdict, its root cause is headed by the verdict's line and
-// followed by the verdict's exit code.
+// followed by the verdict's exit code; with a note, the root cause is followed by it.
 std::string formatTable(const FailureSummary& summary, const std::string& entrypoint,
-                        const RendezvousCause* verdict) {
+                        const RendezvousCause* verdict, const std::string& verdictNote = {}) {
   const std::string heavy(kRuleWidth, '='), light(kRuleWidth, '-');
   std::ostringstream out;
   out << heavy << "\n" << entrypoint << " FAILED\n" << light << "\nFailures:\n";
@@ -359,6 +359,7 @@ std::string formatTable(const FailureSummary& summary, const std::string& entryp
     appendField(out, "verdict",
                 "exitcode " + std::to_string(verdict->exitCode) + " (" + verdict->kind + ")");
   }
+  if (!verdictNote.empty()) appendField(out, "verdict", verdictNote);
   if (!summary.recovered.empty()) {
     out << light << "\nRecovered in place (" << summary.recovered.size()
         << "; the other workers kept running):\n";
@@ -397,6 +398,11 @@ std::string formatSummary(const FailureSummary& summary, const std::string& entr
 
 std::string formatSummary(const FailureSummary& summary, const std::string& entrypoint) {
   return formatTable(summary, entrypoint, nullptr);
+}
+
+std::string formatBudgetSpentSummary(const FailureSummary& summary, const std::string& entrypoint,
+                                    const std::string& verdictNote) {
+  return formatTable(summary, entrypoint, nullptr, verdictNote);
 }
 
 std::string formatVerdictSummary(const FailureSummary& summary, const std::string& entrypoint,

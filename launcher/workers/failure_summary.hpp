@@ -151,6 +151,12 @@ std::string formatSummary(const FailureSummary& summary, const std::string& entr
 std::string formatVerdictSummary(const FailureSummary& summary, const std::string& entrypoint,
                                  const RendezvousCause& verdict);
 
+// formatSummary(summary, entrypoint) for a job whose restart budget was spent by a failure an
+// enabled verdict would also have stopped (launcher/agent/verdict.hpp): the root cause is
+// followed by a "verdict" line, `verdictNote`; the exit code stays the root cause's.
+std::string formatBudgetSpentSummary(const FailureSummary& summary, const std::string& entrypoint,
+                                     const std::string& verdictNote);
+
 // True when the failure looks like the collateral of a peer's failure rather than a fault of its
 // own: a hung worker whose stacks show it waiting for its peers (a hung worker that does not is
 // never one), worker_runtime's CommError exit code (3), or an error-file message / last stderr lines

@@ -1,6 +1,7 @@
 #include "launcher/workers/worker_env_builder.hpp"
 
-#include <sstream>
+#include "launcher/numa/virtual_devices.hpp"
+
 #include <utility>
 
 extern char** environ;
@@ -13,14 +14,6 @@ std::string lookup(const EnvMap& env, const std::string& key, const std::string&
   return it == env.end() ? fallback : it->second;
 }
 
-std::vector<std::string> splitCommas(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, ',')) parts.push_back(part);
-  return parts;
-}
-
 // torch 2.x reads TORCH_NCCL_ASYNC_ERROR_HANDLING, torch 1.13 NCCL_ASYNC_ERROR_HANDLING; each gets
 // the parent's value of either spelling, else "1".
 void setAsyncErrorHandling(EnvMap& env, const EnvMap& parent) {
@@ -30,17 +23,14 @@ void setAsyncErrorHandling(EnvMap& env, const EnvMap& parent) {
   env[kOld] = lookup(parent, kOld, lookup(parent, kNew, "1"));
 }
 
-// --virtual-local-rank: every worker sees LOCAL_RANK=0 and only its own device.
+// --virtual-local-rank: every worker sees LOCAL_RANK=0 and only its own device
+// (virtual_devices.hpp; the command line refused a local rank without one).
 void setVirtualLocalRank(EnvMap& env, const EnvMap& parent, int localRank) {
   env["LOCAL_RANK"] = "0";
   auto it = parent.find("CUDA_VISIBLE_DEVICES");
-  if (it == parent.end()) {
-    env["CUDA_VISIBLE_DEVICES"] = std::to_string(localRank);
-    return;
-  }
-  const auto devices = splitCommas(it->second);
-  if (localRank < static_cast<int>(devices.size()))
-    env["CUDA_VISIBLE_DEVICES"] = devices[localRank];
+  const auto device = virtualDevice(
+      it == parent.end() ? std::nullopt : std::optional<std::string>(it->second), localRank);
+  if (device) env["CUDA_VISIBLE_DEVICES"] = *device;
 }
 
 }  // namespace

@@ -295,9 +295,11 @@ class Rendezvous {
   virtual RendezvousEvent reportFailure(const std::string& failureRecordJson) = 0;
   // This node's workers failed and its agent judged restarting hopeless (launcher/agent/
   // verdict.hpp): as reportFailure(), except that when this report is the generation's first (the
-  // one that would spend a restart) the job ends instead, with `verdict` (one line) as its reason:
-  // kJobFailed with `verdict` set, on every node (and JobEnded::verdict for a node that rejoins).
-  // When the round had already ended or another node reported first, that decision stands.
+  // one that would spend a restart) and the budget has a restart left, the job ends instead, with
+  // `verdict` (one line) as its reason: kJobFailed with `verdict` set, on every node (and
+  // JobEnded::verdict for a node that rejoins). With the budget spent, the job fails as after
+  // reportFailure() (kJobFailed, `verdict` unset: the root cause's exit code). When the round had
+  // already ended or another node reported first, that decision stands.
   // Blocks and throws as reportFailure().
   virtual RendezvousEvent reportVerdict(const std::string& failureRecordJson,
                                         const std::string& verdict) = 0;

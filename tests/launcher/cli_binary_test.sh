@@ -26,4 +26,17 @@ expect_usage_error "--nnodes '4:2'" "$bin" --nnodes=4:2 train.py
 expect_usage_error "--tee '7'" "$bin" --tee=7 train.py
 expect_usage_error "PET_NPROC_PER_NODE 'lots'" PET_NPROC_PER_NODE=lots "$bin" train.py
 expect_usage_error "training script, module or program is missing" "$bin" --nproc-per-node=2
+# --virtual-local-rank with fewer visible devices than workers: refused before any worker starts.
+want="--virtual-local-rank: local rank 1 has no visible device (CUDA_VISIBLE_DEVICES=5 lists 1)$"
+expect_usage_error "$want" \
+  CUDA_VISIBLE_DEVICES=5 "$bin" --standalone --nproc-per-node=2 --virtual-local-rank \
+  touch "$tmp/worker-started"
+[ ! -e "$tmp/worker-started" ] || fail "--virtual-local-rank refused, but a worker started"
+CUDA_VISIBLE_DEVICES=5,7 "$bin" --nproc-per-node=2 --virtual-local-rank --dry-run x > /dev/null ||
+  fail "--virtual-local-rank with 2 devices for 2 workers exited $?"
+# A CPU host without CUDA_VISIBLE_DEVICES is not refused (each worker gets its local rank).
+if ! ls /dev/nvidia[0-9]* > /dev/null 2>&1; then
+  env -u CUDA_VISIBLE_DEVICES "$bin" --nproc-per-node=2 --virtual-local-rank --dry-run x \
+    > /dev/null || fail "--virtual-local-rank on a CPU host exited $?"
+fi
 echo PASS

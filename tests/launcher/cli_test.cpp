@@ -55,6 +55,18 @@ TEST_CASE("every torchrun flag takes its dashed and underscored spelling, = or a
   }
 }
 
+// Issue 30 item 4: two workers on one GPU is refused before any starts (torch: a ValueError).
+TEST_CASE("--virtual-local-rank: fewer visible devices than workers is one line naming the rank",
+          "[cli]") {
+  const Strings args{"--nproc-per-node=2", "--virtual-local-rank", "x"};
+  CHECK(errorOf(args, {{"CUDA_VISIBLE_DEVICES", "5"}}) ==
+        "--virtual-local-rank: local rank 1 has no visible device (CUDA_VISIBLE_DEVICES=5 "
+        "lists 1)");
+  CHECK(parse(args, {{"CUDA_VISIBLE_DEVICES", "5,7"}}).virtualLocalRank);
+  // Without --virtual-local-rank the workers share the list, as torchrun's do.
+  CHECK(parse({"--nproc-per-node=2", "x"}, {{"CUDA_VISIBLE_DEVICES", "5"}}).nprocPerNode == 2);
+}
+
 TEST_CASE("switches in both spellings, short forms and abbreviations", "[cli]") {
   CHECK(parse({"--virtual-local-rank", "x"}).virtualLocalRank);
   CHECK(parse({"--virtual_local_rank", "x"}).virtualLocalRank);
@@ -358,11 +370,12 @@ TEST_CASE("--straggler-threshold: off by default, a factor over 1; --straggler-w
 TEST_CASE("--exclude-after/-window/-cooldown: defaults, DDP_ variables, bad values one line",
           "[cli][exclusion]") {
   const ddp::LaunchConfig d = parse({"x"});
-  CHECK(d.excludeAfter == 3);
+  CHECK(d.excludeAfter == 0);  // opt-in: torchrun excludes no node (issue 30 item 3)
   CHECK(d.excludeWindow == std::chrono::minutes(10));
   CHECK(d.excludeCooldown == std::chrono::minutes(10));
-  const ddp::LaunchConfig c = parse({"--exclude-after=0", "--exclude-window", "90", "--exclude-cooldown=2.5", "x"});
-  CHECK(c.excludeAfter == 0);
+  const ddp::LaunchConfig c =
+      parse({"--exclude-after=3", "--exclude-window", "90", "--exclude-cooldown=2.5", "x"});
+  CHECK(c.excludeAfter == 3);
   CHECK(c.excludeWindow == std::chrono::seconds(90));
   CHECK(c.excludeCooldown == std::chrono::milliseconds(2500));
   const ddp::LaunchConfig e = parse({"x"}, {{"DDP_EXCLUDE_AFTER", "5"}, {"DDP_EXCLUDE_COOLDOWN", "60"}});
@@ -384,10 +397,11 @@ TEST_CASE("--exclude-stragglers: off by default, DDP_EXCLUDE_STRAGGLERS, needs s
         "--exclude-stragglers needs straggler detection: give --straggler-threshold too (e.g. 1.5)");
 }
 
-TEST_CASE("--verdict-after: 3 by default, 0 = off, DDP_VERDICT_AFTER, bad values one line",
+TEST_CASE("--verdict-after: 0 (off) by default, DDP_VERDICT_AFTER, bad values one line",
           "[cli][verdict]") {
-  CHECK(parse({"x"}).verdictAfter == 3);
-  CHECK(parse({"--verdict-after=0", "x"}).verdictAfter == 0);
+  CHECK(parse({"x"}).verdictAfter == 0);  // opt-in: --max-restarts is honoured exactly
+  CHECK(parse({"--verdict-after=3", "x"}).verdictAfter == 3);
+  CHECK(parse({"--verdict-after=0", "x"}, {{"DDP_VERDICT_AFTER", "3"}}).verdictAfter == 0);
   CHECK(parse({"--verdict_after", "5", "x"}).verdictAfter == 5);
   CHECK(parse({"x"}, {{"DDP_VERDICT_AFTER", "2"}}).verdictAfter == 2);
   CHECK(parse({"--verdict-after=4", "x"}, {{"DDP_VERDICT_AFTER", "2"}}).verdictAfter == 4);

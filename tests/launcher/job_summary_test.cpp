@@ -206,6 +206,37 @@ TEST_CASE("a job a verdict stopped: the verdict heads the root cause, and its ex
   CHECK(out2.text().find("rendezvous: " + line) != std::string::npos);
 }
 
+// Issue 30 item 3: the verdict never takes the root cause's exit code when the budget is spent.
+TEST_CASE("a spent budget whose last failure an enabled verdict would have stopped: the root "
+          "cause's exit code, the verdict a line", "[job_summary][verdict]") {
+  const auto dir = test::scratchDir("jobsummary-verdict-spent");
+  LogLayout logs(dir + "/logs", "job", false);
+  const FailedJob job{round(0, 1), {worker(0, 7, 3)}};  // generation 2, this node's own
+  const auto summaryWith = [&](int verdictAfter) {
+    Output out(dir);
+    RecordingRendezvous rdzv;
+    for (int g = 0; g < 2; ++g) rdzv.records.push_back(toJson({g, 0, "node0", {worker(0, 7, 1)}}));
+    JobSummarySettings settings{"node0", "train", 30s, out.fd};
+    settings.verdictAfter = verdictAfter;
+    const int code = finishFailedJob(rdzv, job, settings, logs);
+    return std::make_pair(code, out.text());
+  };
+  const auto [code, text] = summaryWith(3);
+  CHECK(code == 7);  // the worker's, not 87
+  const std::string root = text.substr(text.find("Root Cause"));
+  CHECK(root.starts_with("Root Cause (first observed failure):\n[0]:\n"));
+  CHECK(root.find("verdict   : the same failure in 3 generations in a row: rank 0 exit 7; the "
+                  "restart budget is spent as well: the exit code is the root cause's\n") !=
+        std::string::npos);
+  CHECK(root.find("exitcode 87") == std::string::npos);
+  // Off (the default), or not yet due (a 4th generation would be needed): no verdict line.
+  for (int after : {0, 4}) {
+    const auto [offCode, offText] = summaryWith(after);
+    CHECK(offCode == 7);
+    CHECK(offText.find("verdict") == std::string::npos);
+  }
+}
+
 TEST_CASE("the lost store as the cause of this node's own summary", "[job_summary]") {
   const auto dir = test::scratchDir("jobsummary-storelost");
   LogLayout logs(dir + "/logs", "job", false);

@@ -14,18 +14,21 @@
                                     loss could explain them, so ddprun reports at once instead of
                                     waiting for a lost peer; it exits with rank 0's code 3
 
-The verdict (issue 22 item 2; docs/running.md "A verdict instead of a loop"), --max-restarts=3:
+The verdict (issue 22 item 2; docs/running.md "A verdict instead of a loop"), opt-in since issue
+30 (--verdict-after=3 given), --max-restarts=3:
   root_cause_test.py verdict_same   one node, rank 1 fails at step 3 in every generation
                                     (--fail-generations): the job stops after 3 generations (the
                                     budget not spent) with exit 87, the line naming the repeated
-                                    cause, and the summary's root cause headed by it; with
-                                    --verdict-after=0 the same job spends its budget and exits 1
+                                    cause, and the summary's root cause headed by it; without
+                                    --verdict-after (the default, off) the same job spends its
+                                    budget and exits 1
   root_cause_test.py verdict_progress  rank 1 fails in every generation, 2 steps further each time:
                                     no verdict, the budget is spent (4 generations, exit 1); the
                                     error file holds the step the worker reported last (9)
   root_cause_test.py verdict_no_progress  the failing rank alternates (0, 1, 0, 1) at step 3: never
                                     the same failure twice in a row, but no step progress: exit 87
-                                    after 4 generations ("no step progress")
+                                    after 4 generations ("no step progress"; --max-restarts=4, so
+                                    that a restart is left when it fires)
   root_cause_test.py verdict_cross_node  2 agents against a ddprund (--max-restarts=5), rank 1 on
                                     node 1 fails in every generation: both agents exit 87 after 3
                                     generations with the same verdict line and summary
@@ -167,10 +170,10 @@ def generations(out):
     return sorted({int(g) for g in re.findall(r"training .* \(generation (\d+)", out)})
 
 
-def run_one_node(h, name, config, entry, args, env=None):
+def run_one_node(h, name, config, entry, args, env=None, max_restarts=3):
     """ddprun --max-restarts=3 with 2 workers on one node; returns its exit code and output."""
-    p = h.spawn(name, [DDPRUN, "--nproc-per-node=2", "--max-restarts=3", "--shutdown-timeout=10"] +
-                args[0] + [entry, "--config", config] + args[1],
+    p = h.spawn(name, [DDPRUN, "--nproc-per-node=2", "--max-restarts=%d" % max_restarts,
+                       "--shutdown-timeout=10"] + args[0] + [entry, "--config", config] + args[1],
                 dict(os.environ, DDP_NO_SLURM="1", PATH=BIN + ":" + os.environ["PATH"],
                      TRAIN=TRAIN, **(env or {})))
     return h.wait_exit(p, name, 150), h.output(name)
@@ -191,21 +194,22 @@ def check_verdict(out, line, where):
 
 
 FAIL_EVERY_GENERATION = ["--fail-at-step", "3", "--fail-rank", "1", "--fail-generations", "10"]
+VERDICT_ON = ["--verdict-after=3"]  # opt-in (issue 30 item 3)
 
 
 def scenario_verdict_same(h):
     config = train_config(2048, 8, 2, epochs=3)
-    rc, out = run_one_node(h, "same", config, TRAIN, ([], FAIL_EVERY_GENERATION))
+    rc, out = run_one_node(h, "same", config, TRAIN, (VERDICT_ON, FAIL_EVERY_GENERATION))
     check(rc == VERDICT_EXIT, "ddprun exited %d, want 87:\n%s" % (rc, out[-4000:]))
     check(generations(out) == [0, 1, 2], "generations %s, want [0, 1, 2]" % generations(out))
     check_culprit(check_verdict(out, SAME, "verdict"), "verdict")
     h.log("the same failure 3 times: exit 87 after generation 2, budget left")
-    # Without the verdict the same job spends its budget: the verdict is what stopped it.
-    rc, out = run_one_node(h, "off", config, TRAIN, (["--verdict-after=0"], FAIL_EVERY_GENERATION))
-    check(rc == 1, "--verdict-after=0: ddprun exited %d, want 1:\n%s" % (rc, out[-4000:]))
-    check(generations(out) == [0, 1, 2, 3], "--verdict-after=0: generations %s" % generations(out))
-    check("with a verdict" not in out, "--verdict-after=0 gave a verdict:\n%s" % out[-4000:])
-    h.log("--verdict-after=0: the budget is spent (4 generations, exit 1)")
+    # Without the verdict (the default) the same job spends its budget: the verdict stopped it.
+    rc, out = run_one_node(h, "off", config, TRAIN, ([], FAIL_EVERY_GENERATION))
+    check(rc == 1, "no --verdict-after: ddprun exited %d, want 1:\n%s" % (rc, out[-4000:]))
+    check(generations(out) == [0, 1, 2, 3], "no --verdict-after: generations %s" % generations(out))
+    check("generations in a row" not in out, "no --verdict-after, but a verdict:\n%s" % out[-4000:])
+    h.log("no --verdict-after: the budget is spent (4 generations, exit 1)")
 
 
 def varying_wrapper():
@@ -218,7 +222,7 @@ def varying_wrapper():
 
 def scenario_verdict_progress(h):
     config = train_config(2048, 8, 2, epochs=3)
-    rc, out = run_one_node(h, "progress", config, varying_wrapper(), ([], []),
+    rc, out = run_one_node(h, "progress", config, varying_wrapper(), (VERDICT_ON, []),
                            {"FAIL_STEP": "3", "FAIL_STEP_GROWTH": "2", "FAIL_RANK_ALTERNATES": "0"})
     check(rc == 1, "ddprun exited %d, want 1 (no verdict; the budget spent):\n%s" %
           (rc, out[-4000:]))
@@ -238,8 +242,9 @@ def scenario_verdict_progress(h):
 
 def scenario_verdict_no_progress(h):
     config = train_config(2048, 8, 2, epochs=3)
-    rc, out = run_one_node(h, "noprogress", config, varying_wrapper(), ([], []),
-                           {"FAIL_STEP": "3", "FAIL_STEP_GROWTH": "0", "FAIL_RANK_ALTERNATES": "1"})
+    rc, out = run_one_node(h, "noprogress", config, varying_wrapper(), (VERDICT_ON, []),
+                           {"FAIL_STEP": "3", "FAIL_STEP_GROWTH": "0", "FAIL_RANK_ALTERNATES": "1"},
+                           max_restarts=4)
     check(rc == VERDICT_EXIT, "ddprun exited %d, want 87:\n%s" % (rc, out[-4000:]))
     check(generations(out) == [0, 1, 2, 3], "generations %s, want 0..3" % generations(out))
     check_verdict(out, NO_PROGRESS, "no progress")
@@ -256,8 +261,8 @@ def scenario_verdict_cross_node(h):
         agents[name] = h.spawn(name, [
             DDPRUN, "--nnodes=2", "--nproc-per-node=1", "--node-rank=%d" % node,
             "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:%d" % port, "--rdzv-id=verdict",
-            "--rdzv-conf", RDZV_CONF, "--max-restarts=5", "--shutdown-timeout=10", TRAIN,
-            "--config", config] + FAIL_EVERY_GENERATION, env)
+            "--rdzv-conf", RDZV_CONF, "--max-restarts=5", "--shutdown-timeout=10"] +
+            VERDICT_ON + [TRAIN, "--config", config] + FAIL_EVERY_GENERATION, env)
     summaries = {}
     for name, p in agents.items():
         rc = h.wait_exit(p, name, 150)

@@ -156,3 +156,14 @@ TEST_CASE("verdict: the cause text", "[restart_policy][verdict]") {
   CHECK(text.find("second line") == std::string::npos);
   CHECK(countsForVerdict(failure(0, 1, "ValueError: bad config", 0)));
 }
+
+TEST_CASE("verdict: with the budget spent, the summary's line keeps the judgement and says the "
+          "root cause's exit code stands", "[verdict]") {
+  const auto verdict = judgeGenerations(repeated(3, failure(0, 7, "", -1)), 2, 3);
+  REQUIRE(verdict);
+  CHECK(*verdict == "the same failure in 3 generations in a row: rank 0 exit 7; stopping instead "
+                    "of restarting");
+  CHECK(budgetSpentNote(*verdict) ==
+        "the same failure in 3 generations in a row: rank 0 exit 7; the restart budget is spent "
+        "as well: the exit code is the root cause's");
+}

@@ -214,6 +214,34 @@ TEST_CASE("a verdict ends the job instead of a restart, the same way on every no
   CHECK(a.rdzv->failureRecords().size() == 4);
 }
 
+TEST_CASE("a verdict whose report finds the budget spent: the budget ends the job, not the "
+          "verdict", "[rendezvous][verdict]") {
+  InMemoryStore store;
+  auto settings = fastSettings("verdict-budget", 2, 2);
+  settings.maxRestarts = 1;
+  Agent a(store, settings, node("w0"));
+  Agent b(store, settings, node("w1"));
+  checkConsistent(joinAll({&a, &b}));
+  for (Agent* x : {&a, &b}) x->watch();
+  CHECK(b.rdzv->reportFailure(R"({"node":"w1","gen":0})").kind ==
+        RendezvousEventKind::kRestartRequested);
+  checkConsistent(joinAll({&a, &b}));
+  for (Agent* x : {&a, &b}) x->events.clear();
+  // Generation 1: the verdict's report is the one that finds the last restart spent.
+  const RendezvousEvent mine = b.rdzv->reportVerdict(R"({"node":"w1","gen":1})", "the same");
+  CHECK(mine.kind == RendezvousEventKind::kJobFailed);
+  CHECK_FALSE(mine.verdict);
+  CHECK_THAT(mine.detail, Catch::Contains("max_restarts=1"));
+  const auto event = a.events.waitFor(10s);
+  REQUIRE(event);
+  CHECK(event->kind == RendezvousEventKind::kJobFailed);
+  CHECK_FALSE(event->verdict);
+  const JobEnded end = ended(a.rdzv->next());
+  CHECK(end.result == JobResult::kFailed);
+  CHECK_FALSE(end.verdict);
+  CHECK_THAT(end.reason, Catch::Contains("is spent"));
+}
+
 TEST_CASE("exit barrier: all succeed, or a failure elsewhere turns it into a restart",
           "[rendezvous]") {
   InMemoryStore store;

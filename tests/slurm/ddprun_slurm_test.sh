@@ -17,7 +17,8 @@
 #                                  the step ends with exit 0 (a notice, no kill timer); plain
 #                                  scancel (SIGTERM) ends a job; no process is left behind
 #   ddprun_slurm_test.sh requeue   the template's requeue rule (issue 22 item 2), both paths:
-#                                  1. rank 1 fails at step 3 in every generation (MAX_RESTARTS=5):
+#                                  1. rank 1 fails at step 3 in every generation (MAX_RESTARTS=5,
+#                                  DDP_VERDICT_AFTER=3):
 #                                  ddprun's verdict stops the job after 3 generations, the job
 #                                  ends FAILED 87:0 and is not requeued (Restarts=0);
 #                                  2. pre-emption: scancel --signal=TERM reaches the step (every
@@ -308,7 +309,9 @@ scancel)
 requeue)
   "$BIN/train" make-data --out "$W/data" --samples 2000 --features 16 --classes 4 --shards 4 --seed 5 >/dev/null
   # 1. A hopeless job: the verdict ends it, and it is not requeued.
+  # The verdict is opt-in (issue 30): enabled through sbatch's exported environment.
   jid=$(DDPRUN=$BIN/ddprun TRAIN=$BIN/train TRAIN_CONFIG=$SRC/configs/quickstart.json MAX_RESTARTS=5 \
+    DDP_VERDICT_AFTER=3 \
     sbatch --parsable --chdir="$W" --output="$W/verdict-%j.out" --open-mode=append \
       "$SRC/scripts/slurm/ddprun.sbatch" --data "$W/data" --max-steps 40 \
       --fail-at-step 3 --fail-rank 1 --fail-generations 10) || fail "sbatch failed"

@@ -98,7 +98,11 @@ RendezvousEvent RoundState::reportFailure(const std::string& failureRecordJson,
   if (store_.check({keys_->end(g)})) return eventOf(g, explainRoundEnd(store_, *keys_, g));
   // Only the first failure of a generation spends a restart: one generation fails once.
   if (store_.add(keys_->failCount(g), 1) != 1) return awaitFailureDecision(g);
-  if (!verdict.empty()) return endWithVerdict(g, verdict);
+  // A verdict stops a job only while restarts are left: with the budget spent the job fails as
+  // it would without one, with the root cause's exit code (torchrun's contract).
+  if (!verdict.empty() && store_.add(keys_->restarts(), 0) < settings_.maxRestarts) {
+    return endWithVerdict(g, verdict);
+  }
   return spendRestart(g);
 }
 
