@@ -421,8 +421,11 @@ def donor_killed(h, kills):
     out = job.output()
     check("exiting so that the agent replaces" not in out, "a rank left its process:\n" +
           out[-4000:])
-    check(job.replacements() == 2 * kills, "%d replacements for %d kills" %
+    # A donor killed before its agent published the first kill's replacement is replaced in the
+    # same quorum (one line for both).
+    check(kills <= job.replacements() <= 2 * kills, "%d replacements for %d kills" %
           (job.replacements(), 2 * kills))
+    check("restarting the job" not in out, "a kill restarted every worker")
     check(params_crc(out) == want, "parameters differ from the fault-free run")
     h.log("%d donors killed while they sent; %d survivors kept" % (kills, len(kept)))
 
@@ -435,9 +438,11 @@ def sigstop(h):
     before = sorted(job.workers(0))
     frozen = random.choice(before)
     os.kill(frozen, signal.SIGSTOP)
+    stopped_at = last_step(job.metrics)
     time.sleep(5)  # the fault itself: frozen for 5 s
+    check(last_step(job.metrics) <= stopped_at + 5, "the job stepped on without the frozen rank")
     os.kill(frozen, signal.SIGCONT)
-    poll("progress after the stop", lambda: last_step(job.metrics) > 15, 120)
+    poll("progress after the stop", lambda: last_step(job.metrics) > stopped_at + 10, 120)
     check(sorted(job.workers(0)) == before, "a worker was replaced: %s -> %s" %
           (before, sorted(job.workers(0))))
     check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
