@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -155,6 +154,7 @@ void ElasticGroup::watchdog() {
   uint32_t stuckOp = kIdle;  // the operation (its quorum's epoch) stuckSince etc. are about
   bool listenersShut = false;
   bool aborted = false;
+  bool warned = false;
   while (!stop_.load()) {
     board_->waitForChange(board_->epoch(), std::chrono::milliseconds(200));
     const uint32_t op = opEpoch_.load(std::memory_order_acquire);
@@ -164,6 +164,7 @@ void ElasticGroup::watchdog() {
       stuckSince.reset();
       listenersShut = false;
       aborted = false;
+      warned = false;
       stuckOp = op;
       if (op == kIdle || board_->epoch() == op) continue;
     }
@@ -193,7 +194,7 @@ void ElasticGroup::watchdog() {
       std::lock_guard<std::mutex> lock(commMutex_);
       if (opEpoch_.load(std::memory_order_acquire) == op) {
         logger("worker")->warn("rank {}: {} of quorum {} is still blocked {} s after the agent "
-                               "published a newer quorum; aborting its connections", view_.rank,
+                               "published a newer quorum; aborting it", view_.rank,
                                building_ ? "the build of the communicator" : "a collective",
                                toString(view_.id),
                                std::chrono::duration_cast<std::chrono::seconds>(kStuckGrace).count());
@@ -206,18 +207,21 @@ void ElasticGroup::watchdog() {
       aborted = true;
       continue;
     }
-    if (stuck < 2 * kStuckGrace) continue;
+    if (warned || stuck < 2 * kStuckGrace) continue;
     {
+      // The abort fails every wait of the communicator and every connection of a build, so this
+      // rank is wedged itself (a thread that does not come back from outside Gloo): it keeps its
+      // process (a healthy rank's memory, data and CUDA context are worth more than 2 s), and
+      // hang detection (ddprun --hang-timeout) replaces it if it makes no progress.
       std::lock_guard<std::mutex> lock(commMutex_);
-      logger("worker")->error("rank {}: {} of quorum {} is still blocked {} s after the agent "
-                              "published a newer quorum; exiting so that the agent replaces this "
-                              "process", view_.rank,
-                              building_ ? "the build of the communicator" : "a collective",
-                              toString(view_.id),
-                              std::chrono::duration_cast<std::chrono::seconds>(stuck).count());
+      logger("worker")->warn("rank {}: {} of quorum {} is still blocked {} s after the agent "
+                             "published a newer quorum, though aborted; left to hang detection",
+                             view_.rank,
+                             building_ ? "the build of the communicator" : "a collective",
+                             toString(view_.id),
+                             std::chrono::duration_cast<std::chrono::seconds>(stuck).count());
     }
-    spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
-    std::_Exit(3);  // worker_main.hpp's kExitCommError
+    warned = true;
   }
 }
 

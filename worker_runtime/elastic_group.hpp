@@ -24,15 +24,16 @@
 // group starts from is the caller's business (state_agreement.hpp).
 //
 // With a board, comm() checks the board before every collective (a collective of a superseded
-// quorum fails at once with CommError), and a watchdog thread ends the process (exit 3, the
-// CommError code) when a collective of the old quorum is still blocked 2 s after a newer one was
-// published: first it aborts that communicator's connections (Communicator::abort: a peer cut off
-// by the network never closes them, so the collective would wait its whole budget), and if the
-// collective is still blocked 2 s later it ends the process (its agent replaces it like any failed
-// worker): a rank left waiting would hold up every other. A communicator being built for a quorum
-// that a newer one superseded (the first one a replacement process builds included) has its pairs
-// still listening for a peer shut down at once (Gloo waits its whole budget for a peer that died or
-// moved on), the connections it opened 2 s later, and past 4 s the process ends as above.
+// quorum fails at once with CommError), and a watchdog thread aborts a collective of the old
+// quorum still blocked 2 s after a newer one was published (Communicator::abort: every wait of
+// the communicator ends, also one for a message that was halfway on the wire when its peer died
+// or froze, and its connections are shut down; a peer cut off by the network never closes them),
+// so the collective fails with CommError and the rank rebuilds like the others. A communicator
+// being built for a quorum that a newer one superseded (the first one a replacement process
+// builds included) has its pairs still listening for a peer shut down at once (Gloo waits its
+// whole budget for a peer that died or moved on), and the connections it opened 2 s later. The
+// process never ends for it: a rank still blocked after the abort is wedged itself, and is left to
+// hang detection (ddprun --hang-timeout), which replaces a rank that makes no progress.
 //
 // A rank that finished its last step says so (markFinished()): a replacement started after that,
 // or one waiting to build with it, gives up at once (CommError) instead of waiting its whole

@@ -17,6 +17,7 @@
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
 #include "worker_runtime/failure_sequence.hpp"
+#include "worker_runtime/detail/abortable_context.hpp"
 #include "worker_runtime/detail/gloo_loop_ticker.hpp"
 #include "worker_runtime/detail/gloo_store_adapter.hpp"
 #include "rendezvous/base/local_address.hpp"
@@ -47,22 +48,25 @@ const char* typeName(DataType type) {
 }
 
 std::shared_ptr<gloo::Context> connect(int rank, int size, const std::string& bindAddress,
-                                       Store& store, const CommOptions& options) {
+                                       Store& store, const CommOptions& options,
+                                       std::shared_ptr<detail::AbortSwitch> abortSwitch) {
   gloo::transport::tcp::attr attr;
   attr.hostname = bindAddress;
   auto device = gloo::transport::tcp::CreateDevice(attr);
-  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  auto context = std::make_shared<detail::AbortableContext>(rank, size);
   context->setTimeout(options.timeout);
   detail::GlooStoreAdapter adapter(store, options.storePrefix + "/gloo", options.timeout);
   detail::LoopTicker ticker(device);  // each pair's connect waits for a turn of Gloo's loop
   context->connectFullMesh(adapter, device);
+  context->attach(std::move(abortSwitch));
   return context;
 }
 
 }  // namespace
 
 GlooCommunicator::GlooCommunicator(const WorkerEnv& env, Store& store, const CommOptions& options)
-    : rank_(env.rank), size_(env.worldSize), timeout_(options.timeout) {
+    : rank_(env.rank), size_(env.worldSize), timeout_(options.timeout),
+      abortSwitch_(std::make_shared<detail::AbortSwitch>()) {
   if (timeout_.count() <= 0) throw ConfigError("communicator timeout must be positive");
   bindAddress_ = options.bindAddress.empty()
                      ? localAddressTowards(env.masterAddr, env.masterPort)
@@ -70,7 +74,7 @@ GlooCommunicator::GlooCommunicator(const WorkerEnv& env, Store& store, const Com
   auto start = std::chrono::steady_clock::now();
   const std::set<int> before = detail::socketDescriptors();
   try {
-    context_ = connect(rank_, size_, bindAddress_, store, options);
+    context_ = connect(rank_, size_, bindAddress_, store, options, abortSwitch_);
     // connectFullMesh can return on one side of a pair before the other side finished its
     // handshake; a rank that left right away would break its peer's construction. After this
     // barrier every rank has finished connecting.
@@ -101,7 +105,11 @@ GlooCommunicator::~GlooCommunicator() {
   }
 }
 
-void GlooCommunicator::abort() noexcept { detail::shutDown(pairSockets_); }
+void GlooCommunicator::abort() noexcept {
+  // Once: the descriptors may be closed (and reused) once the aborted operation closed its pairs.
+  if (!abortSwitch_->abort()) return;
+  detail::shutDown(pairSockets_);
+}
 
 void GlooCommunicator::setTimeout(std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0) throw ConfigError("communicator timeout must be positive");
@@ -113,15 +121,31 @@ void GlooCommunicator::setTimeout(std::chrono::milliseconds timeout) {
 template <typename What, typename Fn>
 void GlooCommunicator::guardedAs(What&& what, Fn&& fn) {
   if (error_) std::rethrow_exception(error_);
+  std::string why;
   try {
+    if (abortSwitch_->aborted()) throw CommError("the communicator was aborted");
     fn();
+    // Gloo's collectives run on past an aborted wait (they ignore its result): whatever they
+    // left in the buffers is not a result.
+    if (abortSwitch_->aborted()) throw CommError("the communicator was aborted");
+    return;
   } catch (const std::exception& e) {
-    error_ = std::make_exception_ptr(CommError(
-        "gloo " + what() + " failed on rank " + std::to_string(rank_) + " of " +
-        std::to_string(size_) + " (budget " + std::to_string(timeout_.count()) +
-        " ms; the communicator is now unusable): " + e.what()));
-    std::rethrow_exception(error_);
+    why = e.what();
   }
+  if (abortSwitch_->aborted()) {
+    // Close every pair before the caller gets its buffers back: a pair still open could go on
+    // writing a message that was on its way into them (Pair::close waits for the read in hand).
+    try {
+      context_->closeConnections();
+    } catch (const std::exception&) {
+      // A pair that failed to close has failed already: it reads nothing more.
+    }
+  }
+  error_ = std::make_exception_ptr(CommError(
+      "gloo " + what() + " failed on rank " + std::to_string(rank_) + " of " +
+      std::to_string(size_) + " (budget " + std::to_string(timeout_.count()) +
+      " ms; the communicator is now unusable): " + why));
+  std::rethrow_exception(error_);
 }
 
 template <typename Fn>

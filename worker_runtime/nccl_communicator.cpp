@@ -176,6 +176,11 @@ template <typename Enqueue>
 void NcclCommunicator::run(const char* op, std::size_t count, Enqueue&& enqueue) {
   if (error_) std::rethrow_exception(error_);
   const auto deadline = Clock::now() + timeout_;
+  if (abortRequested_.load(std::memory_order_acquire)) {
+    error_ = std::make_exception_ptr(CommError(std::string("nccl ") + op + " on rank " +
+        std::to_string(rank_) + ": the communicator was aborted"));
+    std::rethrow_exception(error_);
+  }
   auto fail = [&](const std::string& why) {
     ncclCommAbort(state_->comm);
     state_->aborted = true;
@@ -204,6 +209,9 @@ void NcclCommunicator::run(const char* op, std::size_t count, Enqueue&& enqueue)
     }
     if (Clock::now() >= deadline) {
       fail("timed out after " + std::to_string(timeout_.count()) + " ms (a peer did not join)");
+    }
+    if (abortRequested_.load(std::memory_order_acquire)) {
+      fail("aborted: the group moved on to a newer quorum");
     }
   }
 }

@@ -15,6 +15,7 @@
 // Thread safety: one collective at a time; any thread may drive it (the device is set per call).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -46,6 +47,9 @@ class NcclCommunicator final : public Communicator {
   void recv(void* buf, std::size_t bytes, int peer) override;
   // Later collectives follow the work queued on `cudaStream` (a cudaStream_t) at call time.
   void setStream(void* cudaStream) override;
+  // The collective polled on another thread fails within a poll (the communicator is aborted
+  // there, by ncclCommAbort, and unusable), as does every later one. Any thread; never blocks.
+  void abort() noexcept override { abortRequested_.store(true, std::memory_order_release); }
 
   // The CUDA device this communicator uses.
   int device() const { return device_; }
@@ -66,6 +70,7 @@ class NcclCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_;
   std::unique_ptr<State> state_;
   std::exception_ptr error_;  // the sticky error
+  std::atomic<bool> abortRequested_{false};  // abort(): the polling thread aborts NCCL
 };
 
 }  // namespace ddp

@@ -16,50 +16,19 @@
 #include "rendezvous/store/tcp_store_client.hpp"
 #include "rendezvous/store/worker_store_keys.hpp"
 #include "tests/error_of.hpp"
+#include "tests/worker_runtime/quorum_fixture.hpp"
 #include "tests/worker_runtime/rank_threads.hpp"
 #include "worker_runtime/elastic_group.hpp"
 #include "worker_runtime/state_agreement.hpp"
 
 using namespace std::chrono_literals;
 using ddp::testing::errorOf;
+using ddp::test::envFor;
+using ddp::test::loopbackStore;
+using ddp::test::publishQuorum;
+using ddp::test::recordFor;
 
 namespace {
-
-ddp::QuorumRecord recordFor(int rank, int world, uint16_t port, int64_t quorum) {
-  ddp::QuorumRecord r;
-  r.id = {0, quorum};
-  r.rank = rank;
-  r.worldSize = world;
-  r.localRank = rank;
-  r.localWorldSize = world;
-  r.masterAddr = "127.0.0.1";
-  r.masterPort = port;
-  r.reason = quorum == 0 ? "" : "the last rank exited: replaced in place";
-  if (quorum > 0) r.replaced = {world - 1};
-  return r;
-}
-
-void publishQuorum(ddp::QuorumBoard& board, int world, uint16_t port, int64_t quorum) {
-  std::vector<std::pair<int, ddp::QuorumRecord>> records;
-  for (int r = 0; r < world; ++r) records.emplace_back(r, recordFor(r, world, port, quorum));
-  board.publish(records);
-}
-
-ddp::WorkerEnv envFor(int rank, int world, uint16_t port, const ddp::QuorumBoard& board) {
-  auto env = ddp::test::loopbackEnv(rank, world);
-  env.masterPort = port;
-  env.useAgentStore = true;
-  env.quorumBoard = board.path();
-  env.quorumSlot = rank;
-  return env;
-}
-
-ddp::StoreServerOptions loopbackStore() {
-  ddp::StoreServerOptions options;
-  options.host = "127.0.0.1";
-  options.name = "worker-store (elastic test)";
-  return options;
-}
 
 int64_t inPlaceCount(uint16_t port) {
   ddp::TcpStoreClientOptions o;

@@ -2,9 +2,16 @@
 // loopback TCP pairs, fp32 and bf16, sum and avg, checked exactly; timeouts instead of hangs.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/mman.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "rendezvous/base/error.hpp"
@@ -275,4 +282,61 @@ TEST_CASE("a receive from a peer that leaves fails within the budget instead of 
     comm.recv(&byte, 1, 1);
   });
   CHECK_THAT(firstError(errors), Catch::Contains("receive of 1 bytes from rank 1"));
+}
+
+// A message cut halfway (its sender died or froze with the rest unsent): Gloo wakes the waits of
+// the messages it has queued when a pair fails, not the one it is reading, so only abort() can
+// end this receive before its budget.
+TEST_CASE("abort() ends a receive whose message stopped halfway on the wire", "[gloo][p2p]") {
+  constexpr std::size_t kHalf = std::size_t(4) << 20;
+  // As ElasticGroup does: Gloo's writes to a pair the other side closed fail instead.
+  ::signal(SIGPIPE, SIG_IGN);
+  std::vector<char> into(2 * kHalf, 0);
+  std::string receiveError, laterError;
+  std::chrono::steady_clock::duration blocked{};
+  auto errors = runRanks(2, glooOptions(20s), [&](ddp::Communicator& comm) {
+    if (comm.rank() == 0) {
+      // Its second half cannot be read: the writev of the message fails there (EFAULT) and the
+      // pair closes, with the first half on the wire.
+      void* mem = ::mmap(nullptr, 2 * kHalf, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                         -1, 0);
+      if (mem == MAP_FAILED) throw std::runtime_error("mmap failed");
+      std::memset(mem, 1, kHalf);
+      ::mprotect(static_cast<char*>(mem) + kHalf, kHalf, PROT_NONE);
+      dynamic_cast<ddp::GlooCommunicator&>(comm).setTimeout(500ms);
+      try {
+        comm.send(mem, 2 * kHalf, 1);
+      } catch (const ddp::CommError&) {
+      }
+      ::munmap(mem, 2 * kHalf);
+      return;
+    }
+    // Aborted once the first bytes of the message arrived (Gloo writes them into `into`).
+    std::thread aborter([&] {
+      while (__atomic_load_n(&into[0], __ATOMIC_ACQUIRE) == 0) std::this_thread::yield();
+      comm.abort();
+    });
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm.recv(into.data(), into.size(), 0);
+      receiveError = "no error";
+    } catch (const ddp::CommError& e) {
+      receiveError = e.what();
+    }
+    blocked = std::chrono::steady_clock::now() - start;
+    aborter.join();
+    // Every later operation fails too, at once (the error is sticky).
+    try {
+      comm.barrier();
+      laterError = "no error";
+    } catch (const ddp::CommError& e) {
+      laterError = e.what();
+    }
+  });
+  REQUIRE(firstError(errors) == "");
+  CHECK_THAT(receiveError, Catch::Contains("receive of 8388608 bytes from rank 0") &&
+                               Catch::Contains("aborted"));
+  CHECK(laterError == receiveError);
+  // Well inside the 20 s budget the receive would otherwise wait.
+  CHECK(blocked < 10s);
 }
