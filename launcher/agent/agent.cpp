@@ -97,19 +97,23 @@ Agent::Agent(const LaunchConfig& config)
       exclusion_(ExclusionSettings{config.excludeAfter, config.excludeWindow,
                                    config.excludeCooldown}),
       inPlace_(config.restartScope, config.nprocPerNode,
-               InPlaceHooks{supervisor_,
-                            [this]() -> Rendezvous& { return *rdzv_; },
-                            [this](int lr, int64_t q) { return replacementSpec(lr, q); },
-                            {},
-                            host_,
-                            config.maxRestarts,
-                            [this](std::string& why) { return nextRoundInPlace(why); },
-                            [this](const InPlaceRound& n) { preflightInPlace(n); },
-                            [this](const InPlaceRound& n) { return adoptInPlace(n); },
-                            [this](std::string& why) { return standbyPlan(why); },
-                            [this](const std::vector<WorkerFailure>& failures) {
-                              return leaveInstead(failures);
-                            }}) {
+               InPlaceHooks{
+                   .supervisor = supervisor_,
+                   .rendezvous = [this]() -> Rendezvous& { return *rdzv_; },
+                   .replacementSpec = [this](int lr, int64_t q) { return replacementSpec(lr, q); },
+                   .onQuorum = {},
+                   .host = host_,
+                   .maxRestarts = config.maxRestarts,
+                   .nextRound = [this](std::string& why) { return nextRoundInPlace(why); },
+                   .afterBoard = [this](const InPlaceRound& n) { preflightInPlace(n); },
+                   .adopt = [this](const InPlaceRound& n) { return adoptInPlace(n); },
+                   .standbySpec = [this](std::string& why) { return standbyPlan(why); },
+                   .leaveInstead = [this](const std::vector<WorkerFailure>& failures) {
+                     return leaveInstead(failures);
+                   },
+                   .verdictInstead = [this](const std::vector<WorkerFailure>& failures) {
+                     return verdictInPlace(failures);
+                   }}) {
   self_.host = host_;
   self_.addr = advertisedAddr_;
   // Node rank 0's worker store serves these too: a multi-NIC node may reach it from another

@@ -44,6 +44,7 @@ void InPlaceRecovery::beginGeneration(const RendezvousResult& round,
   if (!keeper_) return;
   endGeneration();
   round_ = round;
+  streaks_.clear();
   keeper_->onAllInPlace([this, g = round.generation](bool standbyCapable) {
     Supervisor& sup = hooks_.supervisor;
     sup.post([this, &sup, g, standbyCapable] {
@@ -71,7 +72,16 @@ void InPlaceRecovery::beginGeneration(const RendezvousResult& round,
 }
 
 void InPlaceRecovery::endGeneration() {
+  {
+    std::lock_guard<std::mutex> lock(pauseMutex_);
+    ending_ = true;  // a back-off in flight ends now
+  }
+  pauseCv_.notify_all();
   if (helper_.joinable()) helper_.join();
+  {
+    std::lock_guard<std::mutex> lock(pauseMutex_);
+    ending_ = false;
+  }
   if (!keeper_) return;
   hooks_.supervisor.handleFailures({});
   hooks_.supervisor.handleRoundEnds({});
@@ -149,6 +159,18 @@ void InPlaceRecovery::decide(std::vector<WorkerFailure> failures, bool workerFin
       sup.post([&sup, g, why = d.why] { sup.failGeneration(g, why); });
       return;
     }
+    const std::string verdict = hooks_.verdictInstead ? hooks_.verdictInstead(failures) : "";
+    if (!verdict.empty()) {
+      const std::string why = describe(failures) + ": no replacement (" + verdict + ")";
+      sup.post([&sup, g, why] { sup.failGeneration(g, why); });
+      return;
+    }
+    const auto delay = backoffFor(failures);
+    if (delay.count() > 0) {
+      log->warn("{}: a replacement failed at start again; waiting {} ms before the next one",
+                describe(failures), delay.count());
+      if (!pause(delay)) return;  // the generation ended meanwhile
+    }
     const std::string leave = hooks_.leaveInstead ? hooks_.leaveInstead(failures) : "";
     FailureRecord record{g, round_.nodeRank, hooks_.host, failures};
     record.quorum = keeper_->current().quorum + 1;  // the number it will most likely get
@@ -172,11 +194,38 @@ void InPlaceRecovery::decide(std::vector<WorkerFailure> failures, bool workerFin
               describe(failures), toString(change.id), used, hooks_.maxRestarts);
     std::vector<WorkerSpec> specs;
     for (const auto& f : failures) specs.push_back(hooks_.replacementSpec(f.localRank, change.id.quorum));
+    noteReplaced(failures);
     sup.post([&sup, g, specs = std::move(specs)]() mutable { sup.replaceWorkers(g, std::move(specs)); });
   } catch (const Error& e) {
     const std::string why = std::string("in-place recovery failed: ") + e.what();
     sup.post([&sup, g, why] { sup.failGeneration(g, why); });
   }
+}
+
+std::chrono::milliseconds InPlaceRecovery::backoffFor(const std::vector<WorkerFailure>& failures) {
+  const auto now = std::chrono::steady_clock::now();
+  int worst = 0;
+  for (const auto& f : failures) {
+    auto it = streaks_.find(f.localRank);
+    if (it == streaks_.end()) continue;  // the rank's first process: not a replacement
+    Streak& s = it->second;
+    s.failedAtStart = now - s.started < kStartWindow ? s.failedAtStart + 1 : 0;
+    worst = std::max(worst, s.failedAtStart);
+  }
+  if (worst == 0) return std::chrono::milliseconds(0);
+  auto delay = kFirstBackoff;
+  for (int i = 1; i < worst && delay < kMaxBackoff; ++i) delay *= 2;
+  return std::min(delay, kMaxBackoff);
+}
+
+void InPlaceRecovery::noteReplaced(const std::vector<WorkerFailure>& failures) {
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& f : failures) streaks_[f.localRank].started = now;
+}
+
+bool InPlaceRecovery::pause(std::chrono::milliseconds delay) {
+  std::unique_lock<std::mutex> lock(pauseMutex_);
+  return !pauseCv_.wait_for(lock, delay, [this] { return ending_; });
 }
 
 }  // namespace ddp

@@ -25,8 +25,12 @@
 // the rendezvous, the keeper and Supervisor::post().
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,10 +85,23 @@ struct InPlaceHooks {
   // instead (then the failure is recorded, no worker is replaced, and the generation ends for this
   // node), or "" to replace as usual. Empty: never. May throw Error.
   std::function<std::string(const std::vector<WorkerFailure>&)> leaveInstead;
+  // Helper thread, before a replacement: the verdict (verdict.hpp) on the job's attempts with
+  // these failures as the next one, or "" (none, or --verdict-after=0). A verdict ends the
+  // generation instead of replacing: the agent then reports it as for any generation's end.
+  // Empty: never. May throw Error.
+  std::function<std::string(const std::vector<WorkerFailure>&)> verdictInstead;
 };
 
 class InPlaceRecovery {
  public:
+  // A replacement that fails within kStartWindow of being started failed at start; the next
+  // replacement of its local rank waits kFirstBackoff, doubled for each such failure in a row, at
+  // most kMaxBackoff (far below any worker's wait for a new quorum), so the agent never replaces
+  // faster than it learns. A replacement that outlives the window ends its rank's run.
+  static constexpr std::chrono::milliseconds kStartWindow{std::chrono::seconds(10)};
+  static constexpr std::chrono::milliseconds kFirstBackoff{250};
+  static constexpr std::chrono::milliseconds kMaxBackoff{std::chrono::seconds(8)};
+
   // Throws Error when the board cannot be created (scope failed only).
   InPlaceRecovery(RestartScope scope, int localWorkers, InPlaceHooks hooks);
   ~InPlaceRecovery();
@@ -103,6 +120,11 @@ class InPlaceRecovery {
 
  private:
   bool take(const std::vector<WorkerFailure>& failures);
+  // The back-off before replacing `failures` (see kStartWindow); records their start otherwise.
+  std::chrono::milliseconds backoffFor(const std::vector<WorkerFailure>& failures);
+  void noteReplaced(const std::vector<WorkerFailure>& failures);
+  // Waits `delay` on the helper thread; false when the generation ends meanwhile.
+  bool pause(std::chrono::milliseconds delay);
   bool takeRoundEnd(const RendezvousEvent& event);
   void moveOn(RendezvousEvent event);
   void decide(std::vector<WorkerFailure> failures, bool workerFinished);
@@ -112,6 +134,16 @@ class InPlaceRecovery {
   std::unique_ptr<QuorumKeeper> keeper_;
   RendezvousResult round_;
   std::thread helper_;
+  // Back-off (helper thread; reset by beginGeneration): per local rank, when its replacement
+  // started and how many replacements of it in a row failed at start.
+  struct Streak {
+    std::chrono::steady_clock::time_point started;
+    int failedAtStart = 0;
+  };
+  std::map<int, Streak> streaks_;
+  std::mutex pauseMutex_;
+  std::condition_variable pauseCv_;
+  bool ending_ = false;  // guarded by pauseMutex_
 };
 
 }  // namespace ddp

@@ -38,6 +38,49 @@ std::optional<GenerationCause> causeOf(const std::vector<FailureRecord>& records
   return cause;
 }
 
+// One try of the job's code: a replacement in place (a recovery record) or a generation's end
+// (its failure records). `root` is empty when it does not count (see verdict.hpp).
+struct Attempt {
+  std::optional<WorkerFailure> root;
+  bool inPlace = false;
+};
+
+std::optional<WorkerFailure> countingRoot(const std::vector<FailureRecord>& records) {
+  const FailureSummary summary = summarize(records);
+  if (!workerExplains(summary) || !countsForVerdict(summary.rootCause)) return std::nullopt;
+  return summary.rootCause;
+}
+
+// Every attempt up to `generation`, in order: each generation's recoveries by quorum number, then
+// its end. A generation without failure records (a lost node, a scale-up) is an attempt that does
+// not count.
+std::vector<Attempt> attemptsUpTo(const std::vector<FailureRecord>& records, int64_t generation) {
+  int64_t first = generation;
+  for (const auto& r : records) first = std::min(first, r.generation);
+  std::vector<Attempt> attempts;
+  for (int64_t g = std::max<int64_t>(first, 0); g <= generation; ++g) {
+    std::vector<const FailureRecord*> recoveries;
+    std::vector<FailureRecord> ending;
+    for (const auto& r : records) {
+      if (r.generation != g) continue;
+      if (r.recoveredInPlace()) {
+        recoveries.push_back(&r);
+      } else {
+        ending.push_back(r);
+      }
+    }
+    std::stable_sort(recoveries.begin(), recoveries.end(),
+                     [](const FailureRecord* a, const FailureRecord* b) { return a->quorum < b->quorum; });
+    for (const FailureRecord* r : recoveries) {
+      FailureRecord asEnd = *r;  // summarize() sets recoveries aside: judge it as an end
+      asEnd.quorum = -1;
+      attempts.push_back({countingRoot({asEnd}), true});
+    }
+    attempts.push_back({ending.empty() ? std::nullopt : countingRoot(ending), false});
+  }
+  return attempts;
+}
+
 bool sameFailure(const WorkerFailure& a, const WorkerFailure& b) {
   return a.globalRank == b.globalRank && a.exitCode == b.exitCode && a.signal == b.signal &&
          a.message == b.message && a.step == b.step;
@@ -80,7 +123,30 @@ std::string causeText(const WorkerFailure& f) {
 
 std::optional<std::string> judgeGenerations(const std::vector<FailureRecord>& records,
                                             int64_t generation, int after) {
-  if (after < 1 || generation + 1 < after) return std::nullopt;
+  if (after < 1) return std::nullopt;
+  const std::string n = std::to_string(after);
+  // Rule 1 over attempts: restarts and replacements in place alike.
+  const std::vector<Attempt> attempts = attemptsUpTo(records, generation);
+  if (attempts.size() >= static_cast<std::size_t>(after) && attempts.back().root) {
+    const WorkerFailure& last = *attempts.back().root;
+    const auto run = attempts.end() - after;
+    const bool same = std::all_of(run, attempts.end(), [&](const Attempt& a) {
+      return a.root && sameFailure(*a.root, last);
+    });
+    const auto inPlace = std::count_if(run, attempts.end(), [](const Attempt& a) {
+      return a.inPlace;
+    });
+    if (same && inPlace > 0) {
+      return "the same failure " + n + " times in a row (" + std::to_string(inPlace) + " of them "
+             "replaced in place): " + causeText(last) + kStopping;
+    }
+    if (same) {
+      return (after == 1 ? std::string("the same failure in the last generation: ")
+                         : "the same failure in " + n + " generations in a row: ") +
+             causeText(last) + kStopping;
+    }
+  }
+  if (generation + 1 < after) return std::nullopt;
   // causes[0] is `generation`, causes[i] generation - i.
   std::vector<GenerationCause> causes;
   for (int64_t g = generation; g > generation - after; --g) {
@@ -89,13 +155,6 @@ std::optional<std::string> judgeGenerations(const std::vector<FailureRecord>& re
     causes.push_back(std::move(*cause));
   }
   const WorkerFailure& last = causes.front().root;
-  const std::string n = std::to_string(after);
-  if (std::all_of(causes.begin(), causes.end(),
-                  [&](const GenerationCause& c) { return sameFailure(c.root, last); })) {
-    return (after == 1 ? std::string("the same failure in the last generation: ")
-                       : "the same failure in " + n + " generations in a row: ") +
-           causeText(last) + kStopping;
-  }
   // Rule 2: the furthest step of every generation before the run, then each generation of the
   // run, oldest first, reaching no further than everything before it.
   int64_t bar = -1;

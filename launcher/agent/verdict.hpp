@@ -4,27 +4,33 @@
 // honoured exactly, as torchrun does).
 //
 // A generation counts when it ended because of a failure that is the job's own fault: it has
-// failure records (Rendezvous::failureRecords(); records of recoveries in place are left out), and
-// their root cause (failure_summary.hpp: the failure order, collateral left out) is a worker that
+// failure records (Rendezvous::failureRecords(); records of recoveries in place are attempts of
+// their own, below), and their root cause (failure_summary.hpp: the failure order, collateral left out) is a worker that
 // failed by itself — not one ddprun stopped, not a communication failure (a lost peer, the network:
 // isCommunicationFailure), not a worker ended by a signal that comes from outside the job
 // (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGKILL: pre-emption, the user, the OOM
 // killer's or an operator's kill; also as a wrapper's exit code 128 + S). A generation without
 // records — ended by a lost node, a scale-up, a lost store — or whose root cause does not count
-// breaks the run: nothing before it is compared.
+// breaks the run: nothing before it is compared. A recovery record counts the same way.
 //
-// The verdict fires, for the generation `generation` being reported, when the last N generations
-// (generation - N + 1 .. generation, consecutive numbers) all count and
-//   1. their root causes are the same failure: the same global rank, the same exit code or signal,
-//      the same error text (the error file's message; "" for none), and the same step (the step
-//      the worker reported last, -1 when unknown — PyTorch scripts report none and are compared
-//      without one); or
-//   2. none made step progress: each reached a known step (the furthest step any failure of the
+// An *attempt* is one try of the job's code: a generation's end (its failure records), or a
+// replacement in place (a recovery record, --restart-scope=failed): in order, each generation's
+// recoveries by quorum number, then its end. The verdict fires, for the generation `generation`
+// being reported, when
+//   1. the last N attempts all count and their root causes are the same failure: the same global
+//      rank, the same exit code or signal, the same error text (the error file's message; "" for
+//      none), and the same step (the step the worker reported last, -1 when unknown — PyTorch
+//      scripts report none and are compared without one): replacements in place that fail the
+//      same way are judged as restarts are; or
+//   2. the last N generations (generation - N + 1 .. generation, consecutive numbers) all count
+//      and none made step progress: each reached a known step (the furthest step any failure of the
 //      generation reported) no further than the furthest step of every generation before it
 //      (generation N - 1 before the run included, so the run needs N + 1 generations with steps).
 // A verdict is one line, naming the repeated cause:
 //   the same failure in 3 generations in a row: rank 1 exit 1 'Error: injected failure: ...' at
 //   step 3; stopping instead of restarting
+//   the same failure 3 times in a row (2 of them replaced in place): rank 1 exit 2 '...'; stopping
+//   instead of restarting
 //   no step progress in 3 generations in a row (the furthest step stays 40; last: rank 1 exit 1
 //   '...' at step 12); stopping instead of restarting
 //

@@ -429,6 +429,38 @@ def budget(h):
     check("budget" in out and job.replacements() == 1, "the second kill was replaced")
 
 
+def hopeless(h, verdict):
+    """Replacements that fail at start the same way (a bad data path on this node only): the agent
+    backs off between them (250, 500, 1000 ms, ...); with --verdict-after=3 the third failure in a
+    row stops the job (exit 87, the verdict naming the replacements) with most of a 100-restart
+    budget left; without a verdict the budget is spent and the exit code is the root cause's."""
+    tag = "hv" if verdict else "hb"
+    metrics = os.path.join(TMP, tag + ".metrics.jsonl")
+    wrapper = ('if [ "$DDP_STATE_FROM_PEER" = 1 ]; then echo "cannot open /data/shard-3" >&2; '
+               'exit 2; fi; exec "$0" "$@"')
+    flags = ["--restart-scope=failed", "--standby-workers=0",
+             "--max-restarts", "100" if verdict else "4"] + (["--verdict-after=3"] if verdict else [])
+    job = Job(h, tag, 1, 2, None, flags,
+              command=["sh", "-c", wrapper, TRAIN, "--config", config(40), "--metrics", metrics])
+    job.metrics = metrics
+    poll("progress", lambda: last_step(metrics) > 5, 120)
+    os.kill(job.workers(0)[0], signal.SIGKILL)
+    codes = job.wait()
+    out = job.output()
+    waits = [int(ms) for ms in re.findall(r"waiting (\d+) ms before the next one", out)]
+    if verdict:
+        check(codes == [87], "want exit 87 from the verdict, have %s:\n%s" % (codes, out[-3000:]))
+        check(re.search(r"the same failure 3 times in a row \(2 of them replaced in place\)", out),
+              "no verdict naming the replacements:\n" + out[-3000:])
+        check(job.replacements() == 3, "want 3 replacements (1 kill, 2 failed at start), have %d"
+              % job.replacements())
+        check(waits == [250, 500], "back-offs %s, want [250, 500]" % waits)
+    else:
+        check(codes == [2], "want the root cause's exit 2, have %s:\n%s" % (codes, out[-3000:]))
+        check(waits == [250, 500, 1000, 2000], "back-offs %s, want [250, 500, 1000, 2000]" % waits)
+        check("budget" in out, "the budget was not spent:\n" + out[-3000:])
+
+
 def not_capable(h):
     script = os.path.join(TMP, "plain_worker.py")
     with open(script, "w") as f:
@@ -536,6 +568,8 @@ def main():
         "budget": lambda h, a: budget(h),
         "not_capable": lambda h, a: not_capable(h),
         "donor_killed": lambda h, a: donor_killed(h, kills(a, 5)),
+        "hopeless_verdict": lambda h, a: hopeless(h, verdict=True),
+        "hopeless_budget": lambda h, a: hopeless(h, verdict=False),
         "sigstop": lambda h, a: sigstop(h),
     })
 

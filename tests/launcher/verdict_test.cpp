@@ -167,3 +167,35 @@ TEST_CASE("verdict: with the budget spent, the summary's line keeps the judgemen
         "the same failure in 3 generations in a row: rank 0 exit 7; the restart budget is spent "
         "as well: the exit code is the root cause's");
 }
+
+// Issue 31 item 4: replacements in place are attempts as restarts are.
+TEST_CASE("verdict: replacements in place that fail the same way are judged too",
+          "[restart_policy][verdict]") {
+  const auto bad = failure(0, 2, "", -1);  // a replacement that cannot open its data
+  auto killed = failure(0, 0, "", 40);
+  killed.signal = SIGKILL;  // the kill that started it: an outside signal, it does not count
+  auto recovery = [](int64_t quorum, const WorkerFailure& f) {
+    FailureRecord r = record(0, {f});
+    r.quorum = quorum;
+    return r;
+  };
+  std::vector<FailureRecord> records = {recovery(1, killed), recovery(2, bad), recovery(3, bad)};
+  records.push_back(record(0, {bad}));  // this failure, judged as the generation's end
+  const auto verdict = judgeGenerations(records, 0, 3);
+  REQUIRE(verdict);
+  CHECK(*verdict == "the same failure 3 times in a row (2 of them replaced in place): rank 0 "
+                    "exit 2; stopping instead of restarting");
+  // One replacement fewer: the kill is inside the last three, and it does not count.
+  records.erase(records.begin() + 2);
+  CHECK_FALSE(judgeGenerations(records, 0, 3));
+  CHECK(judgeGenerations(records, 0, 2));
+  // Recovery records are ordered by quorum, whatever order they were read in.
+  std::vector<FailureRecord> shuffled = {recovery(3, bad), recovery(1, killed), recovery(2, bad),
+                                         record(0, {bad})};
+  CHECK(judgeGenerations(shuffled, 0, 3));
+  // A different failure in between breaks the run.
+  std::vector<FailureRecord> mixed = {recovery(1, bad), recovery(2, failure(0, 3, "", -1)),
+                                      recovery(3, bad), record(0, {bad})};
+  CHECK_FALSE(judgeGenerations(mixed, 0, 3));
+  CHECK_FALSE(judgeGenerations(mixed, 0, 0));
+}

@@ -71,6 +71,11 @@ class Agent {
   // The verdict on the job's failures with this generation's (verdict.hpp): one store call
   // reading the records; "" when none, when --verdict-after is 0 or the records cannot be read.
   std::string judge(const GenerationOutcome& outcome, const RendezvousResult& round);
+  std::string verdictInPlace(const std::vector<WorkerFailure>& failures);
+  std::optional<std::vector<FailureRecord>> readFailureRecords();
+  std::string judgeWith(std::optional<std::vector<FailureRecord>> records,
+                        const std::vector<WorkerFailure>& failures,
+                        const RendezvousResult& round) const;
   // Bad-node exclusion (node_exclusion.hpp). Counts this generation's failures against the node
   // and, when they reach --exclude-after, claims to leave: the reason when granted, else "".
   std::string countFailure(const std::vector<WorkerFailure>& failures,
