@@ -1,27 +1,14 @@
 #include "launcher/workers/console_stream.hpp"
 
-#include <sys/stat.h>
-#include <unistd.h>
+#include "launcher/workers/output_pump.hpp"
 
-#include <cerrno>
+#include <sys/stat.h>
+
 #include <map>
 #include <mutex>
 #include <utility>
 
 namespace ddp {
-namespace {
-
-void writeAllTo(int fd, const std::string& data) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
-}
-
-}  // namespace
 
 std::shared_ptr<ConsoleScreen> ConsoleScreen::of(int fd) {
   static std::mutex mutex;
@@ -106,7 +93,7 @@ void ConsoleStream::write(std::string_view text) {
       screen_->interrupted_ = nullptr;
     }
   }
-  writeAllTo(fd_, out);
+  writeAll(fd_, out);
 }
 
 void ConsoleStream::endLine() {
@@ -116,7 +103,7 @@ void ConsoleStream::endLine() {
   visible_.clear();
   if (screen_->open_ != this) return;
   screen_->open_ = nullptr;
-  writeAllTo(fd_, "\n");
+  writeAll(fd_, "\n");
 }
 
 }  // namespace ddp

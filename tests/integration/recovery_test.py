@@ -48,8 +48,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import (BIN, TMP, Harness, TestFailure, c10d, check,  # noqa: E402
-                               failure_summary, is_standby, json_lines, poll, process_tree,
+from multinode_harness import (BIN, TMP, Harness, TestFailure, alive, c10d,  # noqa: E402
+                               check, failure_summary, is_standby, json_lines, poll, process_tree,
                                root_cause, train_config, workers)
 
 TRAIN = os.path.join(BIN, "train")
@@ -484,7 +484,8 @@ def donor_killed(h, kills):
     cfg = config(60)
     want = reference(h, 1, 4, cfg)
     job = Job(h, "ip", 1, 4, cfg, ["--restart-scope=failed", "--max-restarts", str(3 * kills)])
-    hand_over = re.compile(r":(\d+)[^\n]*rank \d+ hands its state")
+    # "[...] [trainer] [host:<pid> rank R] rank R hands its state ...": the donor's pid.
+    hand_over = re.compile(r"\[[^\]\s]+:(\d+) rank \d+\] rank \d+ hands its state")
     poll("the first metrics", lambda: last_step(job.metrics) >= 0, 120)
     killed = []
     for _ in range(kills):
@@ -496,8 +497,12 @@ def donor_killed(h, kills):
         # Polled every millisecond: the donor sends for a few milliseconds only.
         donors = poll("the donor's hand-over", lambda: hand_over.findall(job.output())[seen:],
                       60, interval=0.001)
-        os.kill(int(donors[0]), signal.SIGKILL)
-        killed += [victim, int(donors[0])]
+        donor = int(donors[0])
+        check(donor in job.workers(0) or not alive(donor),
+              "pid %d named as the donor is not a worker of the job" % donor)
+        if alive(donor):
+            os.kill(donor, signal.SIGKILL)
+        killed += [victim, donor]
     kept = set(job.workers(0)) - set(killed)
     check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
     out = job.output()

@@ -44,15 +44,9 @@ DDPRUN = os.path.join(BIN, "ddprun")
 WORKER = os.path.join(SRC, "tests", "launcher", "terminal_worker.py")
 TEST_WORKER = os.path.join(BIN, "ddp_test_worker")
 PY = "/usr/bin/python3"
+sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
+from multinode_harness import TestFailure, alive, check  # noqa: E402
 
-
-class TestFailure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise TestFailure(what)
 
 
 class Terminal:
@@ -163,14 +157,6 @@ def touch(path):
 def lines(screen):
     """Screen lines as a person reads them: split at '\\n', each line's last '\\r' part."""
     return [l.split("\r")[-1] for l in screen.replace("\r\n", "\n").split("\n")]
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def await_gone(pids, what, timeout=20):
