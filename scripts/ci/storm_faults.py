@@ -120,8 +120,10 @@ class Storm:
                  "wall": time.time(), "detail": ""}
         self.faults.append(fault)
         if kind in KILLS_WORKER:
-            # Steady: the full world training, every agent up, ddprund up.
+            # Steady: the full world training, every agent up, ddprund up, nothing stopped or
+            # about to come back (no delayed action pending).
             steady = (len(self.up()) == self.job.nodes and self.job.ddprund.poll() is None and
+                      not self.pending and not self.stopped and
                       bool(self.job.lines) and self.job.lines[-1]["world_size"] == self.job.world)
             self.samples.append({"fault": fault, "kind": kind, "wall": fault["wall"],
                                  "latency": None, "steady": steady})
