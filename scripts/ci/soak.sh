@@ -4,8 +4,13 @@
 # tally; exits 1 when any round failed. The failing rounds' ctest output is kept in
 # $BUILD_DIR/soak/round-<i>.log.
 #
+# Each round also runs the short storm (scripts/ci/storm.py, the CTest entries labelled `storm`)
+# on its own after the suite, with the hogs still running, so that its faults do not land among
+# the suite's parallel tests; each storm's p99 recovery line is printed under the round's line.
+#
 #   DDP_SOAK_HOGS   CPU hog processes (default: the number of CPUs)
 #   DDP_SOAK_LOAD   percent load of each hog (default 70)
+#   DDP_SOAK_STORM  0: no storm in the rounds (default 1)
 #
 # The hogs are stress-ng workers, bounded by a timeout and stopped by pid on every exit path.
 set -euo pipefail
@@ -37,17 +42,22 @@ for ((i = 1; i <= ROUNDS; i++)); do
   hog_pid=$!
   log="$BUILD_DIR/soak/round-$i.log"
   start=$(date +%s)
-  if ctest --test-dir "$BUILD_DIR" -j "${DDP_TEST_JOBS:-2}" --output-on-failure "$@" >"$log" 2>&1; then
-    status=passed
-  else
+  status=passed
+  if ! ctest --test-dir "$BUILD_DIR" -j "${DDP_TEST_JOBS:-2}" --output-on-failure -LE storm "$@" \
+      >"$log" 2>&1; then
     status=FAILED
-    failed=$((failed + 1))
   fi
+  if [ "${DDP_SOAK_STORM:-1}" != 0 ] &&
+      ! ctest --test-dir "$BUILD_DIR" -V -L storm >>"$log" 2>&1; then
+    status=FAILED
+  fi
+  [ "$status" = passed ] || failed=$((failed + 1))
   stop_hogs
-  summary=$(grep -E 'tests passed|tests failed' "$log" | tail -n 1 || true)
+  summary=$(grep -E 'tests passed|tests failed' "$log" | tr '\n' ' ' || true)
   echo "soak round $i/$ROUNDS: $status in $(($(date +%s) - start)) s (${HOGS} hogs at ${LOAD}%): $summary"
+  grep -E 'recovery p99' "$log" | sed 's/^ */    storm /' || true
   if [ "$status" = FAILED ]; then
-    grep -E '^\s+[0-9]+ - ' "$log" | sed 's/^/    /' || true
+    grep -E '^\s+[0-9]+ - |storm: (PASS|FAIL)' "$log" | sed 's/^/    /' || true
   else
     rm -f "$log"
   fi
