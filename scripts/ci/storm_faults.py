@@ -14,8 +14,11 @@ Kinds (--mix names):
 
 Storm.step() does one pass: reads new metrics lines, closes latency samples, scans the ledger
 (every 100 ms), runs due delayed actions (SIGCONT, agent comeback, ddprund restart) and injects the
-next fault when it is due. A fault that waits for the product (replacement, donor) polls every
-millisecond for at most 10 s, running due actions meanwhile.
+next fault when it is due and the job made a step since the previous fault: every rank holds the
+state again by then (faults during a recovery are kinds of their own), so the storm never kills
+every holder of the state, which nothing but a full restart from a checkpoint survives. A fault
+that waits for the product (replacement, donor) polls every millisecond for at most 10 s, running
+due actions meanwhile.
 """
 import signal
 import time
@@ -49,9 +52,14 @@ class Storm:
             self.ledger.scan(self.job)
             self.last_scan = now
         self.run_due()
-        if inject and now >= self.next_at:
+        if inject and now >= self.next_at and self.stepped_since_fault():
             self.inject()
             self.next_at = time.monotonic() + self.rng.uniform(*self.interval)
+
+    def stepped_since_fault(self):
+        if not self.faults:
+            return True
+        return bool(self.job.lines) and self.job.lines[-1]["step"] > self.faults[-1]["step"]
 
     def run_due(self):
         now = time.monotonic()
@@ -117,7 +125,8 @@ class Storm:
             return
         kind = self.rng.choices(kinds, [self.weights[k] for k in kinds])[0]
         fault = {"n": len(self.faults) + 1, "kind": kind, "t": time.monotonic(),
-                 "wall": time.time(), "detail": ""}
+                 "wall": time.time(), "detail": "",
+                 "step": self.job.lines[-1]["step"] if self.job.lines else -1}
         self.faults.append(fault)
         if kind in KILLS_WORKER:
             # Steady: the full world training, every agent up, ddprund up, nothing stopped or
