@@ -4,8 +4,9 @@
 # in a second, small tree (${DDP_SANITIZE_BUILD_DIR:-build-sanitize}: only those targets) and runs
 # them.
 # Extra arguments go to the first ctest (e.g. -L unit, -R store). DDP_SANITIZE_TESTS=0 skips the
-# sanitizer tree. DDP_TEST_JOBS: tests run at once (default 2). Prints the build's time (every
-# target, the tests included), the suite's, and the total.
+# sanitizer tree; DDP_STORM_TESTS=1 adds the fault storms (label storm). DDP_TEST_JOBS: tests
+# run at once (default 2). Prints the build's time (every target, the tests included), the
+# suite's, and the total.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 all=$SECONDS
@@ -14,7 +15,11 @@ all=$SECONDS
 BUILD_DIR=${DDP_BUILD_DIR:-build}
 suite=$SECONDS
 rc=0
-ctest --test-dir "$BUILD_DIR" -j "${DDP_TEST_JOBS:-2}" --output-on-failure "$@" || rc=$?
+# The fault storms (label storm, scripts/ci/storm.py) run with DDP_STORM_TESTS=1 and in
+# scripts/ci/soak.sh: a storm's full mix still finds open bugs of recovery in place (issue 31).
+storm=(-LE storm)
+[ "${DDP_STORM_TESTS:-0}" = "1" ] && storm=()
+ctest --test-dir "$BUILD_DIR" -j "${DDP_TEST_JOBS:-2}" --output-on-failure "${storm[@]}" "$@" || rc=$?
 echo "== test suite: $((SECONDS - suite)) s; test.sh so far: $((SECONDS - all)) s (exit $rc)"
 [ "$rc" = "0" ] || exit $rc
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -208,6 +209,19 @@ void ElasticGroup::watchdog() {
       continue;
     }
     if (warned || stuck < 2 * kStuckGrace) continue;
+    if (building_) {
+      // A build whose connect is still in progress (a peer that never answered) is not freed by
+      // the shutdown above; left alone it would hold every other rank's next quorum for good.
+      // Its process is all that can end it: the agent replaces it (exit 3).
+      std::lock_guard<std::mutex> lock(commMutex_);
+      logger("worker")->error("rank {}: the build of the communicator of quorum {} is still "
+                              "blocked {} s after the agent published a newer quorum, though "
+                              "aborted; exiting so that the agent replaces this process",
+                              view_.rank, toString(view_.id),
+                              std::chrono::duration_cast<std::chrono::seconds>(stuck).count());
+      spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+      std::_Exit(3);  // worker_main.hpp's kExitCommError
+    }
     {
       // The abort fails every wait of the communicator and every connection of a build, so this
       // rank is wedged itself (a thread that does not come back from outside Gloo): it keeps its
