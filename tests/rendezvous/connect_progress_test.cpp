@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "tests/rendezvous/closed_port.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
 
@@ -17,13 +18,7 @@ using ddp::TcpStoreClientOptions;
 
 namespace {
 
-// A loopback port with nothing listening on it (bound once, then released).
-uint16_t closedPort() {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor acceptor(
-      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
-}
+using ddp::test::closedPort;
 
 // Options that fail fast and often: a short backoff, frequent reports into `reports`.
 TcpStoreClientOptions failingFast(std::vector<ConnectProgress>& reports) {

@@ -18,6 +18,7 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
+#include "tests/rendezvous/closed_port.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
@@ -50,13 +51,7 @@ std::unique_ptr<TcpStoreClient> connect(uint16_t port, const std::string& host =
   return std::make_unique<TcpStoreClient>(options);
 }
 
-// A loopback port with nothing listening on it (bound once, then released).
-uint16_t closedPort() {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor acceptor(
-      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
-}
+using ddp::test::closedPort;
 
 
 TEST_CASE("v2 client: a wrong PING echo fails the connect attempt", "[tcp_store_client]") {
