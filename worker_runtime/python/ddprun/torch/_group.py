@@ -1,0 +1,500 @@
+"""The group a script gets from ddprun.torch.init_process_group(): torch's default process group
+for the current quorum, rebuilt in place when a peer fails (docs/python.md; the C++ twin is
+worker_runtime/elastic_group.hpp).
+
+Under ddprun with --restart-scope=failed (DDP_QUORUM_BOARD is set) the group reads its membership
+from the quorum board, announces that it recovers in place once it built its first process group,
+and recovers from a failed step: it shuts its process group's connections down (peers blocked on it
+fail at once too), destroys the group, waits for the agent's newer quorum, builds a default group
+for it under a prefix of its own, agrees on the state with its peers (the lowest rank with the
+highest step sends the registered state to every rank whose digest differs) and wraps the model in a
+new DDP. The step that failed is yielded again. Without a board every call is plain
+torch.distributed (torchrun, --restart-scope=all, env:// by hand).
+
+Thread safety: the training thread calls everything; a watchdog thread of the group's own watches
+the board (it shuts down the connections of a build or a collective that a newer quorum superseded)."""
+import datetime
+import functools
+import os
+import sys
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+from .. import _board, _keys, _standby
+from . import _sockets, _state
+from ._ddp import ElasticDDP
+
+_STUCK_GRACE_S = 2.0       # a collective of a superseded quorum still blocked this long is aborted
+_WATCH_PERIOD_S = 0.005
+_FINISHED_POLL_S = 0.25
+_DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)  # torch's default for a process group
+
+_IDLE, _BUILDING, _RUNNING = "idle", "building", "running"
+
+
+def _log(line):
+    sys.stderr.write("[ddprun.torch] %s\n" % line)
+    sys.stderr.flush()
+
+
+def _fatal(line, code=3):
+    """One line, then the exit: the agent restarts every worker (os._exit: a process group with a
+    dead peer must not be waited for in interpreter teardown)."""
+    _log(line)
+    sys.stdout.flush()
+    os._exit(code)
+
+
+class Group:
+    """What init_process_group returns. rank, world_size, local_rank: the current quorum's."""
+
+    def __init__(self, backend, timeout):
+        self._backend = backend
+        self._timeout = timeout or _DEFAULT_TIMEOUT
+        self._objects = {}           # name -> registered object (g.state)
+        self._ddps = []              # ElasticDDP wrappers to rebuild after a recovery
+        self._sampler = None
+        self._step = 0
+        self._failed = None          # why the running step failed (a line), or None
+        self._steps_started = False
+        self._first_agreement = True
+        self._record = None
+        self._board = None
+        self._announced = False
+        self._control = None         # (generation, addr, port, TCPStore) for the /ddp/ keys
+        self._lock = threading.Lock()
+        # Guarded by _lock: what the watchdog looks at.
+        self._phase = _IDLE
+        self._phase_id = None        # the quorum being built or run
+        self._pg_sockets = {}
+        self._build_before = {}
+        self._superseded_since = None
+        self._stop = threading.Event()
+        self._watchdog = None
+
+    # --- what a script reads -------------------------------------------------------------------
+    @property
+    def rank(self):
+        return self._record.rank if self._record else dist.get_rank()
+
+    @property
+    def world_size(self):
+        return self._record.world_size if self._record else dist.get_world_size()
+
+    @property
+    def local_rank(self):
+        return self._record.local_rank if self._record else int(os.environ.get("LOCAL_RANK", "0"))
+
+    @property
+    def step(self):
+        """Steps committed so far (the one g.steps() yields next is step + 1)."""
+        return self._step
+
+    @property
+    def in_place(self):
+        """True when failures are recovered in place (a quorum board was opened)."""
+        return self._board is not None
+
+    @property
+    def quorum(self):
+        """(generation, quorum) of the current membership; None without a board."""
+        return self._record.id if self._record else None
+
+    # --- setup ---------------------------------------------------------------------------------
+    def _start(self):
+        path = os.environ.get("DDP_QUORUM_BOARD", "")
+        if path:
+            slot = int(os.environ.get("DDP_QUORUM_SLOT", os.environ.get("LOCAL_RANK", "0")))
+            try:
+                self._board = _board.QuorumBoard(path, slot)
+            except _board.BoardError as e:
+                _log("%s; this worker does not recover in place (a failure restarts every worker)" % e)
+        if self._board is None:
+            dist.init_process_group(self._backend, timeout=self._timeout)
+            return
+        self._watchdog = threading.Thread(target=self._watch, name="ddprun-watchdog", daemon=True)
+        self._watchdog.start()
+        try:
+            self._join(newer_than=None)
+        except _RecoveryFailed as e:
+            _fatal(str(e))
+
+    def ddp(self, module, **ddp_kwargs):
+        """A DistributedDataParallel of `module` that is rebuilt after each recovery. Its
+        collectives never raise into the loop body because a peer died: the step fails instead."""
+        if self._board is None:
+            from torch.nn.parallel import DistributedDataParallel
+            return DistributedDataParallel(module, **ddp_kwargs)
+        wrapper = ElasticDDP(self, module, ddp_kwargs)
+        self._ddps.append(wrapper)
+        return wrapper
+
+    def state(self, **objects):
+        """Registers the training state: each value has state_dict() and load_state_dict() (a
+        module, optimizer, scheduler, GradScaler, sampler). A step that failed changes none of it
+        (their step() does nothing in it), and a recovery sends it to the ranks that differ."""
+        if self._steps_started:
+            raise RuntimeError("ddprun: g.state() after g.steps() began: register the state first")
+        for name, obj in objects.items():
+            _state.check_registrable(name, obj)
+            if name == "ddprun":
+                raise RuntimeError("ddprun: g.state(ddprun=...): that name is the group's own")
+            self._objects[name] = obj
+            if hasattr(obj, "_ddprun_commit"):
+                self._sampler = obj
+                obj._group = self if self._board is not None else obj._group
+            elif callable(getattr(obj, "step", None)) and not isinstance(obj, torch.nn.Module):
+                self._guard_step(obj)
+
+    def _adopt_sampler(self, sampler):
+        self.state(sampler=sampler)
+        if self._board is not None:
+            sampler._group = self
+
+    def _guard_step(self, obj):
+        """obj.step() does nothing in a failed step. An optimizer gets an instance attribute (a
+        scheduler already wraps its step that way); anything else (a scheduler, whose state_dict()
+        is its __dict__) a subclass, so that its state holds no function."""
+        group = self
+
+        def guarded(original):
+            @functools.wraps(original)  # keeps what torch marked on it (the scheduler's counter)
+            def step(*args, **kwargs):
+                if group._failed is not None:
+                    return None  # a failed step commits nothing
+                return original(*args, **kwargs)
+            return step
+        if isinstance(obj, torch.optim.Optimizer) or "step" in vars(obj):
+            obj.step = guarded(obj.step)
+            return
+        cls = type(obj)
+        method = cls.step
+        obj.__class__ = type(cls.__name__, (cls,), {
+            "step": lambda self, *a, **k: guarded(lambda *a2, **k2: method(self, *a2, **k2))(*a, **k),
+            "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+
+    # --- the loop ------------------------------------------------------------------------------
+    def steps(self, total_steps):
+        """Yields step numbers start+1 .. total_steps (start: the steps already committed, as the
+        state says). A step whose collectives failed is yielded again after the recovery."""
+        if self._steps_started:
+            raise RuntimeError("ddprun: g.steps() was called twice; one loop per process")
+        if not self._objects:
+            raise RuntimeError("ddprun: g.steps() before g.state(...): register the model and "
+                               "optimizer (anything with state_dict) so a recovery can restore them")
+        self._steps_started = True
+        if self._board is None:
+            return self._plain_steps(total_steps)
+        return self._elastic_steps(total_steps)
+
+    def _plain_steps(self, total_steps):
+        report = _progress()
+        while self._step < total_steps:
+            yield self._step + 1
+            self._step += 1
+            if self._sampler is not None:
+                self._sampler._ddprun_commit(self.world_size)
+            report(self._step)
+
+    def _elastic_steps(self, total_steps):
+        report = _progress()
+        self._settle(self._establish)
+        while self._step < total_steps:
+            if self._board_moved():
+                self._settle(self._recover, "the agent published a newer quorum")
+            self._failed = None
+            yield self._step + 1
+            if self._failed is None:
+                self._step += 1
+                if self._sampler is not None:
+                    self._sampler._ddprun_commit(self.world_size)
+                report(self._step)
+            else:
+                self._settle(self._recover, self._failed)
+        self._mark(_keys.finished, "rank %d of quorum %s" % (self.rank, _board.quorum_name(self.quorum)))
+
+    def _settle(self, first, *args):
+        """Runs `first`, then recovers until a recovery holds (each failure moves to a newer quorum)."""
+        try:
+            try:
+                first(*args)
+                return
+            except _StepFailed as e:
+                reason = str(e)
+            while True:
+                try:
+                    self._recover(reason)
+                    return
+                except _StepFailed as e:
+                    reason = str(e)
+        except _RecoveryFailed as e:
+            _fatal(str(e))
+
+    def _fail_step(self, reason):
+        """Called from DDP's collectives (any thread): the running step failed."""
+        if self._failed is None:
+            self._failed = reason
+
+    def _board_moved(self):
+        rec = self._board.read()
+        return rec is not None and rec.id > self._record.id
+
+    # --- recovery ------------------------------------------------------------------------------
+    def _recover(self, reason):
+        had = self._record.id
+        self._close_group()
+        for obj in self._objects.values():
+            if isinstance(obj, torch.nn.Module):
+                for p in obj.parameters():
+                    p.grad = None
+        if self._sampler is not None:
+            self._sampler._ddprun_rewind()
+        self._join(newer_than=had)
+        _log("rank %d recovered in place: quorum %s -> %s, rank %d of %d (%s)"
+             % (self.rank, _board.quorum_name(had), _board.quorum_name(self._record.id), self.rank,
+                self.world_size, reason))
+        self._establish()
+
+    def _establish(self):
+        """Agrees on the state with the quorum's ranks, then wraps the model in DDP again."""
+        try:
+            self._agree()
+            for wrapper in self._ddps:
+                wrapper._rebuild()
+        except (RuntimeError, OSError) as e:
+            raise _StepFailed("quorum %s: %s" % (_board.quorum_name(self._record.id), _one_line(e)))
+        self._failed = None
+
+    def _join(self, newer_than):
+        """Builds the default process group for the newest quorum (newer than `newer_than`)."""
+        deadline = time.monotonic() + self._timeout.total_seconds()
+        failed, last = None, "no newer quorum was published"
+        next_finished_check = 0.0
+        while True:
+            epoch = self._board.epoch()
+            rec = self._record_or_env()
+            usable = rec is not None and (newer_than is None or rec.id > newer_than) and \
+                (failed is None or rec.id > failed)
+            if usable:
+                try:
+                    self._build(rec)
+                    return
+                except Exception as e:  # noqa: BLE001 (torch raises RuntimeError, ValueError, ...)
+                    self._close_group()
+                    if self._board.epoch() == epoch:
+                        failed = rec.id
+                    last = "quorum %s: %s" % (_board.quorum_name(rec.id), _one_line(e))
+            now = time.monotonic()
+            if now >= deadline:
+                raise _RecoveryFailed("rank %d found no quorum to %s within %d s: %s"
+                                      % (self.rank if self._record else -1,
+                                         "recover into" if newer_than else "join",
+                                         self._timeout.total_seconds(), last))
+            if now >= next_finished_check and newer_than is not None:
+                next_finished_check = now + _FINISHED_POLL_S
+                who = self._peek(_keys.finished)
+                if who:
+                    raise _RecoveryFailed("%s finished the job while this rank waited for a newer "
+                                          "quorum than %s: none can form" % (who, _board.quorum_name(newer_than)))
+            self._board.wait_for_change(epoch, min(_FINISHED_POLL_S, deadline - now))
+
+    def _record_or_env(self):
+        rec = self._board.read()
+        if rec is not None:
+            return rec
+        env = os.environ  # before the agent's first publish, the env's (quorum 0 of the generation)
+        return _board.QuorumRecord(
+            generation=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")), quorum=0,
+            rank=int(env["RANK"]), world_size=int(env["WORLD_SIZE"]),
+            local_rank=int(env.get("LOCAL_RANK", "0")),
+            local_world_size=int(env.get("LOCAL_WORLD_SIZE", "1")),
+            group_rank=int(env.get("GROUP_RANK", "0")),
+            group_world_size=int(env.get("GROUP_WORLD_SIZE", "1")),
+            master_addr=env["MASTER_ADDR"], master_port=int(env["MASTER_PORT"]))
+
+    def _build(self, rec):
+        with self._lock:
+            self._phase, self._phase_id = _BUILDING, rec.id
+            self._build_before = _sockets.socket_inodes()
+            self._superseded_since = None
+        store = dist.TCPStore(rec.master_addr, rec.master_port, None, False, self._timeout)
+        prefixed = dist.PrefixStore(_keys.quorum_prefix(rec.generation, rec.quorum), store)
+        dist.init_process_group(self._backend, store=prefixed, rank=rec.rank,
+                                world_size=rec.world_size, timeout=self._timeout)
+        with self._lock:
+            self._pg_sockets = _sockets.opened_since(self._build_before)
+            self._phase = _RUNNING
+            self._superseded_since = None
+        self._record = rec
+        self._announce()
+
+    def _close_group(self):
+        """Ends the current group's connections (peers blocked on them fail at once), aborts it
+        where torch can, and destroys it."""
+        with self._lock:
+            self._phase = _IDLE
+            sockets, self._pg_sockets = self._pg_sockets, {}
+            sockets.update(_sockets.opened_since(self._build_before) if self._build_before else {})
+            self._build_before = {}
+        if not dist.is_initialized():
+            _sockets.shutdown(sockets)
+            return
+        pg = dist.distributed_c10d._get_default_group()
+        _abort(pg, self._backend)
+        _sockets.shutdown(sockets)
+        for wrapper in self._ddps:
+            wrapper._drop()
+        try:
+            dist.destroy_process_group()
+        except Exception as e:  # noqa: BLE001 (a group with a dead peer may complain; it is gone)
+            _log("destroying the process group of quorum %s: %s" % (
+                _board.quorum_name(self._phase_id) if self._phase_id else "?", _one_line(e)))
+
+    # --- agreeing on the state -----------------------------------------------------------------
+    def _agree(self):
+        late = self._first_agreement and os.environ.get("DDP_STATE_FROM_PEER") == "1"
+        late = late or self.rank in self._record.replaced
+        extra = {"step": self._step}
+        mine = _state.snapshot(self._objects, extra)
+        d = _state.digest(mine)
+        row = torch.tensor([self._step, int.from_bytes(d[:8], "little", signed=True),
+                            int.from_bytes(d[8:], "little", signed=True), int(late)], dtype=torch.int64)
+        rows = [torch.zeros_like(row) for _ in range(self.world_size)]
+        dist.all_gather(rows, row)
+        table = [r.tolist() for r in rows]
+        holders = [r for r in range(self.world_size) if not table[r][3]]
+        if not holders:
+            self._mark(_keys.state_lost, "quorum %s" % _board.quorum_name(self._record.id))
+            raise _RecoveryFailed("no rank of quorum %s holds the training state (every process is "
+                                  "new): every worker restarts" % _board.quorum_name(self._record.id))
+        top = max(table[r][0] for r in holders)
+        donor = min(r for r in holders if table[r][0] == top)
+        receivers = [r for r in range(self.world_size)
+                     if r != donor and (table[r][3] or table[r][1:3] != table[donor][1:3])]
+        if self.rank == donor and receivers:
+            blob = _state.encode(mine)
+            size = torch.tensor([len(blob)], dtype=torch.int64)
+            data = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+            for r in receivers:
+                dist.send(size, r)
+                dist.send(data, r)
+        elif self.rank in receivers:
+            size = torch.zeros(1, dtype=torch.int64)
+            dist.recv(size, donor)
+            data = torch.empty(int(size.item()), dtype=torch.uint8)
+            dist.recv(data, donor)
+            extra = _state.apply(self._objects, _state.decode(data.numpy().tobytes()))
+            self._step = int(extra["step"])
+        self._first_agreement = False
+
+    # --- the worker store's /ddp/ keys ---------------------------------------------------------
+    def _control_store(self):
+        rec = self._record
+        if self._control is None or self._control[:3] != (rec.generation, rec.master_addr, rec.master_port):
+            store = dist.TCPStore(rec.master_addr, rec.master_port, None, False,
+                                  datetime.timedelta(seconds=30))
+            self._control = (rec.generation, rec.master_addr, rec.master_port, store)
+        return self._control[3]
+
+    def _announce(self):
+        """Once per process: this rank recovers in place and can wait as a standby (a replacement
+        was counted for its rank already; the agents carry the processes that go on into a
+        generation formed in place)."""
+        if self._announced:
+            return
+        self._announced = True
+        if os.environ.get("DDP_STATE_FROM_PEER") == "1":
+            return
+        store = self._control_store()
+        store.add(_keys.standby_count(self._record.generation), 1)
+        store.add(_keys.in_place_count(self._record.generation), 1)
+
+    def _mark(self, key_of, value):
+        try:
+            self._control_store().set(key_of(self._record.generation), value)
+        except Exception as e:  # noqa: BLE001 (best effort, as the C++ runtime's)
+            _log("could not set %s: %s" % (key_of(self._record.generation), _one_line(e)))
+
+    def _peek(self, key_of):
+        try:
+            store = self._control_store()
+            key = key_of(self._record.generation)
+            return store.get(key).decode() if store.check([key]) else ""
+        except Exception:  # noqa: BLE001 (a store that cannot answer tells nothing)
+            return ""
+
+    # --- the watchdog --------------------------------------------------------------------------
+    def _watch(self):
+        while not self._stop.wait(_WATCH_PERIOD_S):
+            try:
+                rec = self._board.read()
+            except _board.BoardError:
+                continue
+            with self._lock:
+                if rec is None or self._phase == _IDLE or not rec.id > self._phase_id:
+                    self._superseded_since = None
+                    continue
+                now = time.monotonic()
+                if self._superseded_since is None:
+                    self._superseded_since = now
+                if self._phase == _BUILDING:
+                    victims = _sockets.opened_since(self._build_before)
+                elif now - self._superseded_since >= _STUCK_GRACE_S:
+                    victims = self._pg_sockets
+                else:
+                    continue
+            _sockets.shutdown(victims)
+
+
+class _StepFailed(Exception):
+    """A collective of the recovery failed: move on to a newer quorum."""
+
+
+class _RecoveryFailed(Exception):
+    """No recovery is possible (no quorum came, the state is lost, the job finished)."""
+
+
+def _progress():
+    try:
+        from ..progress import report_progress
+        return report_progress
+    except ImportError:
+        return lambda step: None
+
+
+def _one_line(e):
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def _abort(pg, backend):
+    """Aborts a process group's communicators where torch has a way (NCCL on torch 2.x: never
+    destroy a communicator while a peer is gone, ncclCommDestroy would wait for it)."""
+    if str(backend).lower() != "nccl":
+        return
+    abort_group = getattr(dist.distributed_c10d, "_abort_process_group", None)
+    if abort_group is not None:
+        try:
+            abort_group(pg)
+            return
+        except Exception as e:  # noqa: BLE001
+            _log("aborting the NCCL group: %s" % _one_line(e))
+    targets = [pg]
+    get_backend = getattr(pg, "_get_backend", None)
+    if get_backend is not None:
+        try:
+            targets.insert(0, get_backend(torch.device("cuda")))
+        except Exception:  # noqa: BLE001 (no CUDA backend on this group)
+            pass
+    for target in targets:
+        for name in ("abort", "_abort", "shutdown"):
+            fn = getattr(target, name, None)
+            if callable(fn):
+                try:
+                    fn()
+                    return
+                except Exception as e:  # noqa: BLE001
+                    _log("%s() on the NCCL group: %s" % (name, _one_line(e)))
