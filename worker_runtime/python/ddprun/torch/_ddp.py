@@ -1,10 +1,9 @@
 """ElasticDDP: what g.ddp(module) returns, a DistributedDataParallel of the module that the group
 builds again after each recovery, for the new process group.
 
-Its collectives never raise into the loop body because a peer died: gradient buckets are reduced by
-a communication hook that turns a failed allreduce into a failed step (the bucket keeps this rank's
-own gradient, later buckets are not reduced at all, and the registered optimizer's step() does
-nothing), and a forward whose collectives (bucket rebuild, buffer broadcast) fail runs the module
+Its collectives never raise into the loop body because a peer died: gradients are reduced by a
+communication hook that turns a failed allreduce into a failed step (the buckets keep this rank's
+own gradients and the registered optimizer's step() does nothing), and a forward whose collectives (bucket rebuild, buffer broadcast) fail runs the module
 without DDP. Every other attribute is the current DDP's (module, parameters(), no_sync(), ...).
 
 Thread safety: the training thread; the hook runs on autograd's threads and only sets the group's
@@ -38,7 +37,7 @@ class ElasticDDP:
     def _rebuild(self):
         self._drop()
         ddp = DistributedDataParallel(self._module, **self._kwargs)
-        ddp.register_comm_hook(self._group, _allreduce_or_fail)
+        ddp.register_comm_hook(_HookState(self._group, self._module), _reduce_in_parameter_order)
         self.__dict__["_ddp"] = ddp
 
     def _drop(self):
@@ -79,21 +78,41 @@ class ElasticDDP:
         setattr(self._ddp if self._ddp is not None else self._module, name, value)
 
 
-def _allreduce_or_fail(group, bucket):
-    buf = _bucket_buffer(bucket)
-    if group._failed is not None:
-        return _done(buf)
-    world = group.world_size
-    try:
-        fut = dist.all_reduce(buf, async_op=True).get_future()
-    except RuntimeError as e:
-        group._fail_step("gradient allreduce: %s" % (str(e).strip().splitlines() or ["?"])[0])
-        return _done(buf)
+class _HookState:
+    """One DDP's gradients, gathered bucket by bucket until the last one of the step."""
 
-    def average(f):
+    def __init__(self, group, module):
+        self.group = group
+        self.index = {id(p): i for i, p in enumerate(module.parameters())}
+        self.pending = []  # (future, bucket buffer, [(parameter index, view of the buffer)])
+
+
+def _reduce_in_parameter_order(state, bucket):
+    """DDP's comm hook. Reduces every gradient of the step at once, when the last bucket is ready,
+    in the module's parameter order: the sum's order of operations then does not depend on how DDP
+    cut the gradients into buckets (a new DDP after a recovery starts with another cut than the one
+    DDP rebuilt after its first step, and Gloo's ring sums an element in an order that depends on
+    its offset), so a redone step is bit-identical to the same step without the fault. A failed
+    allreduce fails the step (the buckets keep this rank's gradients) instead of raising."""
+    group = state.group
+    buf = _bucket_buffer(bucket)
+    fut = torch.futures.Future()
+    params = bucket.parameters()
+    views = buf.split([p.numel() for p in params]) if params else []
+    state.pending.append((fut, buf, [(state.index[id(p)], v) for p, v in zip(params, views)]))
+    if not bucket.is_last():
+        return fut
+    pending, state.pending = state.pending, []
+    if group._failed is None:
+        pieces = sorted((i, v) for _, _, entries in pending for i, v in entries)
         try:
-            return f.value()[0].div_(world)
+            flat = torch.cat([v.reshape(-1) for _, v in pieces]) if len(pieces) > 1 else pieces[0][1].clone()
+            dist.all_reduce(flat)
+            flat.div_(group.world_size)
+            for (_, v), part in zip(pieces, flat.split([v.numel() for _, v in pieces])):
+                v.copy_(part.view_as(v))
         except RuntimeError as e:
             group._fail_step("gradient allreduce: %s" % (str(e).strip().splitlines() or ["?"])[0])
-            return buf
-    return fut.then(average)
+    for f, b, _ in pending:
+        f.set_result(b)
+    return fut

@@ -82,8 +82,10 @@ class DistributedSampler(Sampler):
                 return
             perm = self._permutation()
             left = self._size - self._consumed
-            yield perm[self._consumed + offset % left] if offset >= left else perm[self._consumed + offset]
+            # Counted before the yield: a step that draws its batch and commits has drawn all of it
+            # (the generator stays suspended at its last yield until the next step).
             self._drawn += 1
+            yield perm[self._consumed + offset % left] if offset >= left else perm[self._consumed + offset]
 
     def __len__(self):
         world, _ = self._world()
