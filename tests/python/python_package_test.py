@@ -266,7 +266,7 @@ def ddprun_job(ddprun, name, python_path):
         f.write(WORKER)
     env = base_env(PYTHON_EXEC=PY, DDP_NO_SLURM="1", PYTHONPATH=user, REC_DIR=work)
     rc, out, err = run([ddprun, "--dry-run", script], env)
-    check(rc == 0 and json.loads(out)["python_path"] == python_path,
+    check(rc == 0 and json.loads(out).get("python_path") == python_path,
           "%s --dry-run's python_path is %r: %s%s" % (ddprun, python_path, out[-2000:], err))
     rc, out, err = run([ddprun, "--standalone", "--nproc-per-node", "2", script], env)
     check(rc == 0, "%s's job exited %d:\n%s%s" % (ddprun, rc, out, err[-3000:]))
