@@ -16,6 +16,8 @@ PACKAGES=(
   libdnnl-dev   # the CPU trainer's GEMMs (oneDNN's sgemm; OpenBLAS without it)
   # tests: real peers and services
   python3 python3-torch slurm-wlm munge etcd-server etcd-client iproute2 util-linux procps
+  # the ddprun Python package: `pip install worker_runtime/python` offline, into a fresh venv
+  python3-pip python3-setuptools python3-wheel python3-venv
   nftables  # preflight tests: a port blocked inside a network namespace
   stress-ng
   openssl curl  # throwaway certificates of the TLS tests; the https etcd health check

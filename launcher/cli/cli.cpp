@@ -10,6 +10,7 @@
 #include "launcher/cli/cli_options.hpp"
 #include "launcher/cli/cli_rendezvous.hpp"
 #include "launcher/cli/cli_values.hpp"
+#include "launcher/cli/python_package.hpp"
 #include "launcher/cli/rdzv_conf.hpp"
 #include "launcher/config/log_prefix.hpp"
 #include "launcher/numa/nproc.hpp"
@@ -316,6 +317,7 @@ void resolveEntry(Resolver& r, LaunchConfig& c, const detail::RawArgs& raw, cons
   c.runPath = request.runPath;
   if (auto exec = getenv("PYTHON_EXEC"); exec && !exec->empty()) request.pythonExec = *exec;
   detail::resolveEntrypoint(request, c);
+  c.pythonPath = detail::findPythonPackage(detail::executableDir());
 }
 
 void checkConsistency(const LaunchConfig& c) {

@@ -106,7 +106,7 @@ std::string describeConfig(const LaunchConfig& c, const NumaSetup* numa) {
       {"exclude_cooldown_ms", c.excludeCooldown.count()},
       {"restart_scope", c.restartScope == RestartScope::kFailed ? "failed" : "all"},
       {"monitor_interval", c.monitorInterval}, {"role", c.role}, {"module", c.module},
-      {"no_python", c.noPython}, {"run_path", c.runPath}, {"log_dir", c.logDir},
+      {"no_python", c.noPython}, {"run_path", c.runPath}, {"python_path", c.pythonPath}, {"log_dir", c.logDir},
       {"redirects", streams(c.redirects)}, {"tee", streams(c.tee)},
       {"local_ranks_filter", c.localRanksFilter}, {"log_prefix", c.logPrefix},
       {"log_level", c.logLevel}, {"signals_to_handle", signals},

@@ -246,6 +246,9 @@ struct LaunchConfig {
   std::string entrypointName;
   // How `command` was built.
   EntrypointKind entrypointKind = EntrypointKind::kProgram;
+  // The folder put first on every worker's PYTHONPATH: where the ddprun Python package is, found
+  // beside this ddprun executable (cli/python_package.hpp); "" = none found, PYTHONPATH as is.
+  std::string pythonPath;
 
   // Accepted for torchrun compatibility, not acted upon (ddprun has one event handler and one log
   // layout): --event-log-handler, --logs-specs, --duplicate-stdout-filters,

@@ -1,5 +1,6 @@
 #include "launcher/workers/worker_env_builder.hpp"
 
+#include "ddp_version.hpp"
 #include "launcher/numa/virtual_devices.hpp"
 
 #include <utility>
@@ -31,6 +32,13 @@ void setVirtualLocalRank(EnvMap& env, const EnvMap& parent, int localRank) {
   const auto device = virtualDevice(
       it == parent.end() ? std::nullopt : std::optional<std::string>(it->second), localRank);
   if (device) env["CUDA_VISIBLE_DEVICES"] = *device;
+}
+
+// The ddprun Python package's folder first (a worker imports the package of the agent that
+// started it), the user's own PYTHONPATH after it.
+void prependPythonPath(EnvMap& env, const EnvMap& parent, const std::string& folder) {
+  const std::string users = lookup(parent, "PYTHONPATH", "");
+  env["PYTHONPATH"] = users.empty() ? folder : folder + ":" + users;
 }
 
 }  // namespace
@@ -91,6 +99,8 @@ WorkerSpec WorkerEnvBuilder::build(int localRank, const RendezvousResult& round,
   env["TORCHELASTIC_RUN_ID"] = runId_;
   env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
   env["TORCHELASTIC_ERROR_FILE"] = errorFile;
+  env["DDP_AGENT_VERSION"] = DDP_VERSION_STRING;
+  if (!config_.pythonPath.empty()) prependPythonPath(env, parentEnv_, config_.pythonPath);
   setAsyncErrorHandling(env, parentEnv_);
   if (ompThreadsDefaulted()) env["OMP_NUM_THREADS"] = "1";
   if (config_.virtualLocalRank) setVirtualLocalRank(env, parentEnv_, localRank);

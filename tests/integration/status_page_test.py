@@ -19,8 +19,9 @@ running with both nodes and metric points, then:
   standalone  `ddprun --standalone --nproc-per-node 2 --http-port auto train` (no ddprund): the
             agent's own /status shows its job running with both workers and metric points, its
             /metrics passes promtool, and / serves the page with that status embedded.
-  torch     the same with a torch script (status_torch_worker.py) that sends its points with the
-            docs' Python snippet (docs/status.md): they reach the agent's /status as written.
+  torch     the same with a torch script (status_torch_worker.py) that sends its points with
+            ddprun.publish_point (docs/status.md), the package imported from the agent's
+            PYTHONPATH: rank 0's reach the agent's /status as written, rank 1's never.
   recovery  the 2-node job with --restart-scope=failed; node 1's worker is SIGKILLed and replaced in
             place (docs/recovery.md): ddprund's /status lists the recovery (quorum 0.1, rank 1,
             signal 9), /metrics counts it (promtool accepts it) and the page, in Chromium, shows it
@@ -219,12 +220,13 @@ def torch_script(h):
                                             "status_torch_worker.py")])
     job = poll("the torch script's points on the agent's /status",
                lambda: running_with_points(status_of(url), 0, 1), 120)
-    point = job["points"][-1]
-    check(point["gen"] == 0 and point["n"] >= 1 and abs(point["loss"] - 2.0 / point["step"]) < 1e-9
-          and point["samples_per_s"] == 1000.0 + point["step"], "a point as written: %s" % point)
+    for point in job["points"]:
+        check(point["gen"] == 0 and point["n"] >= 1 and abs(point["loss"] - 2.0 / point["step"]) < 1e-9
+              and point["samples_per_s"] == 1000.0 + point["step"] and point["time"] > 0,
+              "a point as rank 0 wrote it: %s" % point)
     steps = [p["step"] for p in job["points"]]
     check(steps == sorted(steps), "points in order: %s" % steps)
-    h.log("torch: %d points from the docs snippet, the last %s" % (len(steps), point))
+    h.log("torch: %d points from ddprun.publish_point, the last %s" % (len(steps), job["points"][-1]))
 
 
 def standalone(h):

@@ -1,22 +1,14 @@
-"""A torch worker that sends metric points with the docs' own snippet (status_page_test.py
-torch): the ```python block of README.md or docs/*.md (docs/status.md today) that defines
-publish_point() is executed as written, then rank 0 publishes a point every 50 ms (a falling loss)
-until it is stopped."""
+"""A torch worker that sends metric points with ddprun.publish_point (status_page_test.py torch;
+docs/status.md): the package comes from the PYTHONPATH the agent gives its workers, from nothing
+else. Every rank calls it every 50 ms with a falling loss, rank 0 with 2 / step, the others with a
+negative loss that must never reach the page (only rank 0 sends), until it is stopped."""
 import os
-import re
 import time
 
-SRC = os.environ["DDP_SOURCE_DIR"]
-DOCS = [os.path.join(SRC, "README.md")] + sorted(
-    os.path.join(SRC, "docs", n) for n in os.listdir(os.path.join(SRC, "docs")) if n.endswith(".md"))
-snippet = next(block for path in DOCS
-               for block in re.findall(r"```python\n(.*?)```", open(path).read(), re.S)
-               if "def publish_point" in block)
-exec(snippet)  # defines publish_point
+import ddprun
 
-if os.environ["RANK"] == "0":
-    for step in range(1, 100000):
-        publish_point(step, 2.0 / step, 1000.0 + step)  # noqa: F821 (from the docs)
-        time.sleep(0.05)
-else:
-    time.sleep(3600)
+rank = int(os.environ["RANK"])
+for step in range(1, 100000):
+    loss = 2.0 / step if rank == 0 else -1.0
+    ddprun.publish_point(step, loss=loss, samples_per_s=1000.0 + step)
+    time.sleep(0.05)  # the pace of a training loop, not a wait for anything

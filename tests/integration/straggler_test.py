@@ -18,8 +18,9 @@ exclude the slow job as 1:2 nodes under --restart-scope=failed with --exclude-st
         (rank 3's) leaves the job for its cooldown, named on /status with its straggler line;
         node 0 goes on in place with world size 2, its workers the same processes.
 python  `ddprun --standalone --nproc-per-node 3 --http-port auto` with a Python worker that sends
-        beats with scripts/ddprun_progress.py (rank 2 reports 10x the others' compute time):
-        the agent's own /status flags rank 2 — the helper speaks the protocol the agent reads.
+        beats with `ddprun.report_progress` (rank 2 reports 10x the others' compute time; the
+        worker imports the package from nowhere but the PYTHONPATH the agent gives it): the
+        agent's own /status flags rank 2 — the package speaks the protocol the agent reads.
 
 Judged on compute time, which a loaded machine inflates for every rank alike; the slowdown is
 several times the threshold, so CPU contention on a 2-core box cannot make or hide a straggler.
@@ -34,7 +35,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import (BIN, RDZV_CONF, SRC, TMP, Harness, TestFailure, check,  # noqa: E402
+from multinode_harness import (BIN, RDZV_CONF, TMP, Harness, TestFailure, check,  # noqa: E402
                                poll)
 from status_page_test import dump_dom  # noqa: E402
 
@@ -181,13 +182,12 @@ def even(h):
 
 
 PY_WORKER = r"""
-import os, sys, time
-sys.path.insert(0, os.path.join(os.environ["DDP_SOURCE_DIR"], "scripts"))
-from ddprun_progress import report_progress
+import os, time
+import ddprun
 rank = int(os.environ["RANK"])
 compute = 0.02 if rank == 2 else 0.002
 for step in range(1, 10**9):
-    report_progress(step, compute_s=compute)
+    ddprun.report_progress(step, compute_s=compute)
     time.sleep(0.01)
 """
 
@@ -198,7 +198,7 @@ def python_helper(h):
         f.write(PY_WORKER)
     h.spawn("agent0", [os.path.join(BIN, "ddprun"), "--standalone", "--nproc-per-node", "3",
                        "--rdzv-id", RUN_ID, "--http-port", "auto"] + FLAGS + [script],
-            dict(os.environ, DDP_NO_SLURM="1", PYTHON_EXEC="/usr/bin/python3", DDP_SOURCE_DIR=SRC))
+            dict(os.environ, DDP_NO_SLURM="1", PYTHON_EXEC="/usr/bin/python3"))
     url = poll("the agent's status page address", lambda: re.search(
         r"status page at (http://[0-9.:\[\]]+/)", h.output("agent0")), 60).group(1)
     job = poll("rank 2 flagged on the agent's /status",
@@ -206,8 +206,8 @@ def python_helper(h):
     check([s["rank"] for s in job["stragglers"]] == [2], "only rank 2: %s" % job["stragglers"])
     got = figures(job)
     check(abs(got[2] - 0.02) < 1e-9 and abs(got[0] - 0.002) < 1e-9,
-          "the helper's compute times arrive as sent: %s" % got)
-    h.log("the Python helper's beats flag rank 2 (%s)" % got)
+          "the package's compute times arrive as sent: %s" % got)
+    h.log("ddprun.report_progress's beats flag rank 2 (%s)" % got)
 
 
 def main():

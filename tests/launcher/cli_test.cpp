@@ -2,7 +2,11 @@
 // standalone, help/version. The environment is a map handed to the parser (nothing global).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -10,6 +14,7 @@
 
 #include "ddp_version.hpp"
 #include "launcher/cli/cli.hpp"
+#include "launcher/cli/python_package.hpp"
 #include "tests/launcher/cli_test_util.hpp"
 
 using namespace cli_test;
@@ -440,4 +445,27 @@ TEST_CASE("--preflight: warn by default, DDP_PREFLIGHT, bad values named", "[cli
   CHECK_THAT(errorOf({"--preflight=loud", "x"}),
              Catch::Contains("--preflight 'loud'") && Catch::Contains("warn, strict, off"));
   CHECK_THAT(errorOf({"x"}, {{"DDP_PREFLIGHT", "on"}}), Catch::Contains("DDP_PREFLIGHT 'on'"));
+}
+
+TEST_CASE("the ddprun Python package is found beside the executable, build tree first",
+          "[cli][python]") {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("ddprun-pypkg-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "bin");
+  CHECK(ddp::detail::findPythonPackage((root / "bin").string()).empty());  // none: PYTHONPATH as is
+  CHECK(ddp::detail::findPythonPackage("").empty());
+  auto plant = [&](const fs::path& folder) {
+    fs::create_directories(folder / "ddprun");
+    std::ofstream(folder / "ddprun" / "__init__.py") << "\n";
+  };
+  fs::create_directories(root / "python" / "ddprun");  // a folder without __init__.py: not it
+  CHECK(ddp::detail::findPythonPackage((root / "bin").string()).empty());
+  plant(root / "lib" / "ddprun" / "python");  // installed: <prefix>/lib/ddprun/python
+  CHECK(ddp::detail::findPythonPackage((root / "bin").string()) ==
+        (root / "lib" / "ddprun" / "python").string());
+  plant(root / "python");  // the build tree's build/python wins
+  CHECK(ddp::detail::findPythonPackage((root / "bin").string()) == (root / "python").string());
+  CHECK(ddp::detail::executableDir() == fs::read_symlink("/proc/self/exe").parent_path().string());
+  fs::remove_all(root);
 }

@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "ddp_version.hpp"
+
 namespace ddp {
 namespace {
 
@@ -46,6 +48,7 @@ TEST_CASE("every torchrun variable is set for each local rank", "[env]") {
                            {"TORCHELASTIC_RUN_ID", "job7"},
                            {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                            {"TORCHELASTIC_ERROR_FILE", "/logs/e.json"},
+                           {"DDP_AGENT_VERSION", DDP_VERSION_STRING},
                            {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
                            {"NCCL_ASYNC_ERROR_HANDLING", "1"},
                            {"OMP_NUM_THREADS", "1"}};
@@ -67,6 +70,24 @@ TEST_CASE("the agent's own values win where torchrun keeps them", "[env]") {
   CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "0");
   CHECK(env.at("RANK") == "4");  // the contract overrides an inherited value
   CHECK_FALSE(builder.ompThreadsDefaulted());
+}
+
+TEST_CASE("the ddprun Python package's folder comes first on PYTHONPATH", "[env]") {
+  LaunchConfig config;
+  config.command = {"python3", "-u", "s.py"};
+  config.pythonPath = "/opt/ddprun/lib/ddprun/python";
+  const RendezvousResult round;
+  CHECK(WorkerEnvBuilder(config, "r", {}).build(0, round, {"h", 1}, "").env.at("PYTHONPATH") ==
+        "/opt/ddprun/lib/ddprun/python");
+  CHECK(WorkerEnvBuilder(config, "r", {{"PYTHONPATH", "/mine:/also"}})
+            .build(0, round, {"h", 1}, "")
+            .env.at("PYTHONPATH") == "/opt/ddprun/lib/ddprun/python:/mine:/also");
+  CHECK(WorkerEnvBuilder(config, "r", {{"PYTHONPATH", ""}}).build(0, round, {"h", 1}, "")
+            .env.at("PYTHONPATH") == "/opt/ddprun/lib/ddprun/python");
+  config.pythonPath = "";  // none found beside ddprun: the user's PYTHONPATH as it is
+  CHECK(WorkerEnvBuilder(config, "r", {{"PYTHONPATH", "/mine"}}).build(0, round, {"h", 1}, "")
+            .env.at("PYTHONPATH") == "/mine");
+  CHECK(WorkerEnvBuilder(config, "r", {}).build(0, round, {"h", 1}, "").env.count("PYTHONPATH") == 0);
 }
 
 TEST_CASE("one worker per node leaves OMP_NUM_THREADS alone", "[env]") {
