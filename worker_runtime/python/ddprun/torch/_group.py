@@ -90,8 +90,18 @@ class Group:
 
     @property
     def step(self):
-        """Steps committed so far (the one g.steps() yields next is step + 1)."""
+        """Steps committed so far (the one g.steps() yields next is step + 1). A script that resumes
+        from its own checkpoint sets it before g.steps() (g.step = checkpoint["step"])."""
         return self._step
+
+    @step.setter
+    def step(self, value):
+        if self._steps_started:
+            raise RuntimeError("ddprun: g.step set after g.steps() began; set it when you load a "
+                               "checkpoint, before the loop")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError("ddprun: g.step must be an int >= 0, not %r" % (value,))
+        self._step = value
 
     @property
     def in_place(self):
