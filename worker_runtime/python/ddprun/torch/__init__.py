@@ -9,9 +9,10 @@
 
 Under torchrun (or ddprun without --restart-scope=failed) every call is plain torch.distributed."""
 from ._group import Group
+from ._errors import UsageError
 from ._sampler import DistributedSampler
 
-__all__ = ["init_process_group", "Group", "DistributedSampler"]
+__all__ = ["init_process_group", "Group", "DistributedSampler", "UsageError"]
 
 
 def init_process_group(backend="gloo", timeout=None):
@@ -23,12 +24,12 @@ def init_process_group(backend="gloo", timeout=None):
     from .. import _standby
     import torch.distributed as dist
     if dist.is_initialized():
-        raise RuntimeError("ddprun: init_process_group: torch.distributed is initialized already; "
-                           "call ddprun.torch.init_process_group instead of torch's")
+        raise UsageError("init_process_group: torch.distributed is initialized already; "
+                         "call ddprun.torch.init_process_group instead of torch's")
     try:
         _standby.await_assignment()
     except _standby.StandbyError as e:
-        raise SystemExit("ddprun: %s" % e)
+        raise UsageError("%s" % e)
     group = Group(backend, timeout)
     group._start()
     return group

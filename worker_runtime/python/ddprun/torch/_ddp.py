@@ -12,6 +12,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from ._errors import UsageError
+
 
 def _bucket_buffer(bucket):
     buffer = getattr(bucket, "buffer", None)  # torch >= 1.10; get_tensor() before
@@ -28,7 +30,7 @@ class ElasticDDP:
     def __init__(self, group, module, ddp_kwargs):
         for refused in ("process_group",):
             if refused in ddp_kwargs:
-                raise ValueError("ddprun: g.ddp(..., %s=...): the group chooses it (the current "
+                raise UsageError("g.ddp(..., %s=...): the group chooses it (the current "
                                  "quorum's)" % refused)
         self.__dict__.update(_group=group, _module=module, _kwargs=dict(ddp_kwargs), _ddp=None)
 
@@ -63,8 +65,8 @@ class ElasticDDP:
             return self._module(*args, **kwargs)
 
     def register_comm_hook(self, *args, **kwargs):
-        raise RuntimeError("ddprun: g.ddp() reduces gradients with its own hook (a failed allreduce "
-                           "fails the step instead of raising); a second hook is not supported")
+        raise UsageError("g.ddp() reduces gradients with its own hook (a failed allreduce "
+                         "fails the step instead of raising); a second hook is not supported")
 
     @property
     def module(self):

@@ -23,9 +23,10 @@ import time
 import torch
 import torch.distributed as dist
 
-from .. import _board, _keys, _standby
+from .. import _board, _keys
 from . import _sockets, _state
 from ._ddp import ElasticDDP
+from ._errors import UsageError
 
 _STUCK_GRACE_S = 2.0       # a collective of a superseded quorum still blocked this long is aborted
 _WATCH_PERIOD_S = 0.005
@@ -74,6 +75,7 @@ class Group:
         self._superseded_since = None
         self._stop = threading.Event()
         self._watchdog = None
+        self._device = torch.device("cpu")  # where the recovery's own tensors live (NCCL: the GPU)
 
     # --- what a script reads -------------------------------------------------------------------
     @property
@@ -97,10 +99,10 @@ class Group:
     @step.setter
     def step(self, value):
         if self._steps_started:
-            raise RuntimeError("ddprun: g.step set after g.steps() began; set it when you load a "
-                               "checkpoint, before the loop")
+            raise UsageError("g.step set after g.steps() began; set it when you load a "
+                             "checkpoint, before the loop")
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError("ddprun: g.step must be an int >= 0, not %r" % (value,))
+            raise UsageError("g.step must be an int >= 0, not %r" % (value,))
         self._step = value
 
     @property
@@ -125,6 +127,9 @@ class Group:
         if self._board is None:
             dist.init_process_group(self._backend, timeout=self._timeout)
             return
+        self._device = _check_backend(self._backend)
+        if self._device.type == "cuda":
+            torch.cuda.set_device(self._device)
         self._watchdog = threading.Thread(target=self._watch, name="ddprun-watchdog", daemon=True)
         self._watchdog.start()
         try:
@@ -147,11 +152,11 @@ class Group:
         module, optimizer, scheduler, GradScaler, sampler). A step that failed changes none of it
         (their step() does nothing in it), and a recovery sends it to the ranks that differ."""
         if self._steps_started:
-            raise RuntimeError("ddprun: g.state() after g.steps() began: register the state first")
+            raise UsageError("g.state() after g.steps() began: register the state first")
         for name, obj in objects.items():
             _state.check_registrable(name, obj)
             if name == "ddprun":
-                raise RuntimeError("ddprun: g.state(ddprun=...): that name is the group's own")
+                raise UsageError("g.state(ddprun=...): that name is the group's own")
             self._objects[name] = obj
             if hasattr(obj, "_ddprun_commit"):
                 self._sampler = obj
@@ -191,10 +196,10 @@ class Group:
         """Yields step numbers start+1 .. total_steps (start: the steps already committed, as the
         state says). A step whose collectives failed is yielded again after the recovery."""
         if self._steps_started:
-            raise RuntimeError("ddprun: g.steps() was called twice; one loop per process")
+            raise UsageError("g.steps() was called twice; one loop per process")
         if not self._objects:
-            raise RuntimeError("ddprun: g.steps() before g.state(...): register the model and "
-                               "optimizer (anything with state_dict) so a recovery can restore them")
+            raise UsageError("g.steps() before g.state(...): register the model and "
+                             "optimizer (anything with state_dict) so a recovery can restore them")
         self._steps_started = True
         if self._board is None:
             return self._plain_steps(total_steps)
@@ -371,7 +376,8 @@ class Group:
         mine = _state.snapshot(self._objects, extra)
         d = _state.digest(mine)
         row = torch.tensor([self._step, int.from_bytes(d[:8], "little", signed=True),
-                            int.from_bytes(d[8:], "little", signed=True), int(late)], dtype=torch.int64)
+                            int.from_bytes(d[8:], "little", signed=True), int(late)],
+                           dtype=torch.int64, device=self._device)
         rows = [torch.zeros_like(row) for _ in range(self.world_size)]
         dist.all_gather(rows, row)
         table = [r.tolist() for r in rows]
@@ -386,17 +392,17 @@ class Group:
                      if r != donor and (table[r][3] or table[r][1:3] != table[donor][1:3])]
         if self.rank == donor and receivers:
             blob = _state.encode(mine)
-            size = torch.tensor([len(blob)], dtype=torch.int64)
-            data = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+            size = torch.tensor([len(blob)], dtype=torch.int64, device=self._device)
+            data = torch.frombuffer(bytearray(blob), dtype=torch.uint8).to(self._device)
             for r in receivers:
                 dist.send(size, r)
                 dist.send(data, r)
         elif self.rank in receivers:
-            size = torch.zeros(1, dtype=torch.int64)
+            size = torch.zeros(1, dtype=torch.int64, device=self._device)
             dist.recv(size, donor)
-            data = torch.empty(int(size.item()), dtype=torch.uint8)
+            data = torch.empty(int(size.item()), dtype=torch.uint8, device=self._device)
             dist.recv(data, donor)
-            extra = _state.apply(self._objects, _state.decode(data.numpy().tobytes()))
+            extra = _state.apply(self._objects, _state.decode(data.cpu().numpy().tobytes()))
             self._step = int(extra["step"])
         self._first_agreement = False
 
@@ -478,6 +484,28 @@ def _progress():
 def _one_line(e):
     text = str(e).strip().splitlines()
     return text[0] if text else type(e).__name__
+
+
+def _check_backend(backend):
+    """The device a backend the quorum can build runs its collectives on; raises SystemExit with one
+    line for one it cannot (in place, ddprun.torch builds gloo and nccl process groups)."""
+    name = str(backend).lower()
+    parts = {p.split(":")[-1] for p in name.split(",")}
+    if not parts <= {"gloo", "nccl"}:
+        raise UsageError("backend %r: in place, ddprun.torch builds 'gloo' or 'nccl' process "
+                         "groups" % (backend,))
+    if "gloo" in parts and not dist.is_gloo_available():
+        raise UsageError("backend 'gloo': this torch was built without Gloo")
+    if "nccl" in parts:
+        if not dist.is_nccl_available():
+            raise UsageError("backend 'nccl': this torch was built without NCCL")
+        if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+            raise UsageError("backend 'nccl' needs a CUDA device and this process sees none "
+                             "(torch.cuda.is_available() is False): use 'gloo' on CPUs")
+        if parts == {"nccl"}:
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            return torch.device("cuda", local % torch.cuda.device_count())
+    return torch.device("cpu")
 
 
 def _abort(pg, backend):

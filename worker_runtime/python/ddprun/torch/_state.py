@@ -5,15 +5,13 @@ import io
 
 import torch
 
-
-class StateError(Exception):
-    """A registered object cannot take part (the message names it)."""
+from ._errors import UsageError
 
 
 def check_registrable(name, obj):
     for method in ("state_dict", "load_state_dict"):
         if not callable(getattr(obj, method, None)):
-            raise StateError("g.state(%s=...): a %s has no %s(); register objects with state_dict() "
+            raise UsageError("g.state(%s=...): a %s has no %s(); register objects with state_dict() "
                              "and load_state_dict() (a module, an optimizer, a scheduler, a sampler)"
                              % (name, type(obj).__name__, method))
 
@@ -68,7 +66,7 @@ def apply(objects, state):
     """Loads each registered object's part of `state`; returns state["ddprun"]."""
     for name, obj in objects.items():
         if name not in state:
-            raise StateError("the donor's state has no '%s': every rank must register the same "
+            raise UsageError("the donor's state has no '%s': every rank must register the same "
                              "names with g.state()" % name)
         obj.load_state_dict(state[name])
     return state["ddprun"]
