@@ -159,9 +159,9 @@ InPlaceDecision decideInPlace(const InPlaceInput& in) {
   if (in.workersInPlace < in.worldSize) {
     return {false, "restart scope failed, but " + std::to_string(in.workersInPlace) + " of " +
                        std::to_string(in.worldSize) +
-                       " workers recover in place (a worker must link worker_runtime and build "
-                       "its communicator first; PyTorch scripts do not): no worker is replaced in "
-                       "place"};
+                       " workers recover in place (a worker must build its communicator with "
+                       "worker_runtime or ddprun.torch first; a PyTorch script without "
+                       "ddprun.torch does not): no worker is replaced in place"};
   }
   if (in.stateLost) {
     return {false, "restart scope failed, but the training state was lost with every process that "
