@@ -76,6 +76,7 @@ class Group:
         self._stop = threading.Event()
         self._watchdog = None
         self._device = torch.device("cpu")  # where the recovery's own tensors live (NCCL: the GPU)
+        self._built_epoch = None     # the board's epoch when the current quorum's record was read
 
     # --- what a script reads -------------------------------------------------------------------
     @property
@@ -254,8 +255,15 @@ class Group:
             self._failed = reason
 
     def _board_moved(self):
+        """At a step boundary: one 4-byte load while the agent published nothing new."""
+        epoch = self._board.epoch()
+        if epoch == self._built_epoch:
+            return False
         rec = self._board.read()
-        return rec is not None and rec.id > self._record.id
+        if rec is not None and rec.id > self._record.id:
+            return True
+        self._built_epoch = epoch  # a publish that did not change this rank's quorum
+        return False
 
     # --- recovery ------------------------------------------------------------------------------
     def _recover(self, reason):
@@ -295,7 +303,7 @@ class Group:
                 (failed is None or rec.id > failed)
             if usable:
                 try:
-                    self._build(rec)
+                    self._build(rec, epoch)
                     return
                 except Exception as e:  # noqa: BLE001 (torch raises RuntimeError, ValueError, ...)
                     self._close_group()
@@ -330,7 +338,7 @@ class Group:
             group_world_size=int(env.get("GROUP_WORLD_SIZE", "1")),
             master_addr=env["MASTER_ADDR"], master_port=int(env["MASTER_PORT"]))
 
-    def _build(self, rec):
+    def _build(self, rec, epoch):
         with self._lock:
             self._phase, self._phase_id = _BUILDING, rec.id
             self._build_before = _sockets.socket_inodes()
@@ -341,9 +349,11 @@ class Group:
                                 world_size=rec.world_size, timeout=self._timeout)
         with self._lock:
             self._pg_sockets = _sockets.opened_since(self._build_before)
+            self._build_before = {}  # sockets opened from now on are not the group's
             self._phase = _RUNNING
             self._superseded_since = None
         self._record = rec
+        self._built_epoch = epoch
         self._announce()
 
     def _close_group(self):
@@ -356,6 +366,7 @@ class Group:
             self._build_before = {}
         if not dist.is_initialized():
             _sockets.shutdown(sockets)
+            _reset_group_count()
             return
         pg = dist.distributed_c10d._get_default_group()
         _abort(pg, self._backend)
@@ -367,6 +378,7 @@ class Group:
         except Exception as e:  # noqa: BLE001 (a group with a dead peer may complain; it is gone)
             _log("destroying the process group of quorum %s: %s" % (
                 _board.quorum_name(self._phase_id) if self._phase_id else "?", _one_line(e)))
+        _reset_group_count()
 
     # --- agreeing on the state -----------------------------------------------------------------
     def _agree(self):
@@ -444,11 +456,15 @@ class Group:
 
     # --- the watchdog --------------------------------------------------------------------------
     def _watch(self):
+        seen, rec = None, None
         while not self._stop.wait(_WATCH_PERIOD_S):
-            try:
-                rec = self._board.read()
-            except _board.BoardError:
-                continue
+            epoch = self._board.epoch()
+            if epoch != seen:  # the record is read (JSON) only after a publish
+                try:
+                    rec = self._board.read()
+                except _board.BoardError:
+                    continue
+                seen = epoch
             with self._lock:
                 if rec is None or self._phase == _IDLE or not rec.id > self._phase_id:
                     self._superseded_since = None
@@ -506,6 +522,19 @@ def _check_backend(backend):
             local = int(os.environ.get("LOCAL_RANK", "0"))
             return torch.device("cuda", local % torch.cuda.device_count())
     return torch.device("cpu")
+
+
+def _reset_group_count():
+    """torch names the default group after a counter (the store barrier's key too) that only
+    destroy_process_group() resets: a build that failed half-way bumped it, and this process's next
+    group would meet its peers under another name (a new process's is "0"): Gloo's connect and the
+    barrier wait out their timeout."""
+    c10d = dist.distributed_c10d
+    if isinstance(getattr(c10d, "_group_count", None), int):
+        c10d._group_count = 0  # torch 1.x
+    world = getattr(c10d, "_world", None)
+    if isinstance(getattr(world, "group_count", None), int):
+        world.group_count = 0  # torch 2.x
 
 
 def _abort(pg, backend):
