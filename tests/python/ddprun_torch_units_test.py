@@ -1,0 +1,332 @@
+"""Unit tests of ddprun.torch's pure parts, with Debian's /usr/bin/python3 and torch 1.13 (issue 32).
+
+  ddprun_torch_units_test.py [sampler|sampler_tail|standby|board]
+
+sampler  ddprun.torch.DistributedSampler equals torch's DistributedSampler without faults (shuffle,
+         seeds, epochs, padding, drop_last); resharded at a step boundary (a world that shrinks
+         and grows, new ranks loaded from a peer's state_dict) it hands out every index of each
+         epoch exactly once; failed steps redone at one world commit torch's order
+sampler_tail  the same with failed steps redone across world changes: a failed step that drew an
+         epoch's short last batch must get it again when redone
+standby  _standby.decode of good and malformed payloads; await_assignment over a real FIFO (the
+         environment replaced; a short or oversized message an error, the environment unchanged)
+board    _board.QuorumRecord.decode refuses every malformed record with a BoardError naming the
+         field; QuorumBoard refuses files that are no board
+
+Exit 0 when every check holds, 1 with the first failure otherwise."""
+import json
+import os
+import random
+import struct
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "worker_runtime", "python"))
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+# -- sampler ---------------------------------------------------------------------------------
+class FakeGroup:
+    """What the sampler asks of the group: the current quorum's rank and world size."""
+
+    def __init__(self, rank, world_size):
+        self.rank, self.world_size = rank, world_size
+
+    def _adopt_sampler(self, sampler):
+        sampler._group = self
+
+
+def sampler_matches_torch():
+    from torch.utils.data.distributed import DistributedSampler as Torch
+    from ddprun.torch import DistributedSampler as Ours
+    for size in (1, 7, 64, 100, 1000):
+        for world in (1, 2, 3, 4, 8):
+            for shuffle in (True, False):
+                for drop_last in (False, True):
+                    for seed in (0, 5):
+                        if drop_last and size < world:
+                            continue  # torch gives every rank nothing: same as ours, below
+                        for rank in range(world):
+                            theirs = Torch(range(size), world, rank, shuffle, seed, drop_last)
+                            ours = Ours(range(size), world, rank, shuffle, seed, drop_last)
+                            for epoch in (0, 3):
+                                theirs.set_epoch(epoch)
+                                ours.set_epoch(epoch)
+                                want, got = list(theirs), list(ours)
+                                check(got == want and len(ours) == len(theirs),
+                                      "size %d world %d rank %d shuffle %s drop_last %s seed %d "
+                                      "epoch %d: %s..., torch %s..." % (size, world, rank, shuffle,
+                                      drop_last, seed, epoch, got[:8], want[:8]))
+    # Without a group and without torch.distributed: torch's error, in one line.
+    try:
+        list(Ours(range(4)))
+        raise Failure("a sampler without world and without torch.distributed iterated")
+    except RuntimeError as e:
+        check("num_replicas" in str(e), "unclear error: %s" % e)
+
+
+class Rank:
+    """One rank's process: its sampler and the DataLoader-like iterator it keeps across steps."""
+
+    def __init__(self, sampler, group):
+        self.sampler, self.group, self.it = sampler, group, None
+
+    def draw(self, batch):
+        out = []
+        while len(out) < batch:
+            if self.it is None:
+                self.it = iter(self.sampler)
+            try:
+                out.append(next(self.it))
+            except StopIteration:
+                break
+        return out
+
+
+def run_worlds(size, batch, plan, rng, fail_rate=0.2):
+    """Trains through `plan` ([(steps, world)]) with failed steps redone; returns {epoch: [index]}
+    of the committed steps. A world change happens at a step boundary: ranks below the new world
+    keep their process; new ranks load a survivor's state_dict (the donor's)."""
+    from ddprun.torch import DistributedSampler
+    ranks = {}
+    epochs = {}
+    epoch = 0
+    for steps, world in plan:
+        donor = ranks[0].sampler.state_dict() if ranks else None
+        for r in list(ranks):
+            if r >= world:
+                del ranks[r]
+            else:
+                ranks[r].group.world_size = world
+                ranks[r].sampler._ddprun_rewind()
+        for r in range(world):
+            if r not in ranks:
+                g = FakeGroup(r, world)
+                s = DistributedSampler(range(size), seed=3, group=g)
+                if donor:
+                    s.load_state_dict(donor)
+                ranks[r] = Rank(s, g)
+        for _ in range(steps):
+            while True:
+                drawn = {r: ranks[r].draw(batch) for r in ranks}
+                if not any(drawn.values()):  # the epoch is over: every rank starts the next
+                    epoch += 1
+                    for rk in ranks.values():
+                        rk.sampler.set_epoch(epoch)
+                        rk.it = None
+                    continue
+                if rng.random() < fail_rate:  # the step failed: nothing committed, redone
+                    for rk in ranks.values():
+                        rk.sampler._ddprun_rewind()
+                    continue
+                lens = {len(d) for d in drawn.values()}
+                check(len(lens) == 1, "ranks drew batches of different sizes %s" % lens)
+                for rk in ranks.values():
+                    rk.sampler._ddprun_commit(world)
+                for d in drawn.values():
+                    epochs.setdefault(ranks[0].sampler.epoch, []).extend(d)
+                break
+    return epochs
+
+
+def check_epochs(epochs, size, what):
+    last = max(epochs)
+    for epoch, idx in sorted(epochs.items()):
+        seen = set(idx)
+        check(seen <= set(range(size)), "%s: indices outside the data set" % what)
+        if epoch < last:
+            check(seen == set(range(size)), "%s epoch %d: %d indices skipped" %
+                  (what, epoch, size - len(seen)))
+        # A repeat only pads an epoch's tail (torch's rule): fewer than a world's worth.
+        check(len(idx) - len(seen) < 4, "%s epoch %d: %d repeated" % (what, epoch,
+                                                                     len(idx) - len(seen)))
+
+
+PLANS = [[(10, 4), (7, 2), (9, 4), (30, 3), (40, 1), (50, 4)],
+         [(3, 2), (1, 4), (1, 2), (1, 3), (60, 4)]]
+
+
+def sampler_reshards():
+    """World changes at step boundaries: every index of each epoch once (a padded tail aside)."""
+    rng = random.Random(1)
+    for size, batch in ((256, 8), (240, 4), (96, 3)):
+        for plan in PLANS:
+            check_epochs(run_worlds(size, batch, plan, rng, fail_rate=0.0), size,
+                         "size %d batch %d plan %s" % (size, batch, plan))
+    # Failed steps redone at a fixed world whose batches always fill (no short tail).
+    for world in (1, 2, 4):
+        check_epochs(run_worlds(256, 8, [(200, world)], rng, fail_rate=0.3), 256,
+                     "world %d with failed steps" % world)
+
+
+def sampler_tail():
+    """World changes and failed steps together: a failed step that drew an epoch's short last
+    batch ended the sampler's iterator (as a DataLoader's batch sampler does before it yields a
+    short batch), so its redo must still get that batch, not the next epoch."""
+    rng = random.Random(1)
+    for size, batch in ((256, 8), (240, 4), (96, 3)):
+        for plan in PLANS:
+            check_epochs(run_worlds(size, batch, plan, rng, fail_rate=0.2), size,
+                         "size %d batch %d plan %s, failed steps redone" % (size, batch, plan))
+
+
+def sampler_same_world():
+    # The same world throughout: the committed indices are torch's, step by step.
+    from torch.utils.data.distributed import DistributedSampler as Torch
+    epochs = run_worlds(64, 4, [(40, 4)], random.Random(2), fail_rate=0.3)
+    for epoch in (0, 1):
+        want = []
+        per_rank = []
+        for r in range(4):
+            t = Torch(range(64), 4, r, True, 3)
+            t.set_epoch(epoch)
+            per_rank.append(list(t))
+        for step in range(len(per_rank[0]) // 4):
+            for r in range(4):
+                want.extend(per_rank[r][step * 4:step * 4 + 4])
+        check(epochs[epoch] == want, "epoch %d with failed steps redone differs from torch's order"
+              % epoch)
+
+
+# -- standby ---------------------------------------------------------------------------------
+def standby_decode():
+    from ddprun import _standby
+    check(_standby.decode(b"") == [], "an empty payload")
+    check(_standby.decode(b"A=1\0B=x=y\0C=\0") == [("A", "1"), ("B", "x=y"), ("C", "")],
+          "entries with '=' in the value, an empty value")
+    check(_standby.decode(b"P=\xff\xfe\0")[0][1] == os.fsdecode(b"\xff\xfe"), "non-UTF-8 bytes")
+    for bad, why in ((b"A=1", "no terminating NUL"), (b"A=1\0B", "no terminating NUL"),
+                     (b"NOEQUALS\0", "has no NAME="), (b"=value\0", "has no NAME="),
+                     (b"\0", "has no NAME="), (b"A=1\0\0", "has no NAME=")):
+        try:
+            _standby.decode(bad)
+            raise Failure("decode(%r) accepted" % bad)
+        except _standby.StandbyError as e:
+            check(why in str(e) and "\n" not in str(e), "decode(%r): %s" % (bad, e))
+
+
+def standby_fifo():
+    from ddprun import _standby
+    d = tempfile.mkdtemp()
+    fifo = os.path.join(d, "standby")
+
+    def assign(message):
+        os.mkfifo(fifo)
+        writer = threading.Thread(target=lambda: open(fifo, "wb").write(message))
+        writer.start()
+        saved = dict(os.environ)
+        os.environ["DDP_STANDBY"] = fifo
+        try:
+            return _standby.await_assignment(), dict(os.environ)
+        finally:
+            writer.join()
+            os.unlink(fifo)
+            os.environ.clear()
+            os.environ.update(saved)
+
+    payload = b"RANK=3\0WORLD_SIZE=4\0DDP_STATE_FROM_PEER=1\0"
+    ok, env = assign(struct.pack("<Q", len(payload)) + payload)
+    check(ok and env == {"RANK": "3", "WORLD_SIZE": "4", "DDP_STATE_FROM_PEER": "1"},
+          "the environment taken: %s" % env)
+    for message, why in ((struct.pack("<Q", 100) + b"RANK=3\0", "closed after"),
+                         (b"\1\2", "closed after"),
+                         (struct.pack("<Q", 1 << 40), "at most"),
+                         (struct.pack("<Q", 3) + b"A=1", "no terminating NUL")):
+        before = dict(os.environ)
+        try:
+            assign(message)
+            raise Failure("message %r accepted" % message[:16])
+        except _standby.StandbyError as e:
+            check(why in str(e), "message %r: %s" % (message[:16], e))
+        check(dict(os.environ) == before, "a failed assignment changed the environment")
+    os.environ.pop("DDP_STANDBY", None)
+    check(_standby.await_assignment() is False, "no standby: False at once")
+    os.rmdir(d)
+
+
+# -- board -----------------------------------------------------------------------------------
+def board_decode():
+    from ddprun import _board
+    good = {"generation": 0, "quorum": 2, "rank": 1, "world_size": 4, "local_rank": 1,
+            "local_world_size": 2, "group_rank": 0, "group_world_size": 2,
+            "master_addr": "127.0.0.1", "master_port": 29500, "reason": "x", "replaced": [1]}
+    rec = _board.QuorumRecord.decode(json.dumps(good))
+    check(rec.id == (0, 2) and rec.rank == 1 and rec.replaced == [1], "a good record: %r" % rec)
+    check(_board.QuorumRecord.decode(json.dumps(dict(good, reason=None, replaced=None))).replaced
+          == [], "optional fields left out")
+    bads = [("", "not JSON"), ("{", "not JSON"), ("[1, 2]", "not a JSON object"),
+            ("null", "not a JSON object"), ("\"text\"", "not a JSON object")]
+    for field in ("generation", "quorum", "rank", "world_size", "local_rank", "local_world_size",
+                  "group_rank", "group_world_size", "master_port"):
+        without = dict(good)
+        del without[field]
+        bads += [(json.dumps(without), "'%s'" % field),
+                 (json.dumps(dict(good, **{field: "1"})), "'%s'" % field),
+                 (json.dumps(dict(good, **{field: 1.5})), "'%s'" % field),
+                 (json.dumps(dict(good, **{field: True})), "'%s'" % field)]
+    bads += [(json.dumps(dict(good, master_addr=5)), "'master_addr'"),
+             (json.dumps({k: v for k, v in good.items() if k != "master_addr"}), "'master_addr'"),
+             (json.dumps(dict(good, rank=4)), "outside world size"),
+             (json.dumps(dict(good, rank=-1)), "outside world size"),
+             (json.dumps(dict(good, world_size=0, rank=0)), "outside world size")]
+    for text, why in bads:
+        try:
+            _board.QuorumRecord.decode(text)
+            raise Failure("decode(%r) accepted" % text[:80])
+        except _board.BoardError as e:
+            check(why in str(e) and "\n" not in str(e), "decode(%r): %s" % (text[:80], e))
+    rng = random.Random(3)
+    for _ in range(2000):  # random bytes: a BoardError or a record, never another exception
+        blob = bytes(rng.randrange(256) for _ in range(rng.randrange(40)))
+        try:
+            _board.QuorumRecord.decode(blob.decode("latin-1"))
+        except _board.BoardError:
+            pass
+    d = tempfile.mkdtemp()
+    for name, content, why in (("missing", None, "cannot open"), ("small", b"x" * 10, "bytes"),
+                               ("magic", b"NOTBOARD" + b"\0" * 200, "bad magic"),
+                               ("slots", b"DDPQRM01" + struct.pack("=II", 1, 64) + b"\0" * 200,
+                                "no slot")):
+        path = os.path.join(d, name)
+        if content is not None:
+            with open(path, "wb") as f:
+                f.write(content)
+        try:
+            _board.QuorumBoard(path, 3)
+            raise Failure("QuorumBoard(%s) opened" % name)
+        except _board.BoardError as e:
+            check(why in str(e), "QuorumBoard(%s): %s" % (name, e))
+        if content is not None:
+            os.unlink(path)
+    os.rmdir(d)
+
+
+def main():
+    groups = {"sampler": [sampler_matches_torch, sampler_reshards, sampler_same_world],
+              "sampler_tail": [sampler_tail],
+              "standby": [standby_decode, standby_fifo],
+              "board": [board_decode]}
+    names = sys.argv[1:] or list(groups)
+    try:
+        for name in names:
+            for test in groups[name]:
+                test()
+                print("ok %s" % test.__name__, flush=True)
+    except Failure as e:
+        print("FAIL: %s" % e, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
