@@ -3,11 +3,13 @@
   recovery_bench.py BUILD_DIR WORK_DIR          (run by scripts/bench/recovery.sh; env below)
 
 Modes: `in place` (ddprun --restart-scope=failed), `full` (ddprun --restart-scope=all, the
-default: every worker restarts and `train` resumes from its checkpoint) and `torchrun`
+default: every worker restarts and resumes from its checkpoint) and `torchrun`
 (torchrun 1.13 + tests/bench/torch_ddp_recovery.py, PyTorch DDP resuming from its checkpoint).
-Both trainers run the same MLP on the same data, AdamW, one BLAS thread per worker, a checkpoint
-every CKPT_EVERY steps, and their rank 0 appends one JSON line per completed step (`train`:
-`log_every` 1) with the step number and the writer's wall-clock `time`.
+TRAINER picks what ddprun runs in the first two: `train` (the C++ trainer) or `torch` (the same
+PyTorch script as torchrun's, which recovers in place through ddprun.torch). Both trainers run the
+same MLP on the same data, AdamW, one BLAS thread per worker, a checkpoint every CKPT_EVERY steps,
+and their rank 0 appends one JSON line per completed step (`train`: `log_every` 1) with the step
+number and the writer's wall-clock `time`.
 
 How a recovery is timed: this process follows the progress file (inotify), reads it to its end,
 notes time.monotonic() and time.time(), and SIGKILLs the victim. The recovery time is from that
@@ -19,8 +21,11 @@ continues with the interrupted step).
 
 Experiments (each prints a markdown table):
   latency   per TOPOLOGIES entry (NxW: N agents x W workers; N=2 is two ddprun agents on a
-            ddprund, or two torchrun agents on the same ddprund as their c10d store) and per mode:
-            KILLS SIGKILLs of the highest rank, each after at least 1 s of steady steps, at a
+            ddprund; torchrun's agents, one or two, always use a ddprund as their c10d store) and
+            per mode:
+            KILLS SIGKILLs of the highest rank, KILL_GAP s apart at least (the agent's start window
+            for a replacement is 10 s), each after at least 1 s of steady steps (in place: and once
+            each agent has a standby process waiting for a rank), at a
             step past the first checkpoint whose distance from the last checkpoint is drawn
             uniformly from [0, CKPT_EVERY) (the same draws for every mode: SEED)
   goodput   GOODPUT_TOPOLOGY, each mode: a fault-free run of REF_SECONDS gives steps/s; a run of
@@ -53,6 +58,9 @@ BIN = os.path.join(BUILD, "bin")
 PY = "/usr/bin/python3"
 TORCH_SCRIPT = os.path.join(ROOT, "tests", "bench", "torch_ddp_recovery.py")
 ENV = os.environ.get
+TRAINER = ENV("TRAINER", "train")
+if TRAINER not in ("train", "torch"):
+    sys.exit("TRAINER=%s: train or torch" % TRAINER)
 MODES = ENV("MODES", "inplace full torchrun").split()
 TOPOLOGIES = ENV("TOPOLOGIES", "1x2 1x4 2x2").split()
 KILLS = int(ENV("KILLS", "3"))
@@ -63,6 +71,10 @@ KILL_EVERY = float(ENV("KILL_EVERY", "10"))
 REF_SECONDS = float(ENV("REF_SECONDS", "30"))
 GOODPUT_TOPOLOGY = ENV("GOODPUT_TOPOLOGY", "1x4")
 NODE_KILLS = int(ENV("NODE_KILLS", "3"))
+# Latency kills of one cell come at least this far apart: the agent treats a replacement that fails
+# within 10 s of its start as one that failed at start and backs off before the next one
+# (launcher/agent/in_place_recovery.hpp), which a benchmark of single failures must not measure.
+KILL_GAP = float(ENV("KILL_GAP", "10.5"))
 CKPT_EVERY = int(ENV("CKPT_EVERY", "100"))
 HIDDEN = ENV("HIDDEN", "512,512")
 BATCH = int(ENV("BATCH", "256"))
@@ -74,8 +86,12 @@ START_TIMEOUT = float(ENV("START_TIMEOUT", "180"))
 LABEL = {"inplace": "ddprun in place (`--restart-scope=failed`)",
          "full": "ddprun full restart (`--restart-scope=all`)",
          "torchrun": "torchrun 1.13 + PyTorch DDP, from checkpoint"}
-SHORT = {"inplace": "in place", "full": "full restart", "torchrun": "torchrun"}
-AGENT_ENV = dict(os.environ, OMP_NUM_THREADS="1", DDP_NO_SLURM="1")
+if TRAINER == "torch":
+    LABEL.update(inplace="ddprun in place (`--restart-scope=failed`) + ddprun.torch",
+                 full="ddprun full restart (`--restart-scope=all`), from checkpoint")
+PYTHONPATH = os.path.join(ROOT, "worker_runtime", "python")
+AGENT_ENV = dict(os.environ, OMP_NUM_THREADS="1", DDP_NO_SLURM="1", PYTHON_EXEC=PY,
+                 PYTHONPATH=os.pathsep.join(p for p in (PYTHONPATH, ENV("PYTHONPATH")) if p))
 STANDBY_TAKES = re.compile(
     r"standby process (\d+) takes the place of local rank \d+ \(rank (\d+)\)")
 # A step line seen this soon after the kill was complete before it (nothing restarts this fast).
@@ -128,18 +144,30 @@ class Job:
                 env = environ(pid)
                 if b"RANK" not in env and b"DDP_STANDBY" in env:
                     taken = self.standby_ranks() if taken is None else taken
-                    if pid in taken and open_comm(pid) == "train":
+                    if pid in taken and is_worker(pid, self.launcher):
                         out[pid] = taken[pid]
                     continue
-                if b"RANK" not in env:
-                    continue
-                if self.launcher == "ddprun":
-                    if not open_comm(pid) == "train":
-                        continue
-                elif TORCH_SCRIPT.encode() not in cmdline(pid) or b"torch.distributed.run" in cmdline(pid):
-                    continue
-                out[pid] = int(env[b"RANK"])
+                if b"RANK" in env and is_worker(pid, self.launcher):
+                    out[pid] = int(env[b"RANK"])
         return out
+
+    def standbys_waiting(self):
+        """Whether each running agent has a standby process waiting for a rank: one started with
+        DDP_STANDBY (and no RANK), not yet taken, that holds its FIFO open."""
+        taken = self.standby_ranks()
+        for label, p in self.agents:
+            if p.pid in self.lost or label == "ddprund":
+                continue
+            ready = False
+            for pid in descendants(p.pid):
+                env = environ(pid)
+                fifo = env.get(b"DDP_STANDBY")
+                if fifo and b"RANK" not in env and pid not in taken and holds(pid, fifo):
+                    ready = True
+                    break
+            if not ready:
+                return False
+        return True
 
     def stop(self):
         tree = []
@@ -173,6 +201,24 @@ class Job:
             with open(os.path.join(self.dir, label + ".log"), errors="replace") as f:
                 text += "--- %s\n%s" % (label, f.read()[-3000:])
         return text
+
+
+def is_worker(pid, launcher):
+    """A worker process: `train`, or an interpreter running the PyTorch script (not torchrun's
+    agent, not a ddprun guardian, whose command line is its agent's)."""
+    if launcher == "ddprun" and TRAINER == "train":
+        return open_comm(pid) == "train"
+    argv = cmdline(pid)
+    return open_comm(pid).startswith("python") and TORCH_SCRIPT.encode() in argv and \
+        b"torch.distributed.run" not in argv
+
+
+def holds(pid, path):
+    try:
+        return any(os.readlink("/proc/%d/fd/%s" % (pid, fd)).encode() == path
+                   for fd in os.listdir("/proc/%d/fd" % pid))
+    except OSError:
+        return False
 
 
 def open_comm(pid):
@@ -227,7 +273,7 @@ def train_config(job, data):
 def start(mode, nodes, nproc, data, port=None, nnodes=None):
     """Starts a job of `nodes` agents x `nproc` workers; returns it."""
     job = Job("%s-%dx%d-%d" % (mode, nodes, nproc, next_id()), "torchrun" if mode == "torchrun" else "ddprun")
-    if job.launcher == "ddprun":
+    if job.launcher == "ddprun" and TRAINER == "train":
         job.config = train_config(job, data)
     for n in range(nodes):
         job.spawn("node%d" % n, agent_argv(job, mode, n, nodes, nproc, data, port, nnodes), AGENT_ENV)
@@ -240,15 +286,10 @@ def agent_argv(job, mode, n, nodes, nproc, data, port, nnodes=None):
         argv = [PY, "-m", "torch.distributed.run", "--nproc_per_node=%d" % nproc,
                 "--max_restarts=1000", "--monitor_interval=0.1", "--redirects=1", "--tee=1",
                 "--log_dir", os.path.join(job.dir, "logs%d-%d" % (n, next_id()))]
-        if nodes == 1:
-            argv += ["--standalone"]
-        else:
-            argv += ["--nnodes=" + nnodes, "--rdzv_backend=c10d",
+        argv += ["--nnodes=" + nnodes, "--rdzv_backend=c10d",
                      "--rdzv_endpoint=127.0.0.1:%d" % port, "--rdzv_id=" + job.name,
                      "--rdzv_conf=is_host=false,join_timeout=60,read_timeout=60"]
-        return argv + [TORCH_SCRIPT, "--data", data, "--hidden", HIDDEN, "--batch-size", str(BATCH),
-                       "--checkpoint-dir", os.path.join(job.dir, "ckpt"),
-                       "--checkpoint-every", str(CKPT_EVERY), "--progress", job.progress]
+        return argv + torch_args(job, data)
     argv = [os.path.join(BIN, "ddprun"), "--nproc-per-node", str(nproc), "--max-restarts", "1000",
             "--restart-scope", "failed" if mode == "inplace" else "all", "--shutdown-timeout", "2",
             "--log-level", LOG_LEVEL]
@@ -259,7 +300,21 @@ def agent_argv(job, mode, n, nodes, nproc, data, port, nnodes=None):
                  "127.0.0.1:%d" % port, "--rdzv-id", job.name, "--rdzv-conf", RDZV_CONF]
         if n == 0:
             argv += ["--node-rank", "0"]
+    if TRAINER == "torch":  # a *.py entry point: ddprun runs $PYTHON_EXEC -u script
+        return argv + torch_args(job, data)
     return argv + [os.path.join(BIN, "train"), "--config", job.config, "--metrics", job.progress]
+
+
+def torch_args(job, data):
+    return [TORCH_SCRIPT, "--data", data, "--hidden", HIDDEN, "--batch-size", str(BATCH),
+            "--checkpoint-dir", os.path.join(job.dir, "ckpt"), "--checkpoint-every", str(CKPT_EVERY),
+            "--progress", job.progress]
+
+
+def needs_store(mode, nodes):
+    """A ddprund for the job: two agents, or torchrun (1.13's --standalone binds port 29400, which
+    another job on the machine may hold; the ddprund's port comes from the OS)."""
+    return nodes > 1 or mode == "torchrun"
 
 
 def topology(spec):
@@ -268,11 +323,15 @@ def topology(spec):
 
 
 # -- one kill ----------------------------------------------------------------------------------
-def steady(job, seconds, world, phase=None):
-    """Waits until the job completed steps for `seconds` s with `world` workers running; with a
-    `phase`, then until it completes a step s >= CKPT_EVERY with s % CKPT_EVERY == phase (so that
-    a kill lands at a known point between two checkpoints, and one exists)."""
+def steady(job, seconds, world, phase=None, standby=False):
+    """Waits until the job completed steps for `seconds` s with `world` workers running (and with
+    `standby`, until each agent has a standby process waiting for a rank); with a `phase`, then
+    until it completes a step s >= CKPT_EVERY with s % CKPT_EVERY == phase (so that a kill lands
+    at a known point between two checkpoints, and one exists)."""
     job.follow.until("the first step", lambda new: job.follow.lines, START_TIMEOUT, job.alive)
+    if standby:
+        job.follow.until("a standby process on each node", lambda new: job.standbys_waiting(),
+                         START_TIMEOUT, job.alive)
     t0 = time.monotonic()
     job.follow.until("%.1f s of steps" % seconds, lambda new: new and time.monotonic() - t0 >= seconds
                      and len(job.workers()) == world, START_TIMEOUT, job.alive)
@@ -319,14 +378,18 @@ def latency(data):
     for spec in TOPOLOGIES:
         nodes, nproc = topology(spec)
         for mode in MODES:
-            store, port = ddprund() if nodes > 1 else (None, None)
+            store, port = ddprund() if needs_store(mode, nodes) else (None, None)
             job = start(mode, nodes, nproc, data, port)
             times, redone = [], []
             phases = random.Random(SEED * 1000 + TOPOLOGIES.index(spec))
             try:
+                last = None
                 for k in range(KILLS):
-                    steady(job, 1.0, nodes * nproc, phases.randrange(CKPT_EVERY))
+                    if last is not None:
+                        follow_until(job, last + KILL_GAP)
+                    steady(job, 1.0, nodes * nproc, phases.randrange(CKPT_EVERY), mode == "inplace")
                     v = victim(job, nodes * nproc - 1)
+                    last = time.monotonic()
                     dt, r, step = measure_kill(job, [v])
                     times.append(dt)
                     redone.append(r)
@@ -379,7 +442,7 @@ def goodput(data):
     refs = {}
     for mode in MODES:
         launcher = "torchrun" if mode == "torchrun" else "ddprun"
-        store, port = ddprund() if nodes > 1 else (None, None)
+        store, port = ddprund() if needs_store(mode, nodes) else (None, None)
         try:
             if launcher not in refs:
                 job = start(mode, nodes, nproc, data, port)
@@ -470,9 +533,10 @@ def main():
     if "node_loss" in EXPERIMENTS and "2x2" in TOPOLOGIES:
         out["node_loss"] = node_loss(data)
     load1 = open("/proc/loadavg").read().split()[:3]
-    print("MLP %d-%s-%d, batch %d per rank, AdamW, checkpoint every %d steps, OMP_NUM_THREADS=1; "
-          "%d CPUs; load average before %s, after %s\n" %
-          (FEATURES, HIDDEN.replace(",", "-"), CLASSES, BATCH, CKPT_EVERY, os.cpu_count(),
+    print("ddprun runs %s; MLP %d-%s-%d, batch %d per rank, AdamW, checkpoint every %d steps, "
+          "OMP_NUM_THREADS=1; %d CPUs; load average before %s, after %s\n" %
+          ("`train`" if TRAINER == "train" else "tests/bench/torch_ddp_recovery.py (as torchrun does)",
+           FEATURES, HIDDEN.replace(",", "-"), CLASSES, BATCH, CKPT_EVERY, os.cpu_count(),
            " ".join(load0), " ".join(load1)))
     if "latency" in out:
         print_latency(out["latency"], LABEL, KILLS)
