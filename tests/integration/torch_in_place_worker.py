@@ -173,14 +173,11 @@ def main():
         g.state(model=net, optimizer=opt, scheduler=sched)
     if a.mode == "steps_twice":
         g.steps(a.steps)
-    it = None
+    batches = None
     for step in g.steps(a.steps):
-        try:
-            b = next(it)
-        except (StopIteration, TypeError):
-            sampler.set_epoch(sampler.epoch + (it is not None))
-            it = iter(loader)
-            b = next(it)
+        if batches is None:  # after g.steps() refused a script that registered nothing
+            batches = g.batches(loader)
+        b = next(batches)
         q = g.quorum or (int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")), -1)
         os.write(log_fd, b"%d %d %d %d %d %d %d %s\n" % (
             q[0], q[1], step, sampler.epoch, g.world_size, g.rank, os.getpid(),

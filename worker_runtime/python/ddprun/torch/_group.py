@@ -58,6 +58,7 @@ class Group:
         self._objects = {}           # name -> registered object (g.state)
         self._ddps = []              # ElasticDDP wrappers to rebuild after a recovery
         self._sampler = None
+        self._on_rewind = []         # g.batches() iterators: a recovery drops their loader iterator
         self._step = 0
         self._failed = None          # why the running step failed (a line), or None
         self._steps_started = False
@@ -147,6 +148,14 @@ class Group:
         wrapper = ElasticDDP(self, module, ddp_kwargs)
         self._ddps.append(wrapper)
         return wrapper
+
+    def batches(self, loader):
+        """An endless iterator over `loader`'s batches, one per step: the next epoch starts when
+        one ends, and after a recovery the batches resume where the committed steps left off (a
+        redone step gets its batch again). The loader's sampler must be
+        ddprun.torch.DistributedSampler(..., group=g)."""
+        from ._batches import Batches
+        return Batches(self, loader)
 
     def state(self, **objects):
         """Registers the training state: each value has state_dict() and load_state_dict() (a
@@ -275,6 +284,8 @@ class Group:
                     p.grad = None
         if self._sampler is not None:
             self._sampler._ddprun_rewind()
+        for rewind in self._on_rewind:
+            rewind()
         self._join(newer_than=had)
         _log("rank %d recovered in place: quorum %s -> %s, rank %d of %d (%s)"
              % (self.rank, _board.quorum_name(had), _board.quorum_name(self._record.id), self.rank,
@@ -307,9 +318,11 @@ class Group:
                     return
                 except Exception as e:  # noqa: BLE001 (torch raises RuntimeError, ValueError, ...)
                     self._close_group()
+                    last = "quorum %s: %s" % (_board.quorum_name(rec.id), _one_line(e))
                     if self._board.epoch() == epoch:
                         failed = rec.id
-                    last = "quorum %s: %s" % (_board.quorum_name(rec.id), _one_line(e))
+                        _log("rank %d could not build %s; waiting for a newer quorum"
+                             % (rec.rank, last))
             now = time.monotonic()
             if now >= deadline:
                 raise _RecoveryFailed("rank %d found no quorum to %s within %d s: %s"

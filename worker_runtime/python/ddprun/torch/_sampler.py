@@ -11,9 +11,10 @@ Global position p of an epoch goes to rank p % world, as in torch's sampler; a s
 rank drew b indices consumes b * world positions. The tail of an epoch is padded (or dropped, with
 drop_last) per torch's rule, over what is left of the epoch.
 
-It counts the indices it handed out since the last committed step, so it must hand out exactly one
-step's batch per step: use it with a DataLoader with num_workers=0 or the default prefetch off
-(a DataLoader with worker processes draws indices ahead, and a recovery would then skip those).
+Through g.batches(loader) a step consumes the samples of the batch it was handed; a loader iterated
+by the script itself consumes the indices it drew, so it must draw exactly one step's batch per step
+(num_workers=0: worker processes draw ahead), and after a recovery the script must take a new
+iterator of the loader (g.batches() does both).
 
 Thread safety: the training thread only."""
 import math
@@ -34,6 +35,8 @@ class DistributedSampler(Sampler):
         self.epoch = 0
         self._consumed = 0  # positions of this epoch consumed by committed steps, all ranks
         self._drawn = 0     # indices this rank handed out since the last commit
+        self._delivered = 0  # of those, the ones in batches g.batches() handed to the step
+        self._counted_by = None  # the g.batches() that counts what a step consumed, if any
         self._order = None  # (epoch, permutation)
         self._group = None
         if group is not None:
@@ -96,16 +99,25 @@ class DistributedSampler(Sampler):
         if epoch != self.epoch:
             self.epoch = epoch
             self._consumed = 0
-            self._drawn = 0
+            self._drawn = self._delivered = 0
 
     # The group's hooks: a committed step consumed what this rank drew times the world; a failed
     # step consumed nothing (its batch comes again).
+    def _rank_left(self):
+        """Indices this rank has left in the epoch from the committed position, less those of the
+        batches handed out since."""
+        world, _ = self._world()
+        return self._remaining(world) // world - self._delivered
+
     def _ddprun_commit(self, world):
-        self._consumed = min(self._size, self._consumed + self._drawn * world)
-        self._drawn = 0
+        used = self._delivered if self._counted_by is not None else self._drawn
+        self._consumed = min(self._size, self._consumed + used * world)
+        # What a loader drew ahead of the batches handed out stays drawn, past the new position.
+        self._drawn = max(0, self._drawn - used)
+        self._delivered = 0
 
     def _ddprun_rewind(self):
-        self._drawn = 0
+        self._drawn = self._delivered = 0
 
     def state_dict(self):
         return {"epoch": self.epoch, "consumed": self._consumed, "seed": self.seed}
@@ -114,4 +126,4 @@ class DistributedSampler(Sampler):
         self.epoch = int(state["epoch"])
         self._consumed = int(state["consumed"])
         self.seed = int(state["seed"])
-        self._drawn = 0
+        self._drawn = self._delivered = 0
