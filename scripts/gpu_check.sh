@@ -7,8 +7,13 @@
 #                                     bundle/, git-ignored): bin/ (stripped ddprun, ddprund, train),
 #                                     tests/ (GPU test binaries), lib/ (train's CUDA model module
 #                                     and the non-system shared libraries they need; never libcuda/libcudart/libcublas*/
-#                                     libnccl), gpu_torch_ddp.py + ddp_shards.py, gpu_check.sh and run.sh.
-#                                     Fails if DIR is 64 MiB or more.
+#                                     libnccl), python/ddprun (the ddprun Python package, where
+#                                     bin/ddprun finds it), gpu_torch_ddp.py + ddp_shards.py,
+#                                     gpu_check_torch.py + gpu_torch_in_place.py (the PyTorch rows),
+#                                     gpu_check.sh and run.sh. Fails if DIR is 64 MiB or more.
+#                                     ROWS=python: no CUDA build, the PyTorch rows only; ddprun +
+#                                     ddprund built in $BUILD_DIR (default build) as it is configured
+#                                     (a folder that is no build tree: its bin/ taken as it is).
 #   scripts/gpu_check.sh run [DIR]    GPU machine: LD_LIBRARY_PATH = DIR/lib + the directories of
 #                                     libnccl.so.2 / libcublas.so.* / libcudart.so.* found in
 #                                     python3's site-packages (PyTorch's nvidia-* wheels); checks
@@ -18,19 +23,33 @@
 #                                     (NCCL rebuilt in place; 2+ GPUs, else skipped), a
 #                                     bf16-vs-fp32 loss comparison and samples/s of
 #                                     `ddprun train` vs PyTorch DDP (nccl) on the same MLP, batch and
-#                                     steps. Prints a markdown table, also written to
-#                                     $OUT/gpu_check.md (plus $OUT/gpu_check_logs.tar.gz) when $OUT
-#                                     is set. Every step runs under `timeout`; the whole run is
-#                                     kept under $BUDGET_S (default 330) seconds. Exit 0 = all
-#                                     passed, 1 = a check failed, 3 = no GPU / not packed.
+#                                     steps. Then the PyTorch rows on $PYTHON's torch (issue 32,
+#                                     scripts/gpu_check_torch.py): a ddprun.torch DDP script 1x2
+#                                     under --restart-scope=failed with a worker SIGKILLed mid-run
+#                                     (gloo on the CPUs; nccl on 2 GPUs, else skipped): replaced in
+#                                     place, survivors keep their pids, final CRCs = a fault-free
+#                                     run's; torch's TCPStore client (default and use_libuv=True)
+#                                     against ddprund; two torchrun agents with ddprund as their
+#                                     c10d endpoint running a DDP script. Prints a markdown table,
+#                                     also written to $OUT/gpu_check.md (plus
+#                                     $OUT/gpu_check_logs.tar.gz) when $OUT is set. Every step runs
+#                                     under `timeout`; the whole run is kept under $BUDGET_S
+#                                     (default 420) seconds. Exit 0 = all passed, 1 = a check
+#                                     failed, 3 = no GPU / not packed.
+#                                     ROWS=python (or a bundle packed so): the PyTorch rows only,
+#                                     no GPU needed (nvidia-smi, CUDA libraries and train unused).
 #
 # With the device tool (one call; the bundle is git-ignored, so it must be carried):
 #   1. here:   scripts/gpu_check.sh pack
-#   2. device: run(command="bash scripts/gpu_check.sh run bundle", carry=["bundle"], timeout_s=480)
+#   2. device: run(command="bash scripts/gpu_check.sh run bundle", carry=["bundle"], timeout_s=570)
 #      The table comes back in output_tail and as gpu_check.md under files_at.
+# Here, the PyTorch rows on Debian's torch 1.13 (no GPU: the nccl row is skipped):
+#   ROWS=python BUILD_DIR=build scripts/gpu_check.sh pack /tmp/bundle-py
+#   PYTHON=/usr/bin/python3 scripts/gpu_check.sh run /tmp/bundle-py
 #
 # env (run): STEPS=500 BATCH=1024 HIDDEN=1024,1024 FEATURES=256 CLASSES=10 SAMPLES=262144
-#            BUDGET_S=330 PYTHON=python3 CUDA_LIB_DIRS=dir:dir (instead of searching python3's site-packages)
+#            BUDGET_S=420 PYTHON=python3 CUDA_LIB_DIRS=dir:dir (instead of searching python3's site-packages)
+#            ROWS=all|python  TORCH_STEPS=400 (steps of the in-place rows' jobs)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODE="${1:-}"
@@ -44,7 +63,7 @@ SYSTEM_LIBS='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|li
 
 copy_libs() {  # binary... -> DIR/lib
   local lib path
-  ldd "$@" 2>/dev/null | awk '/=> \// {print $1, $3}' | sort -u | while read -r lib path; do
+  { ldd "$@" 2>/dev/null || true; } | awk '/=> \// {print $1, $3}' | sort -u | while read -r lib path; do
     [[ "$lib" =~ $SYSTEM_LIBS ]] && continue
     [[ -e "$DIR/lib/$lib" ]] || cp -L "$path" "$DIR/lib/$lib"
   done
@@ -54,7 +73,53 @@ pack() {
   set -e
   DIR="$(realpath -m "${1:-$ROOT/bundle}")"
   [[ "$DIR" != / && "$DIR" != "$ROOT" && "$DIR" != "$HOME" ]] || die "refusing to pack into $DIR"
-  local build="${BUILD_DIR:-$ROOT/build-gpu}" jobs="${JOBS:-2}" t
+  local rows="${ROWS:-all}"
+  [[ "$rows" == all || "$rows" == python ]] || die "ROWS=$rows: all or python" 2
+  if [[ "$rows" == python ]]; then pack_python_build; else pack_cuda_build; fi
+  rm -rf "$DIR" && mkdir -p "$DIR/bin" "$DIR/tests" "$DIR/lib" "$DIR/python"
+  for t in ddprun ddprund train; do
+    [[ "$rows" == python && "$t" == train ]] && continue
+    strip --strip-unneeded -o "$DIR/bin/$t" "$build/bin/$t"
+  done
+  if [[ "$rows" == all ]]; then
+    for t in "$build"/tests-bin/gpu_* "$build"/tests-bin/trainer_cuda_model_test; do
+      [[ -x "$t" ]] && strip --strip-unneeded -o "$DIR/tests/$(basename "$t")" "$t"
+    done
+    # train's CUDA model (cuBLAS), a module it loads from bin/../lib for a model on a GPU.
+    strip --strip-unneeded -o "$DIR/lib/libddp_train_cuda.so" "$build/lib/libddp_train_cuda.so"
+    cp "$ROOT/scripts/gpu_torch_ddp.py" "$ROOT/scripts/ddp_shards.py" "$DIR/"
+  fi
+  local files; mapfile -t files < <(find "$DIR/bin" "$DIR/tests" "$DIR/lib" -type f)
+  copy_libs "${files[@]}"
+  # The ddprun package (build/python/ddprun is a link to it): bin/ddprun puts bin/../python first
+  # on its Python workers' PYTHONPATH.
+  cp -r "$ROOT/worker_runtime/python/ddprun" "$DIR/python/ddprun"
+  find "$DIR/python" -name __pycache__ -prune -exec rm -rf {} +
+  cp "$ROOT/scripts/gpu_check_torch.py" "$ROOT/scripts/gpu_torch_in_place.py" \
+    "$ROOT/scripts/gpu_check.sh" "$DIR/"
+  echo "$rows" > "$DIR/ROWS"
+  printf '#!/usr/bin/env bash\nexec bash "$(dirname "$0")/gpu_check.sh" run "$(dirname "$0")"\n' \
+    > "$DIR/run.sh"
+  chmod +x "$DIR/run.sh" "$DIR/gpu_check.sh"
+  (cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null) > "$DIR/COMMIT" || true
+  local size
+  size=$(du -sb "$DIR" | cut -f1)
+  echo "gpu_check: packed $DIR ($rows rows): $(find "$DIR" -type f | wc -l) files, $((size / 1024)) KiB"
+  ls -l "$DIR/bin" "$DIR/tests" "$DIR/lib" | awk 'NF > 5 {print "  " $5 "\t" $NF}'
+  ((size < MAX_BUNDLE)) || die "bundle is $size bytes, over the 64 MiB the device tool carries"
+  local tree  # the rest of the working tree travels with it
+  tree=$(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard 2>/dev/null \
+    | du -cb --files0-from=- 2>/dev/null | tail -n1 | cut -f1)
+  ((size + ${tree:-0} < MAX_BUNDLE)) \
+    || die "bundle ($size bytes) + working tree (${tree} bytes) exceed the 64 MiB a device call carries"
+  local there="$DIR"; [[ "$DIR" == "$ROOT"/* ]] && there="${DIR#"$ROOT"/}"
+  echo "gpu_check: OK ($size bytes < $MAX_BUNDLE). Next: device run, command" \
+    "'bash scripts/gpu_check.sh run $there', carry [\"$there\"], timeout_s 570"
+}
+
+pack_cuda_build() {  # -> $build: a CUDA release build of the programs and the GPU tests
+  local jobs="${JOBS:-2}" t
+  build="${BUILD_DIR:-$ROOT/build-gpu}"
   cmake -S "$ROOT" -B "$build" -DDDP_WITH_CUDA=ON -DDDP_WITH_DNNL=OFF -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=90 > "$build.configure.log" 2>&1 \
     || die "configure failed (DDP_WITH_CUDA=ON needs nvcc + NCCL in /usr/local/cuda); see $build.configure.log"
@@ -63,41 +128,28 @@ pack() {
   for t in gpu_nccl_communicator_test trainer_cuda_model_test; do  # whichever exist
     cmake --build "$build" -j"$jobs" --target "$t" > /dev/null 2>&1 || echo "gpu_check: no target $t (skipped)"
   done
-  rm -rf "$DIR" && mkdir -p "$DIR/bin" "$DIR/tests" "$DIR/lib"
-  for t in ddprun ddprund train; do strip --strip-unneeded -o "$DIR/bin/$t" "$build/bin/$t"; done
-  for t in "$build"/tests-bin/gpu_* "$build"/tests-bin/trainer_cuda_model_test; do
-    [[ -x "$t" ]] && strip --strip-unneeded -o "$DIR/tests/$(basename "$t")" "$t"
-  done
-  # train's CUDA model (cuBLAS), a module it loads from bin/../lib for a model on a GPU.
-  strip --strip-unneeded -o "$DIR/lib/libddp_train_cuda.so" "$build/lib/libddp_train_cuda.so"
-  copy_libs "$DIR"/bin/* "$DIR"/tests/* "$DIR/lib/libddp_train_cuda.so"
-  cp "$ROOT/scripts/gpu_torch_ddp.py" "$ROOT/scripts/ddp_shards.py" "$ROOT/scripts/gpu_check.sh" "$DIR/"
-  printf '#!/usr/bin/env bash\nexec bash "$(dirname "$0")/gpu_check.sh" run "$(dirname "$0")"\n' \
-    > "$DIR/run.sh"
-  chmod +x "$DIR/run.sh" "$DIR/gpu_check.sh"
-  (cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null) > "$DIR/COMMIT" || true
-  local size
-  size=$(du -sb "$DIR" | cut -f1)
-  echo "gpu_check: packed $DIR: $(find "$DIR" -type f | wc -l) files, $((size / 1024)) KiB"
-  ls -l "$DIR/bin" "$DIR/tests" "$DIR/lib" | awk 'NF > 5 {print "  " $5 "\t" $NF}'
-  ((size < MAX_BUNDLE)) || die "bundle is $size bytes, over the 64 MiB the device tool carries"
-  local tree  # the rest of the working tree travels with it
-  tree=$(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard 2>/dev/null \
-    | du -cb --files0-from=- 2>/dev/null | tail -n1 | cut -f1)
-  ((size + ${tree:-0} < MAX_BUNDLE)) \
-    || die "bundle ($size bytes) + working tree (${tree} bytes) exceed the 64 MiB a device call carries"
-  echo "gpu_check: OK ($size bytes < $MAX_BUNDLE). Next: device run, command" \
-    "'bash scripts/gpu_check.sh run bundle', carry [\"bundle\"], timeout_s 480"
+}
+
+pack_python_build() {  # -> $build: ddprun + ddprund built in a configured tree, else taken as they are
+  build="${BUILD_DIR:-$ROOT/build}"
+  if [[ -f "$build/CMakeCache.txt" ]]; then
+    cmake --build "$build" -j"${JOBS:-2}" --target ddprun ddprund \
+      || die "build of ddprun/ddprund failed in $build"
+  else
+    [[ -x "$build/bin/ddprun" && -x "$build/bin/ddprund" ]] \
+      || die "ROWS=python: no build tree and no bin/ddprun + bin/ddprund in $build (set BUILD_DIR)"
+    echo "gpu_check: $build is no build tree: packing its bin/ddprun and bin/ddprund as they are"
+  fi
 }
 
 # ---------------------------------------------------------------- run ----------------------------
-declare -a ROWS=()
+declare -a TABLE=()  # the report's rows (ROWS is the env switch)
 brief() {  # log file -> its first error line (else its last lines), squeezed, at most 240 chars
   { grep -m1 -iE 'error|exception|fail' "$1" || tail -n 3 "$1"; } 2>/dev/null \
     | tr '\n|' ' /' | tr -s ' \t' ' ' | cut -c1-240
 }
 FAILED=0
-row() { ROWS+=("| $1 | $2 | $3 |"); [[ "$2" == FAIL* ]] && FAILED=1; echo "gpu_check: $1: $2 $3"; }
+row() { TABLE+=("| $1 | $2 | $3 |"); [[ "$2" == FAIL* ]] && FAILED=1; echo "gpu_check: $1: $2 $3"; }
 left() { echo $((DEADLINE - SECONDS)); }
 budget() {  # wanted seconds -> the seconds left for a step (0 = none left)
   local l; l=$(left); ((l < 15)) && { echo 0; return; }
@@ -219,22 +271,8 @@ torch_run() {  # -> TORCH_FP32 / TORCH_BF16 = "loss sps"
 ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print(f'{float(a)/float(b):.2f}x')" "$1" "$2" 2>/dev/null || echo "n/a"; }
 
 report() {
-  local md="$WORK/gpu_check.md" ours32 ours16
-  ours32="${FP32#* }" ours16="${BF16#* }"
-  {
-    echo "## GPU check ($(date -u '+%Y-%m-%d %H:%M UTC'), commit $(cat "$B/COMMIT" 2>/dev/null || echo ?))"
-    echo
-    echo "$GPU_NAME; MLP ${FEATURES}-${HIDDEN//,/-}-${CLASSES}, batch $BATCH/rank, $STEPS steps, SGD momentum 0.9"
-    echo
-    echo "| check | result | detail |"
-    echo "|---|---|---|"
-    printf '%s\n' "${ROWS[@]}"
-    echo
-    echo "| 1 GPU, samples/s (timed after step 20) | ddprun train | PyTorch DDP | ratio |"
-    echo "|---|---|---|---|"
-    echo "| fp32 | ${ours32:-n/a} | ${TORCH_FP32#* } | $(ratio "${ours32:-0}" "${TORCH_FP32#* }") |"
-    echo "| bf16 autocast | ${ours16:-n/a} | ${TORCH_BF16#* } | $(ratio "${ours16:-0}" "${TORCH_BF16#* }") |"
-  } > "$md"
+  local md="$WORK/gpu_check.md"
+  report_md > "$md"
   echo; cat "$md"
   if [[ -n "${OUT:-}" ]]; then
     cp "$md" "$OUT/gpu_check.md"
@@ -242,26 +280,81 @@ report() {
   fi
 }
 
-run() {
-  local dir="${1:-$ROOT/bundle}"
-  B="$(realpath -m "$dir")"
-  [[ -x "$B/bin/train" && -x "$B/bin/ddprun" ]] \
-    || die "no bundle at $B (run 'scripts/gpu_check.sh pack' on a development machine first)" 3
+report_md() {  # -> the markdown report on stdout
+  local ours32="${FP32:-}" ours16="${BF16:-}"
+  ours32="${ours32#* }" ours16="${ours16#* }"
+  echo "## GPU check ($(date -u '+%Y-%m-%d %H:%M UTC'), commit $(cat "$B/COMMIT" 2>/dev/null || echo ?))"
+  echo
+  if [[ "$SELECTED" == all ]]; then
+    echo "$GPU_NAME; MLP ${FEATURES}-${HIDDEN//,/-}-${CLASSES}, batch $BATCH/rank, $STEPS steps, SGD momentum 0.9; $TORCH_INFO"
+  else
+    echo "PyTorch rows only (ROWS=python, no GPU checked); $TORCH_INFO; $(nproc) CPUs"
+  fi
+  echo
+  echo "| check | result | detail |"
+  echo "|---|---|---|"
+  printf '%s\n' "${TABLE[@]}"
+  [[ "$SELECTED" == all ]] || return 0
+  echo
+  echo "| 1 GPU, samples/s (timed after step 20) | ddprun train | PyTorch DDP | ratio |"
+  echo "|---|---|---|---|"
+  echo "| fp32 | ${ours32:-n/a} | ${TORCH_FP32#* } | $(ratio "${ours32:-0}" "${TORCH_FP32#* }") |"
+  echo "| bf16 autocast | ${ours16:-n/a} | ${TORCH_BF16#* } | $(ratio "${ours16:-0}" "${TORCH_BF16#* }") |"
+}
+
+# ---------------------------------------------------------------- PyTorch rows -------------------
+torch_check() {  # name seconds gpu_check_torch.py-args... -> row from the check's last verdict line
+  local name=$1 want=$2 t rc line log; shift 2
+  t=$(budget "$want"); ((t > 0)) || { row "$name" "SKIPPED" "time budget spent"; return; }
+  log="$WORK/torch_check_$(tr -c 'a-zA-Z0-9' _ <<< "$name").log"
+  # torch runs on its own libraries (the original LD_LIBRARY_PATH); ddprun and ddprund, which the
+  # check starts, on the bundle's (GPU_CHECK_BIN_LD). Its scratch files (and torchrun's) in $WORK.
+  # shellcheck disable=SC2097,SC2098  # GPU_CHECK_BIN_LD takes the LD_LIBRARY_PATH of this shell
+  GPU_CHECK_BIN_LD="$LD_LIBRARY_PATH" LD_LIBRARY_PATH="$ORIG_LD" TMPDIR="$WORK" \
+    GPU_CHECK_TIMEOUT_S=$((t > 20 ? t - 10 : t)) timeout -k 5 "$t" \
+    "$PY" "$B/gpu_check_torch.py" "$@" > "$log" 2>&1; rc=$?
+  line=$(grep -E '^(PASS|FAIL|SKIPPED): ' "$log" | tail -n 1 | tr '|' '/' | cut -c1-400)
+  case $rc in
+    0) row "$name" "PASS" "${line#PASS: }" ;;
+    77) row "$name" "SKIPPED" "${line#SKIPPED: }" ;;
+    124 | 137) row "$name" "FAIL (timeout)" "still running after $t s: $(brief "$log")" ;;
+    *) row "$name" "FAIL (rc $rc)" "${line:+${line#FAIL: }}${line:-$(brief "$log")}" ;;
+  esac
+}
+
+torch_rows() {  # issue 32: ddprun.torch in place, torch's TCPStore and torchrun against ddprund
+  local common=(--bin "$B/bin") steps="${TORCH_STEPS:-400}"
+  torch_check "ddprun.torch in place (gloo, CPU)" 150 in-place "${common[@]}" \
+    --worker "$B/gpu_torch_in_place.py" --backend gloo --nproc 2 --steps "$steps"
+  torch_check "ddprun.torch in place (nccl)" 150 in-place "${common[@]}" \
+    --worker "$B/gpu_torch_in_place.py" --backend nccl --nproc 2 --steps "$steps"
+  torch_check "torch TCPStore client vs ddprund" 60 store "${common[@]}"
+  torch_check "torch TCPStore client (use_libuv=True) vs ddprund" 60 store "${common[@]}" --libuv
+  torch_check "torchrun agents, ddprund as c10d endpoint" 120 torchrun "${common[@]}"
+}
+
+torch_info() {  # -> "torch X (CUDA Y, N GPUs)" of $PY, or why there is none
+  LD_LIBRARY_PATH="$ORIG_LD" timeout 120 "$PY" -c 'import sys, torch
+cuda = torch.cuda.is_available()
+print("%s torch %s (CUDA %s, %d GPUs)" % (sys.executable, torch.__version__, torch.version.cuda,
+      torch.cuda.device_count() if cuda else 0))' 2> "$WORK/torch_info.log" \
+    || echo "no torch in $PY: $(brief "$WORK/torch_info.log")"
+}
+
+# ---------------------------------------------------------------- GPU rows -----------------------
+gpu_setup() {  # nvidia-smi, then LD_LIBRARY_PATH = the bundle's + PyTorch's CUDA libraries
   command -v nvidia-smi > /dev/null \
-    || die "nvidia-smi not found: this is not a GPU machine (run this on the H200 device machine)" 3
+    || die "nvidia-smi not found: this is not a GPU machine (run this on the H200 device machine; ROWS=python runs the PyTorch rows alone)" 3
   GPU_NAME=$(timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1) \
     || die "nvidia-smi failed: $GPU_NAME" 3
-  DEADLINE=$((SECONDS + ${BUDGET_S:-330}))
-  STEPS="${STEPS:-500}" BATCH="${BATCH:-1024}" HIDDEN="${HIDDEN:-1024,1024}"
-  FEATURES="${FEATURES:-256}" CLASSES="${CLASSES:-10}" SAMPLES="${SAMPLES:-262144}"
-  ORIG_LD="${LD_LIBRARY_PATH:-}"
   local cuda_dirs; cuda_dirs="${CUDA_LIB_DIRS:-$(cuda_lib_dirs | paste -sd:)}"
   [[ -n "$cuda_dirs" ]] || die "no libnccl.so.2/libcublas/libcudart in python3's site-packages" 3
   export LD_LIBRARY_PATH="$B/lib:$cuda_dirs${ORIG_LD:+:$ORIG_LD}"
   [[ -d /usr/local/nvidia/lib64 ]] && LD_LIBRARY_PATH+=":/usr/local/nvidia/lib64"
-  export DDP_LOG_LEVEL=warn
-  WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
   echo "gpu_check: $GPU_NAME; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+}
+
+gpu_rows() {
   local missing; missing=$(ldd "$B"/bin/* "$B"/tests/* "$B"/lib/libddp_train_cuda.so 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t\n' ' ')
   [[ -z "$missing" ]] && row "shared libraries" "PASS" "all resolved" \
     || row "shared libraries" "FAIL" "missing: $missing"
@@ -281,6 +374,32 @@ run() {
   else
     row "make-data" "FAIL" "$(brief "$WORK/make-data.log")"
   fi
+}
+
+run() {
+  local dir="${1:-$ROOT/bundle}"
+  B="$(realpath -m "$dir")"
+  SELECTED="${ROWS:-$(cat "$B/ROWS" 2>/dev/null || echo all)}"
+  [[ "$SELECTED" == all || "$SELECTED" == python ]] || die "ROWS=$SELECTED: all or python" 2
+  [[ -x "$B/bin/ddprun" && -x "$B/bin/ddprund" && -f "$B/gpu_check_torch.py" ]] \
+    || die "no bundle at $B (run 'scripts/gpu_check.sh pack' on a development machine first)" 3
+  [[ "$SELECTED" == python || -x "$B/bin/train" ]] \
+    || die "$B was packed with ROWS=python (no train): run it with ROWS=python" 3
+  DEADLINE=$((SECONDS + ${BUDGET_S:-420}))
+  STEPS="${STEPS:-500}" BATCH="${BATCH:-1024}" HIDDEN="${HIDDEN:-1024,1024}"
+  FEATURES="${FEATURES:-256}" CLASSES="${CLASSES:-10}" SAMPLES="${SAMPLES:-262144}"
+  ORIG_LD="${LD_LIBRARY_PATH:-}"
+  if [[ "$SELECTED" == all ]]; then
+    gpu_setup
+  else
+    export LD_LIBRARY_PATH="$B/lib${ORIG_LD:+:$ORIG_LD}"
+  fi
+  export DDP_LOG_LEVEL=warn
+  WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
+  TORCH_INFO=$(torch_info)
+  echo "gpu_check: $TORCH_INFO"
+  [[ "$SELECTED" == all ]] && gpu_rows
+  torch_rows
   report
   exit "$FAILED"
 }
