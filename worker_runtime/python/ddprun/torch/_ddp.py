@@ -8,11 +8,16 @@ without DDP. Every other attribute is the current DDP's (module, parameters(), n
 
 Thread safety: the training thread; the hook runs on autograd's threads and only sets the group's
 failure (one assignment)."""
+import inspect
+
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from ._errors import UsageError
+
+
+_HAS_INIT_SYNC = "init_sync" in inspect.signature(DistributedDataParallel.__init__).parameters
 
 
 def _bucket_buffer(bucket):
@@ -38,7 +43,10 @@ class ElasticDDP:
     # broadcast from rank 0 carries the agreed parameters, not a replacement's fresh ones.
     def _rebuild(self):
         self._drop()
-        ddp = DistributedDataParallel(self._module, **self._kwargs)
+        kwargs = dict(self._kwargs)
+        if _HAS_INIT_SYNC:  # torch 2.x: the agreement made every rank's parameters equal already
+            kwargs.setdefault("init_sync", False)
+        ddp = DistributedDataParallel(self._module, **kwargs)
         ddp.register_comm_hook(_HookState(self._group, self._module), _reduce_in_parameter_order)
         self.__dict__["_ddp"] = ddp
 

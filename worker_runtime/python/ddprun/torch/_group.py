@@ -13,6 +13,7 @@ torch.distributed (torchrun, --restart-scope=all, env:// by hand).
 
 Thread safety: the training thread calls everything; a watchdog thread of the group's own watches
 the board (it shuts down the connections of a build or a collective that a newer quorum superseded)."""
+import contextlib
 import datetime
 import functools
 import os
@@ -72,6 +73,8 @@ class Group:
         self._phase = _IDLE
         self._phase_id = None        # the quorum being built or run
         self._pg_sockets = {}
+        self._pg = None              # the current default group (the watchdog may abort it)
+        self._unblocked = None       # (running quorum, newer quorum) the watchdog acted on
         self._build_before = {}
         self._superseded_since = None
         self._stop = threading.Event()
@@ -132,6 +135,11 @@ class Group:
         self._device = _check_backend(self._backend)
         if self._device.type == "cuda":
             torch.cuda.set_device(self._device)
+        if "nccl" in str(self._backend).lower():
+            # An NCCL error must fail the collective, not end the process (1, the torchrun
+            # contract's default, tears it down): 2 aborts the communicator and raises in wait().
+            for name in ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"):
+                os.environ[name] = "2"
         self._watchdog = threading.Thread(target=self._watch, name="ddprun-watchdog", daemon=True)
         self._watchdog.start()
         try:
@@ -358,10 +366,12 @@ class Group:
             self._superseded_since = None
         store = dist.TCPStore(rec.master_addr, rec.master_port, None, False, self._timeout)
         prefixed = dist.PrefixStore(_keys.quorum_prefix(rec.generation, rec.quorum), store)
-        dist.init_process_group(self._backend, store=prefixed, rank=rec.rank,
-                                world_size=rec.world_size, timeout=self._timeout)
+        with _no_store_barrier():
+            dist.init_process_group(self._backend, store=prefixed, rank=rec.rank,
+                                    world_size=rec.world_size, timeout=self._timeout)
         with self._lock:
             self._pg_sockets = _sockets.opened_since(self._build_before)
+            self._pg = dist.distributed_c10d._get_default_group()
             self._build_before = {}  # sockets opened from now on are not the group's
             self._phase = _RUNNING
             self._superseded_since = None
@@ -375,6 +385,7 @@ class Group:
         with self._lock:
             self._phase = _IDLE
             sockets, self._pg_sockets = self._pg_sockets, {}
+            self._pg = None
             sockets.update(_sockets.opened_since(self._build_before) if self._build_before else {})
             self._build_before = {}
         if not dist.is_initialized():
@@ -387,7 +398,8 @@ class Group:
         for wrapper in self._ddps:
             wrapper._drop()
         try:
-            dist.destroy_process_group()
+            if dist.is_initialized():  # torch's _abort_process_group already took it away
+                dist.destroy_process_group()
         except Exception as e:  # noqa: BLE001 (a group with a dead peer may complain; it is gone)
             _log("destroying the process group of quorum %s: %s" % (
                 _board.quorum_name(self._phase_id) if self._phase_id else "?", _one_line(e)))
@@ -397,9 +409,10 @@ class Group:
     def _agree(self):
         late = self._first_agreement and os.environ.get("DDP_STATE_FROM_PEER") == "1"
         late = late or self.rank in self._record.replaced
-        extra = {"step": self._step}
-        mine = _state.snapshot(self._objects, extra)
-        d = _state.digest(mine)
+        # A rank that receives anyway (a replacement) skips its snapshot and digest: they would only
+        # hold up everyone's allgather.
+        mine = None if late else _state.snapshot(self._objects, {"step": self._step})
+        d = bytes(16) if late else _state.digest(mine)
         row = torch.tensor([self._step, int.from_bytes(d[:8], "little", signed=True),
                             int.from_bytes(d[8:], "little", signed=True), int(late)],
                            dtype=torch.int64, device=self._device)
@@ -416,19 +429,24 @@ class Group:
         receivers = [r for r in range(self.world_size)
                      if r != donor and (table[r][3] or table[r][1:3] != table[donor][1:3])]
         if self.rank == donor and receivers:
-            blob = _state.encode(mine)
-            size = torch.tensor([len(blob)], dtype=torch.int64, device=self._device)
-            data = torch.frombuffer(bytearray(blob), dtype=torch.uint8).to(self._device)
+            skeleton, flat = _state.encode(mine, self._device)
+            sizes = torch.tensor([len(skeleton), flat.numel()], dtype=torch.int64, device=self._device)
+            packed = torch.frombuffer(bytearray(skeleton), dtype=torch.uint8).to(self._device)
             for r in receivers:
-                dist.send(size, r)
-                dist.send(data, r)
+                dist.send(sizes, r)
+                dist.send(packed, r)
+                if flat.numel():
+                    dist.send(flat, r)
         elif self.rank in receivers:
-            size = torch.zeros(1, dtype=torch.int64, device=self._device)
-            dist.recv(size, donor)
-            data = torch.empty(int(size.item()), dtype=torch.uint8, device=self._device)
-            dist.recv(data, donor)
-            extra = _state.apply(self._objects, _state.decode(data.cpu().numpy().tobytes()))
-            self._step = int(extra["step"])
+            sizes = torch.zeros(2, dtype=torch.int64, device=self._device)
+            dist.recv(sizes, donor)
+            packed = torch.empty(int(sizes[0].item()), dtype=torch.uint8, device=self._device)
+            dist.recv(packed, donor)
+            flat = torch.empty(int(sizes[1].item()), dtype=torch.uint8, device=self._device)
+            if flat.numel():
+                dist.recv(flat, donor)
+            state = _state.decode(packed.cpu().numpy().tobytes(), flat)
+            self._step = int(_state.apply(self._objects, state)["step"])
         self._first_agreement = False
 
     # --- the worker store's /ddp/ keys ---------------------------------------------------------
@@ -485,13 +503,18 @@ class Group:
                 now = time.monotonic()
                 if self._superseded_since is None:
                     self._superseded_since = now
+                stuck = None
                 if self._phase == _BUILDING:
                     victims = _sockets.opened_since(self._build_before)
-                elif now - self._superseded_since >= _STUCK_GRACE_S:
-                    victims = self._pg_sockets
+                elif now - self._superseded_since >= _STUCK_GRACE_S and \
+                        self._unblocked != (self._phase_id, rec.id):
+                    self._unblocked = (self._phase_id, rec.id)  # once per superseded quorum
+                    victims, stuck = self._pg_sockets, self._pg
                 else:
                     continue
             _sockets.shutdown(victims)
+            if stuck is not None:  # NCCL waits on the GPU, not on a socket: abort it
+                _abort(stuck, self._backend)
 
 
 class _StepFailed(Exception):
@@ -535,6 +558,23 @@ def _check_backend(backend):
             local = int(os.environ.get("LOCAL_RANK", "0"))
             return torch.device("cuda", local % torch.cuda.device_count())
     return torch.device("cpu")
+
+
+@contextlib.contextmanager
+def _no_store_barrier():
+    """torch 1.13's init_process_group ends with a store barrier that polls every 10 ms; the group
+    it just built has connected every pair already (Gloo's full mesh), so a build of ddprun.torch
+    skips it (torch 2.x skips it unless TORCH_DIST_INIT_BARRIER=1)."""
+    c10d = dist.distributed_c10d
+    barrier = getattr(c10d, "_store_based_barrier", None)
+    if barrier is None:
+        yield
+        return
+    c10d._store_based_barrier = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        c10d._store_based_barrier = barrier
 
 
 def _reset_group_count():
