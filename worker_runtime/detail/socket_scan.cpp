@@ -2,11 +2,14 @@
 
 #include <dirent.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <map>
 #include <string>
 
 namespace ddp::detail {
@@ -37,6 +40,29 @@ std::vector<int> pairSockets(const std::set<int>& fds, uint16_t storePort) {
     if (port != storePort) out.push_back(fd);
   }
   return out;
+}
+
+// The socket's TCP state and SYN retransmissions; false when it is no TCP socket.
+bool tcpInfo(int fd, tcp_info& info) {
+  socklen_t len = sizeof(info);
+  return ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0;
+}
+
+const char* stateName(uint8_t state) {
+  switch (state) {
+    case TCP_ESTABLISHED: return "ESTABLISHED";
+    case TCP_SYN_SENT: return "SYN-SENT";
+    case TCP_SYN_RECV: return "SYN-RECV";
+    case TCP_FIN_WAIT1: return "FIN-WAIT-1";
+    case TCP_FIN_WAIT2: return "FIN-WAIT-2";
+    case TCP_TIME_WAIT: return "TIME-WAIT";
+    case TCP_CLOSE: return "CLOSE";
+    case TCP_CLOSE_WAIT: return "CLOSE-WAIT";
+    case TCP_LAST_ACK: return "LAST-ACK";
+    case TCP_LISTEN: return "LISTEN";
+    case TCP_CLOSING: return "CLOSING";
+    default: return "?";
+  }
 }
 
 }  // namespace
@@ -79,6 +105,35 @@ std::vector<int> listenersOpenedSince(const std::set<int>& before) {
     }
   }
   return out;
+}
+
+int shutDownStalledConnects(const std::set<int>& before) noexcept {
+  int shut = 0;
+  try {
+    for (int fd : openedSince(before)) {
+      tcp_info info{};
+      if (!tcpInfo(fd, info) || info.tcpi_state != TCP_SYN_SENT || info.tcpi_retransmits < 1) {
+        continue;
+      }
+      if (::shutdown(fd, SHUT_RDWR) == 0) ++shut;
+    }
+  } catch (const std::exception&) {
+    // Out of memory for the scan: nothing more is shut down.
+  }
+  return shut;
+}
+
+std::string tcpStatesOpenedSince(const std::set<int>& before) {
+  std::map<std::string, int> counts;
+  for (int fd : openedSince(before)) {
+    tcp_info info{};
+    if (tcpInfo(fd, info)) ++counts[stateName(info.tcpi_state)];
+  }
+  std::string out;
+  for (const auto& [state, n] : counts) {
+    out += (out.empty() ? "" : ", ") + state + " " + std::to_string(n);
+  }
+  return out.empty() ? "none" : out;
 }
 
 void shutDown(const std::vector<int>& fds) noexcept {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace ddp::detail {
@@ -26,6 +27,21 @@ std::vector<int> connectionsOpenedSince(const std::set<int>& before, uint16_t st
 // shutdown(2) of one fails its pending accept, which Gloo reports as that pair's error: safe at
 // any time.
 std::vector<int> listenersOpenedSince(const std::set<int>& before);
+
+// Shuts down the TCP sockets opened since `before` whose connect is still in progress (SYN-SENT)
+// though their SYN was sent again at least once: a peer that answers nothing (a frozen host, one
+// whose accept queue is full: a stopped process) leaves Gloo's connect waiting through every SYN
+// retry (tcp_syn_retries: ~2 min), and neither listenersOpenedSince() nor
+// connectionsOpenedSince() lists such a socket. shutdown(2) fails the connect with ECONNRESET,
+// which Gloo reports as that pair's error. Only after a retransmission: a connect that is about to
+// complete (the peer answers within microseconds on loopback, and only right after a SYN was sent)
+// must not be shut down, or Gloo's device thread finds it closed as it takes it as connected
+// (getpeername). The state is read right before each shutdown. Returns how many.
+int shutDownStalledConnects(const std::set<int>& before) noexcept;
+
+// The TCP states of the sockets opened since `before`, for a log line: "ESTABLISHED 2, SYN-SENT 1"
+// ("none" when there are none).
+std::string tcpStatesOpenedSince(const std::set<int>& before);
 
 // shutdown(2) of each, reads and writes.
 void shutDown(const std::vector<int>& fds) noexcept;
