@@ -380,7 +380,8 @@ void ElasticGroup::dropComm() {
   // every 10 ms): 20-30 ms on a loaded CPU, which this rank spends building the next communicator
   // instead; the retiring thread closes them meanwhile. (Not by abort(): its descriptors are
   // found by scanning, and in a process of several ranks they may be another's.) A closing
-  // socket only ever leaves the set the next build's scans start from, so they find no stranger.
+  // socket only ever leaves the set the next build's scans start from, so they find no stranger;
+  // a new socket that gets a number one of them had is still told apart (by its inode).
   if (retiring_.joinable()) retiring_.join();
   retiring_ = std::thread([comm = std::move(old)]() mutable { comm.reset(); });
 }

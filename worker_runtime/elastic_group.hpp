@@ -56,9 +56,9 @@
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -167,7 +167,7 @@ class ElasticGroup {
   std::unique_ptr<Communicator> comm_;
   // Guarded by commMutex_: a communicator is being built, and the sockets open before it began.
   bool building_ = false;
-  std::set<int> buildSockets_;
+  std::map<int, uint64_t> buildSockets_;  // detail::SocketTable
   class Guard;
   std::unique_ptr<Guard> guard_;  // comm() with a board
   // The watchdog's view of the training thread: the epoch the running collective started under

@@ -10,15 +10,18 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <set>
 #include <string>
 
 namespace ddp::detail {
 namespace {
 
-std::set<int> openedSince(const std::set<int>& before) {
+std::set<int> openedSince(const SocketTable& before) {
+  std::set<uint64_t> old;
+  for (const auto& [fd, inode] : before) old.insert(inode);
   std::set<int> opened;
-  for (int fd : socketDescriptors()) {
-    if (!before.count(fd)) opened.insert(fd);
+  for (const auto& [fd, inode] : socketDescriptors()) {
+    if (!old.count(inode)) opened.insert(fd);
   }
   return opened;
 }
@@ -67,8 +70,8 @@ const char* stateName(uint8_t state) {
 
 }  // namespace
 
-std::set<int> socketDescriptors() {
-  std::set<int> out;
+SocketTable socketDescriptors() {
+  SocketTable out;
   DIR* dir = ::opendir("/proc/self/fd");
   if (dir == nullptr) return out;
   while (dirent* e = ::readdir(dir)) {
@@ -77,9 +80,10 @@ std::set<int> socketDescriptors() {
     if (end == e->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;
     char target[64] = {};
     const std::string link = std::string("/proc/self/fd/") + e->d_name;
+    // "socket:[<inode>]"
     if (::readlink(link.c_str(), target, sizeof(target) - 1) > 0 &&
-        std::strncmp(target, "socket:", 7) == 0) {
-      out.insert(static_cast<int>(fd));
+        std::strncmp(target, "socket:[", 8) == 0) {
+      out[static_cast<int>(fd)] = std::strtoull(target + 8, nullptr, 10);
     }
   }
   ::closedir(dir);
@@ -87,11 +91,11 @@ std::set<int> socketDescriptors() {
 }
 
 
-std::vector<int> connectionsOpenedSince(const std::set<int>& before, uint16_t storePort) {
+std::vector<int> connectionsOpenedSince(const SocketTable& before, uint16_t storePort) {
   return pairSockets(openedSince(before), storePort);
 }
 
-std::vector<int> listenersOpenedSince(const std::set<int>& before) {
+std::vector<int> listenersOpenedSince(const SocketTable& before) {
   std::vector<int> out;
   for (int fd : openedSince(before)) {
     int listening = 0;
@@ -107,7 +111,7 @@ std::vector<int> listenersOpenedSince(const std::set<int>& before) {
   return out;
 }
 
-int shutDownStalledConnects(const std::set<int>& before) noexcept {
+int shutDownStalledConnects(const SocketTable& before) noexcept {
   int shut = 0;
   try {
     for (int fd : openedSince(before)) {
@@ -123,7 +127,7 @@ int shutDownStalledConnects(const std::set<int>& before) noexcept {
   return shut;
 }
 
-std::string tcpStatesOpenedSince(const std::set<int>& before) {
+std::string tcpStatesOpenedSince(const SocketTable& before) {
   std::map<std::string, int> counts;
   for (int fd : openedSince(before)) {
     tcp_info info{};
