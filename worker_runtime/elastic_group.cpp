@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -151,9 +150,9 @@ ElasticGroup::ElasticGroup(const WorkerEnv& env, const CommOptions& options)
 }
 
 void ElasticGroup::watchdog() {
-  std::optional<Clock::time_point> stuckSince;
+  Clock::time_point stuckSince{};
   uint32_t stuckOp = kIdle;  // the operation (its quorum's epoch) stuckSince etc. are about
-  bool listenersShut = false;
+  bool seen = false;         // stuckOp was seen superseded: stuckSince holds when
   bool aborted = false;
   bool warned = false;
   while (!stop_.load()) {
@@ -162,81 +161,86 @@ void ElasticGroup::watchdog() {
     if (op == kIdle || board_->epoch() == op || op != stuckOp) {
       // Idle, current, or another operation than the one seen stuck (the training thread moved
       // on to a newer quorum between two looks, which may be superseded in turn): start over.
-      stuckSince.reset();
-      listenersShut = false;
+      seen = false;
       aborted = false;
       warned = false;
       stuckOp = op;
       if (op == kIdle || board_->epoch() == op) continue;
     }
-    if (!stuckSince) stuckSince = Clock::now();
-    const auto stuck = Clock::now() - *stuckSince;
-    if (!listenersShut) {
-      // A build for a superseded quorum is of no use: its pairs still waiting for a peer to
-      // connect (Gloo waits its whole budget for one that died or moved on) fail at once.
-      std::lock_guard<std::mutex> lock(commMutex_);
-      if (building_ && opEpoch_.load(std::memory_order_acquire) == op) {
-        const auto listeners = detail::listenersOpenedSince(buildSockets_);
-        if (!listeners.empty()) {
-          logger("worker")->info("rank {}: the agent published a newer quorum while this rank "
-                                 "built its communicator; closing the {} pair(s) still waiting "
-                                 "for a peer", view_.rank, listeners.size());
-          detail::shutDown(listeners);
-        }
-      }
-      listenersShut = true;
-    }
-    if (stuck < kStuckGrace) continue;
-    if (!aborted) {
-      // A peer that vanished without closing its connections (a network cut, a frozen host), or
-      // one that moved on while this communicator was being built, holds the collective (or the
-      // build's barrier) for its whole budget: fail it now, as a closed connection would. (Only
-      // now: a connection Gloo has not yet taken as connected must not be shut down.)
-      std::lock_guard<std::mutex> lock(commMutex_);
-      if (opEpoch_.load(std::memory_order_acquire) == op) {
-        logger("worker")->warn("rank {}: {} of quorum {} is still blocked {} s after the agent "
-                               "published a newer quorum; aborting it", view_.rank,
-                               building_ ? "the build of the communicator" : "a collective",
-                               toString(view_.id),
-                               std::chrono::duration_cast<std::chrono::seconds>(kStuckGrace).count());
-        if (building_) {
-          detail::shutDown(detail::connectionsOpenedSince(buildSockets_, storePort_));
-        } else if (comm_) {
-          comm_->abort();
-        }
-      }
+    const bool firstLook = !seen;
+    if (firstLook) stuckSince = Clock::now();
+    seen = true;
+    freeSupersededBuild(op, firstLook);
+    const auto stuck = Clock::now() - stuckSince;
+    if (!aborted && stuck >= kStuckGrace) {
+      abortSuperseded(op);
       aborted = true;
-      continue;
+    } else if (aborted && !warned && stuck >= 2 * kStuckGrace) {
+      reportWedged(op, stuck);
+      warned = true;
     }
-    if (warned || stuck < 2 * kStuckGrace) continue;
-    if (building_) {
-      // A build whose connect is still in progress (a peer that never answered) is not freed by
-      // the shutdown above; left alone it would hold every other rank's next quorum for good.
-      // Its process is all that can end it: the agent replaces it (exit 3).
-      std::lock_guard<std::mutex> lock(commMutex_);
-      logger("worker")->error("rank {}: the build of the communicator of quorum {} is still "
-                              "blocked {} s after the agent published a newer quorum, though "
-                              "aborted; exiting so that the agent replaces this process",
-                              view_.rank, toString(view_.id),
-                              std::chrono::duration_cast<std::chrono::seconds>(stuck).count());
-      spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
-      std::_Exit(3);  // worker_main.hpp's kExitCommError
-    }
-    {
-      // The abort fails every wait of the communicator and every connection of a build, so this
-      // rank is wedged itself (a thread that does not come back from outside Gloo): it keeps its
-      // process (a healthy rank's memory, data and CUDA context are worth more than 2 s), and
-      // hang detection (ddprun --hang-timeout) replaces it if it makes no progress.
-      std::lock_guard<std::mutex> lock(commMutex_);
-      logger("worker")->warn("rank {}: {} of quorum {} is still blocked {} s after the agent "
-                             "published a newer quorum, though aborted; left to hang detection",
-                             view_.rank,
-                             building_ ? "the build of the communicator" : "a collective",
-                             toString(view_.id),
-                             std::chrono::duration_cast<std::chrono::seconds>(stuck).count());
-    }
-    warned = true;
   }
+}
+
+void ElasticGroup::freeSupersededBuild(uint32_t op, bool firstLook) {
+  // A build for a superseded quorum is of no use. Its pairs still waiting for a peer to connect
+  // (Gloo waits its whole budget for one that died or moved on) fail at once, and a connect to a
+  // peer that answers nothing (its SYN dropped: a stopped process's full accept queue, a frozen
+  // host) as soon as its SYN was retransmitted: Gloo would retry it for minutes.
+  std::lock_guard<std::mutex> lock(commMutex_);
+  if (!building_ || opEpoch_.load(std::memory_order_acquire) != op) return;
+  if (firstLook) {
+    const auto listeners = detail::listenersOpenedSince(buildSockets_);
+    if (!listeners.empty()) {
+      logger("worker")->info("rank {}: the agent published a newer quorum while this rank built "
+                             "its communicator; closing the {} pair(s) still waiting for a peer",
+                             view_.rank, listeners.size());
+      detail::shutDown(listeners);
+    }
+  }
+  const int connects = detail::shutDownStalledConnects(buildSockets_);
+  if (connects > 0) {
+    logger("worker")->info("rank {}: the agent published a newer quorum while this rank built "
+                           "its communicator; failing the {} connect(s) to a peer that has not "
+                           "answered", view_.rank, connects);
+  }
+}
+
+void ElasticGroup::abortSuperseded(uint32_t op) {
+  // A peer that vanished without closing its connections (a network cut, a frozen host), or one
+  // that moved on while this communicator was being built, holds the collective (or the build's
+  // barrier) for its whole budget: fail it now, as a closed connection would. (Only now: a
+  // connection Gloo has not yet taken as connected must not be shut down.)
+  std::lock_guard<std::mutex> lock(commMutex_);
+  if (opEpoch_.load(std::memory_order_acquire) != op) return;
+  logger("worker")->warn("rank {}: {} of quorum {} is still blocked {} s after the agent "
+                         "published a newer quorum; aborting it", view_.rank,
+                         building_ ? "the build of the communicator" : "a collective",
+                         toString(view_.id),
+                         std::chrono::duration_cast<std::chrono::seconds>(kStuckGrace).count());
+  if (building_) {
+    detail::shutDown(detail::connectionsOpenedSince(buildSockets_, storePort_));
+  } else if (comm_) {
+    comm_->abort();
+  }
+}
+
+void ElasticGroup::reportWedged(uint32_t op, Clock::duration stuck) {
+  // The abort fails every wait of the communicator, and every connection, listening pair and
+  // unanswered connect of a build, so this rank is wedged itself (a thread that does not come
+  // back from outside Gloo): it keeps its process (a healthy rank's memory, data and CUDA
+  // context are worth more than a few seconds), and hang detection (ddprun --hang-timeout)
+  // replaces it if it makes no progress.
+  std::lock_guard<std::mutex> lock(commMutex_);
+  if (opEpoch_.load(std::memory_order_acquire) != op) return;
+  logger("worker")->warn("rank {}: {} of quorum {} is still blocked {} s after the agent "
+                         "published a newer quorum, though aborted{}; left to hang detection",
+                         view_.rank, building_ ? "the build of the communicator" : "a collective",
+                         toString(view_.id),
+                         std::chrono::duration_cast<std::chrono::seconds>(stuck).count(),
+                         building_ ? " (its sockets: " +
+                                         detail::tcpStatesOpenedSince(buildSockets_) + ")"
+                                   : std::string());
 }
 
 Communicator& ElasticGroup::comm() {
@@ -376,7 +380,8 @@ void ElasticGroup::dropComm() {
   // every 10 ms): 20-30 ms on a loaded CPU, which this rank spends building the next communicator
   // instead; the retiring thread closes them meanwhile. (Not by abort(): its descriptors are
   // found by scanning, and in a process of several ranks they may be another's.) A closing
-  // socket only ever leaves the set the next build's scans start from, so they find no stranger.
+  // socket only ever leaves the set the next build's scans start from, so they find no stranger;
+  // a new socket that gets a number one of them had is still told apart (by its inode).
   if (retiring_.joinable()) retiring_.join();
   retiring_ = std::thread([comm = std::move(old)]() mutable { comm.reset(); });
 }

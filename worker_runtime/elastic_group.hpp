@@ -31,9 +31,12 @@
 // so the collective fails with CommError and the rank rebuilds like the others. A communicator
 // being built for a quorum that a newer one superseded (the first one a replacement process
 // builds included) has its pairs still listening for a peer shut down at once (Gloo waits its
-// whole budget for a peer that died or moved on), and the connections it opened 2 s later. The
-// process never ends for it: a rank still blocked after the abort is wedged itself, and is left to
-// hang detection (ddprun --hang-timeout), which replaces a rank that makes no progress.
+// whole budget for a peer that died or moved on), its connects that no peer answers as soon as
+// their SYN was sent again (Gloo's connect would wait through minutes of SYN retries for a stopped
+// peer's full accept queue or a frozen host), and the connections it opened 2 s later: the build
+// fails with CommError and the rank moves on to the newest quorum in its own process. The process
+// never ends for a superseded quorum: a rank still blocked after the abort is wedged itself, and
+// is left to hang detection (ddprun --hang-timeout), which replaces a rank that makes no progress.
 //
 // A rank that finished its last step says so (markFinished()): a replacement started after that,
 // or one waiting to build with it, gives up at once (CommError) instead of waiting its whole
@@ -53,9 +56,9 @@
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -140,6 +143,13 @@ class ElasticGroup {
   // generation finished the job.
   void checkFinished(const QuorumId& building);
   void watchdog();
+  // The watchdog's steps for an operation `op` (its quorum's epoch) that a newer quorum superseded:
+  // each pass, fails what of a build cannot complete (listening pairs on the first look, connects
+  // that no peer answers); after kStuckGrace, aborts the operation; after twice that, says the
+  // rank is wedged. Each does nothing once the training thread left `op`.
+  void freeSupersededBuild(uint32_t op, bool firstLook);
+  void abortSuperseded(uint32_t op);
+  void reportWedged(uint32_t op, std::chrono::steady_clock::duration stuck);
   // Takes comm_ away (under commMutex_) and destroys it: a Gloo one on retiring_ (joined before
   // the next one and by the destructor), any other here.
   void dropComm();
@@ -157,7 +167,7 @@ class ElasticGroup {
   std::unique_ptr<Communicator> comm_;
   // Guarded by commMutex_: a communicator is being built, and the sockets open before it began.
   bool building_ = false;
-  std::set<int> buildSockets_;
+  std::map<int, uint64_t> buildSockets_;  // detail::SocketTable
   class Guard;
   std::unique_ptr<Guard> guard_;  // comm() with a board
   // The watchdog's view of the training thread: the epoch the running collective started under

@@ -4,7 +4,6 @@
 
 #include <cstring>
 #include <exception>
-#include <set>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -72,7 +71,7 @@ GlooCommunicator::GlooCommunicator(const WorkerEnv& env, Store& store, const Com
                      ? localAddressTowards(env.masterAddr, env.masterPort)
                      : options.bindAddress;
   auto start = std::chrono::steady_clock::now();
-  const std::set<int> before = detail::socketDescriptors();
+  const detail::SocketTable before = detail::socketDescriptors();
   try {
     context_ = connect(rank_, size_, bindAddress_, store, options, abortSwitch_);
     // connectFullMesh can return on one side of a pair before the other side finished its

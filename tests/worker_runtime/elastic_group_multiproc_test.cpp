@@ -6,15 +6,20 @@
 // the port and ends with _exit.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,7 +28,11 @@
 #include "rendezvous/quorum/quorum_board.hpp"
 #include "rendezvous/server/store_server.hpp"
 #include "tests/worker_runtime/quorum_fixture.hpp"
+#include "worker_runtime/detail/gloo_store_adapter.hpp"
 #include "worker_runtime/elastic_group.hpp"
+#include "worker_runtime/worker_store.hpp"
+
+#include <gloo/transport/tcp/address.h>
 
 using namespace std::chrono_literals;
 using ddp::test::envFor;
@@ -132,6 +141,59 @@ class RankProcess {
 
 constexpr std::size_t kHalf = std::size_t(4) << 20;
 
+// A peer that accepts nothing: a loopback listener whose accept queue is full (backlog 0, one
+// connection queued), so the kernel drops every further SYN, as for a stopped process's pair.
+class DeafListener {
+ public:
+  DeafListener() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(listener_, 0) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address_), &len) != 0) {
+      throw std::runtime_error("deaf listener: bind/listen failed");
+    }
+    filler_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(filler_, reinterpret_cast<sockaddr*>(&address_), len) != 0) {
+      throw std::runtime_error("deaf listener: the filler connection failed");
+    }
+  }
+  ~DeafListener() {
+    ::close(filler_);
+    ::close(listener_);
+  }
+  uint16_t port() const { return ntohs(address_.sin_port); }
+  // Gloo's bytes for a pair listening here.
+  std::vector<char> glooAddress() const {
+    sockaddr_storage ss{};
+    std::memcpy(&ss, &address_, sizeof(address_));
+    return gloo::transport::tcp::Address(ss).bytes();
+  }
+
+ private:
+  int listener_ = -1;
+  int filler_ = -1;
+  sockaddr_in address_{};
+};
+
+// True when some socket of this network namespace is connecting (SYN-SENT) to 127.0.0.1:port.
+bool connectPendingTo(uint16_t port) {
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // the header
+  char remote[32];
+  std::snprintf(remote, sizeof remote, "0100007F:%04X", port);
+  while (std::getline(tcp, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, rem, state;
+    fields >> slot >> local >> rem >> state;
+    if (rem == remote && state == "02") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // The issue's "donor SIGKILLed while it hands its state over": Gloo never wakes a receive whose
@@ -221,4 +283,49 @@ TEST_CASE("a rank receiving from a peer killed halfway through the message joins
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(replacement.exitStatus(30s) == 0);
+}
+
+// A build superseded while its connect to a peer is still in progress (the peer answers no SYN)
+// used to end the rank's process 4 s after the newer quorum (before that, to hold it for the
+// ~2 min of SYN retries). Now the connect is failed and the rank builds the newest quorum in its
+// own process.
+TEST_CASE("a rank whose build connects to a peer that answers nothing joins the newest quorum in "
+          "its own process", "[elastic][multiproc]") {
+  ddp::QuorumBoard board(2);
+  auto options = ddp::test::glooOptions(20s);
+  // Bound above the deaf peer's 127.0.0.1, rank 0 is the side of the pair that connects (Gloo's
+  // pair: the higher address connects to the lower one's listener).
+  options.bindAddress = "127.0.0.2";
+  RankProcess rank0([&](uint16_t port, int report) {
+    ddp::ElasticGroup group(envFor(0, 2, port, board), options);  // quorum 0 never forms
+    float v = 3;
+    group.comm().allreduce(&v, 1, ddp::DataType::kFloat32, ddp::ReduceOp::kSum);
+    RankProcess::say(report, "quorum " + ddp::toString(group.view().id) + " sum " +
+                                 std::to_string(int(v)) + " pid " + std::to_string(::getpid()));
+    return 0;
+  });
+  DeafListener deaf;
+  ddp::StoreServerThread server(ddp::test::loopbackStore());
+  publishQuorum(board, 2, server.port(), 0);
+  // Rank 1 of quorum 0 publishes its pair's address, as Gloo's connectFullMesh would, and never
+  // accepts (ElasticGroup builds quorum q under "ddp/comm/q<q>"; Gloo adds "/gloo").
+  auto store = ddp::connectWorkerStore(envFor(1, 2, server.port(), board), 10s);
+  ddp::detail::GlooStoreAdapter adapter(*store, "ddp/comm/q0/gloo", 10s);
+  const std::string host = "deaf";
+  adapter.set("rank_1", std::vector<char>(host.begin(), host.end()));
+  adapter.set("1", deaf.glooAddress());
+  rank0.start(server.port());
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!connectPendingTo(deaf.port()) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);  // polls the kernel's table; no event says it changed
+  }
+  REQUIRE(connectPendingTo(deaf.port()));
+  // Its agent publishes quorum 1 without rank 1: rank 0 alone.
+  std::vector<std::pair<int, ddp::QuorumRecord>> alone{{0, ddp::test::recordFor(0, 1, server.port(), 1)}};
+  board.publish(alone);
+
+  CHECK(rank0.nextLine(30s) == "quorum 0.1 sum 3 pid " + std::to_string(rank0.pid()));
+  const int status = rank0.exitStatus(30s);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

@@ -2,20 +2,26 @@
 
 #include <dirent.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <map>
+#include <set>
 #include <string>
 
 namespace ddp::detail {
 namespace {
 
-std::set<int> openedSince(const std::set<int>& before) {
+std::set<int> openedSince(const SocketTable& before) {
+  std::set<uint64_t> old;
+  for (const auto& [fd, inode] : before) old.insert(inode);
   std::set<int> opened;
-  for (int fd : socketDescriptors()) {
-    if (!before.count(fd)) opened.insert(fd);
+  for (const auto& [fd, inode] : socketDescriptors()) {
+    if (!old.count(inode)) opened.insert(fd);
   }
   return opened;
 }
@@ -39,10 +45,33 @@ std::vector<int> pairSockets(const std::set<int>& fds, uint16_t storePort) {
   return out;
 }
 
+// The socket's TCP state and SYN retransmissions; false when it is no TCP socket.
+bool tcpInfo(int fd, tcp_info& info) {
+  socklen_t len = sizeof(info);
+  return ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0;
+}
+
+const char* stateName(uint8_t state) {
+  switch (state) {
+    case TCP_ESTABLISHED: return "ESTABLISHED";
+    case TCP_SYN_SENT: return "SYN-SENT";
+    case TCP_SYN_RECV: return "SYN-RECV";
+    case TCP_FIN_WAIT1: return "FIN-WAIT-1";
+    case TCP_FIN_WAIT2: return "FIN-WAIT-2";
+    case TCP_TIME_WAIT: return "TIME-WAIT";
+    case TCP_CLOSE: return "CLOSE";
+    case TCP_CLOSE_WAIT: return "CLOSE-WAIT";
+    case TCP_LAST_ACK: return "LAST-ACK";
+    case TCP_LISTEN: return "LISTEN";
+    case TCP_CLOSING: return "CLOSING";
+    default: return "?";
+  }
+}
+
 }  // namespace
 
-std::set<int> socketDescriptors() {
-  std::set<int> out;
+SocketTable socketDescriptors() {
+  SocketTable out;
   DIR* dir = ::opendir("/proc/self/fd");
   if (dir == nullptr) return out;
   while (dirent* e = ::readdir(dir)) {
@@ -51,9 +80,10 @@ std::set<int> socketDescriptors() {
     if (end == e->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;
     char target[64] = {};
     const std::string link = std::string("/proc/self/fd/") + e->d_name;
+    // "socket:[<inode>]"
     if (::readlink(link.c_str(), target, sizeof(target) - 1) > 0 &&
-        std::strncmp(target, "socket:", 7) == 0) {
-      out.insert(static_cast<int>(fd));
+        std::strncmp(target, "socket:[", 8) == 0) {
+      out[static_cast<int>(fd)] = std::strtoull(target + 8, nullptr, 10);
     }
   }
   ::closedir(dir);
@@ -61,11 +91,11 @@ std::set<int> socketDescriptors() {
 }
 
 
-std::vector<int> connectionsOpenedSince(const std::set<int>& before, uint16_t storePort) {
+std::vector<int> connectionsOpenedSince(const SocketTable& before, uint16_t storePort) {
   return pairSockets(openedSince(before), storePort);
 }
 
-std::vector<int> listenersOpenedSince(const std::set<int>& before) {
+std::vector<int> listenersOpenedSince(const SocketTable& before) {
   std::vector<int> out;
   for (int fd : openedSince(before)) {
     int listening = 0;
@@ -79,6 +109,35 @@ std::vector<int> listenersOpenedSince(const std::set<int>& before) {
     }
   }
   return out;
+}
+
+int shutDownStalledConnects(const SocketTable& before) noexcept {
+  int shut = 0;
+  try {
+    for (int fd : openedSince(before)) {
+      tcp_info info{};
+      if (!tcpInfo(fd, info) || info.tcpi_state != TCP_SYN_SENT || info.tcpi_retransmits < 1) {
+        continue;
+      }
+      if (::shutdown(fd, SHUT_RDWR) == 0) ++shut;
+    }
+  } catch (const std::exception&) {
+    // Out of memory for the scan: nothing more is shut down.
+  }
+  return shut;
+}
+
+std::string tcpStatesOpenedSince(const SocketTable& before) {
+  std::map<std::string, int> counts;
+  for (int fd : openedSince(before)) {
+    tcp_info info{};
+    if (tcpInfo(fd, info)) ++counts[stateName(info.tcpi_state)];
+  }
+  std::string out;
+  for (const auto& [state, n] : counts) {
+    out += (out.empty() ? "" : ", ") + state + " " + std::to_string(n);
+  }
+  return out.empty() ? "none" : out;
 }
 
 void shutDown(const std::vector<int>& fds) noexcept {
