@@ -23,7 +23,7 @@ torch_in_place_worker.py (ddprun.torch, torch 1.13, Gloo on the CPU) with --rest
                      (the new quorum outlives the collective); continued, the job ends bit-identical
   node_loss          2x2 with nnodes 1:2: node 1's agent SIGKILLed; node 0's workers keep their pids
                      and go on at world 2; a new agent grows the world back to 4
-  bad_nothing, bad_no_state_dict, bad_steps_twice, bad_nccl
+  bad_nothing, bad_sampler_only, bad_no_state_dict, bad_steps_twice, bad_nccl, bad_find_unused
                      a script that registers nothing / an object without state_dict / calls
                      g.steps twice / asks for NCCL on this CPU box: the job fails at once with one
                      line naming the cause
@@ -510,9 +510,12 @@ def node_loss(h):
 
 BAD = {
     "bad_nothing": ("nothing", r"g\.steps\(\) before g\.state\(\.\.\.\)"),
-    "bad_no_state_dict": ("no_state_dict", r"g\.state\(counter=\.\.\.\): a object has no state_dict\(\)"),
+    "bad_sampler_only": ("sampler_only", r"g\.steps\(\) before g\.state\(\.\.\.\)"),
+    "bad_no_state_dict": ("no_state_dict",
+                          r"g\.state\(counter=\.\.\.\): an object of type object has no state_dict"),
     "bad_steps_twice": ("steps_twice", r"g\.steps\(\) was called twice"),
     "bad_nccl": ("nccl", r"nccl"),
+    "bad_find_unused": ("find_unused", r"find_unused_parameters=True\) does not recover in place"),
 }
 
 

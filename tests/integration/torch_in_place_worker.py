@@ -58,7 +58,9 @@ import torch.distributed as dist  # noqa: E402
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
-net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+# BatchNorm: a forward changes its running statistics, which a failed step must put back.
+net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.BatchNorm1d(64), torch.nn.ReLU(),
+                          torch.nn.Linear(64, 4))
 opt = torch.optim.AdamW(net.parameters(), lr=2e-3)
 sched = torch.optim.lr_scheduler.StepLR(opt, 40, 0.5)
 gen = torch.Generator()
@@ -71,13 +73,18 @@ log_fd = os.open(os.path.join(a.out, "steps.%d.log" % os.getpid()),
 
 
 def crcs(module, optimizer):
-    params = zlib.crc32(b"".join(t.detach().numpy().tobytes() for t in module.parameters()))
+    params = zlib.crc32(b"".join(t.detach().numpy().tobytes()  # parameters and buffers
+                                 for t in module.state_dict().values()))
     optim = zlib.crc32(b"".join(v.numpy().tobytes() for s in optimizer.state_dict()["state"].values()
                                 for v in s.values() if torch.is_tensor(v)))
     return params, optim
 
 
 def finish(rank, step):
+    # Each rank's BatchNorm statistics are its own last batch's (DDP broadcasts rank 0's at the
+    # start of a forward): take rank 0's, deterministic with and without faults.
+    for buf in net.buffers():
+        dist.broadcast(buf, 0)
     params, optim = crcs(net, opt)
     with open(os.path.join(a.out, "final.%d" % rank), "w") as f:
         f.write("pid %d step %d params %08x optim %08x\n" % (os.getpid(), step, params, optim))
@@ -166,10 +173,10 @@ def main():
     else:
         sampler = ddprun.torch.DistributedSampler(range(a.samples), seed=0, group=g)
     loader = torch.utils.data.DataLoader(sampler.dataset, batch_size=a.batch, sampler=sampler)
-    model = g.ddp(net)
+    model = g.ddp(net, find_unused_parameters=True) if a.mode == "find_unused" else g.ddp(net)
     if a.mode == "no_state_dict":
         g.state(model=net, optimizer=opt, counter=object())
-    elif a.mode != "nothing":
+    elif a.mode not in ("nothing", "sampler_only"):  # sampler_only: the sampler registered itself
         g.state(model=net, optimizer=opt, scheduler=sched)
     if a.mode == "steps_twice":
         g.steps(a.steps)

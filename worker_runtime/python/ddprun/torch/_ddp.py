@@ -37,6 +37,13 @@ class ElasticDDP:
             if refused in ddp_kwargs:
                 raise UsageError("g.ddp(..., %s=...): the group chooses it (the current "
                                  "quorum's)" % refused)
+        if ddp_kwargs.get("find_unused_parameters"):
+            # torch reduces its map of the parameters a step used outside the comm hook: a peer's
+            # death would raise into loss.backward() and cost every rank its process.
+            raise UsageError("g.ddp(..., find_unused_parameters=True) does not recover in place "
+                             "(DDP reduces its used-parameter map outside the group's hook); "
+                             "make every parameter take part in the loss, or run with "
+                             "--restart-scope=all")
         self.__dict__.update(_group=group, _module=module, _kwargs=dict(ddp_kwargs), _ddp=None)
 
     # DDP is made once the state is agreed (g.steps() and every recovery), so that its first

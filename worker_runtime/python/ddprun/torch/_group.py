@@ -14,6 +14,7 @@ torch.distributed (torchrun, --restart-scope=all, env:// by hand).
 Thread safety: the training thread calls everything; a watchdog thread of the group's own watches
 the board (it shuts down the connections of a build or a collective that a newer quorum superseded)."""
 import contextlib
+import copy
 import datetime
 import functools
 import os
@@ -59,6 +60,8 @@ class Group:
         self._objects = {}           # name -> registered object (g.state)
         self._ddps = []              # ElasticDDP wrappers to rebuild after a recovery
         self._sampler = None
+        self._sampler_adopted = False
+        self._undo = []              # (restore, saved) of the running step: what a failure puts back
         self._on_rewind = []         # g.batches() iterators: a recovery drops their loader iterator
         self._step = 0
         self._failed = None          # why the running step failed (a line), or None
@@ -184,6 +187,7 @@ class Group:
 
     def _adopt_sampler(self, sampler):
         self.state(sampler=sampler)
+        self._sampler_adopted = True  # registered by the sampler itself: not the script's state
         if self._board is not None:
             sampler._group = self
 
@@ -215,7 +219,7 @@ class Group:
         state says). A step whose collectives failed is yielded again after the recovery."""
         if self._steps_started:
             raise UsageError("g.steps() was called twice; one loop per process")
-        if not self._objects:
+        if not [n for n in self._objects if not (n == "sampler" and self._sampler_adopted)]:
             raise UsageError("g.steps() before g.state(...): register the model and "
                              "optimizer (anything with state_dict) so a recovery can restore them")
         self._steps_started = True
@@ -239,6 +243,7 @@ class Group:
             if self._board_moved():
                 self._settle(self._recover, "the agent published a newer quorum")
             self._failed = None
+            self._save_for_undo()
             yield self._step + 1
             if self._failed is None:
                 self._step += 1
@@ -246,6 +251,7 @@ class Group:
                     self._sampler._ddprun_commit(self.world_size)
                 report(self._step)
             else:
+                self._undo_step()
                 self._settle(self._recover, self._failed)
         self._mark(_keys.finished, "rank %d of quorum %s" % (self.rank, _board.quorum_name(self.quorum)))
 
@@ -265,6 +271,45 @@ class Group:
                     reason = str(e)
         except _RecoveryFailed as e:
             _fatal(str(e))
+
+    def _save_for_undo(self):
+        """What a step may change besides the parameters (the optimizer's step() does nothing in a
+        failed step): every registered module's buffers (BatchNorm's running statistics, which a
+        forward updates) and the state of every other registered object but optimizers and the
+        sampler (a scheduler, a GradScaler: a failed step's update() is put back). Small next to
+        the model; copied before every step."""
+        undo = []
+        for obj in self._objects.values():
+            if isinstance(obj, torch.nn.Module):
+                buffers = [b for b in obj.buffers()]
+                if buffers:
+                    undo.append((_restore_buffers, (buffers, [b.detach().clone() for b in buffers])))
+            elif not isinstance(obj, torch.optim.Optimizer) and obj is not self._sampler:
+                undo.append((obj.load_state_dict, copy.deepcopy(obj.state_dict())))
+        self._undo = undo
+
+    def _undo_step(self):
+        for restore, saved in self._undo:
+            restore(saved)
+        self._undo = []
+
+    def all_reduce(self, tensor, op=None):
+        """dist.all_reduce for the loop body's own collectives (a metric to log): when a peer died
+        it fails the step instead of raising, and leaves `tensor` as it was. Returns `tensor`.
+        Outside the in-place mode it is dist.all_reduce."""
+        op = dist.ReduceOp.SUM if op is None else op
+        if self._board is None:
+            dist.all_reduce(tensor, op=op)
+            return tensor
+        if self._failed is not None:
+            return tensor
+        before = tensor.detach().clone()
+        try:
+            dist.all_reduce(tensor, op=op)
+        except RuntimeError as e:
+            tensor.detach().copy_(before)
+            self._fail_step("all_reduce: %s" % _one_line(e))
+        return tensor
 
     def _fail_step(self, reason):
         """Called from DDP's collectives (any thread): the running step failed."""
@@ -523,6 +568,13 @@ class _StepFailed(Exception):
 
 class _RecoveryFailed(Exception):
     """No recovery is possible (no quorum came, the state is lost, the job finished)."""
+
+
+def _restore_buffers(saved):
+    buffers, copies = saved
+    with torch.no_grad():
+        for b, c in zip(buffers, copies):
+            b.copy_(c)
 
 
 def _progress():

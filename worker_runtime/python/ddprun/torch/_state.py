@@ -11,8 +11,9 @@ from ._errors import UsageError
 def check_registrable(name, obj):
     for method in ("state_dict", "load_state_dict"):
         if not callable(getattr(obj, method, None)):
-            raise UsageError("g.state(%s=...): a %s has no %s(); register objects with state_dict() "
-                             "and load_state_dict() (a module, an optimizer, a scheduler, a sampler)"
+            raise UsageError("g.state(%s=...): an object of type %s has no %s(); register objects "
+                             "with state_dict() and load_state_dict() (a module, an optimizer, a "
+                             "scheduler, a sampler)"
                              % (name, type(obj).__name__, method))
 
 
