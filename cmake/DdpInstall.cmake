@@ -89,5 +89,12 @@ install(FILES configs/quickstart.json configs/pytorchjob.yaml
 # -- ddprund as a system service --
 configure_file(scripts/package/ddprund.service.in ${ddp_gen}/ddprund.service @ONLY)
 install(FILES ${ddp_gen}/ddprund.service DESTINATION lib/systemd/system COMPONENT service)
-install(FILES scripts/package/ddprund.default DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/default
+# /etc with prefix /usr (the package), else <prefix>/etc, so `cmake --install --prefix P` writes
+# under P only. The unit's ExecStart names the prefix given at configure time.
+if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+  set(ddp_sysconfdir /etc)
+else()
+  set(ddp_sysconfdir ${CMAKE_INSTALL_SYSCONFDIR})
+endif()
+install(FILES scripts/package/ddprund.default DESTINATION ${ddp_sysconfdir}/default
         RENAME ddprund COMPONENT service)

@@ -4,8 +4,8 @@
 #
 # version = the project's version + the number of commits + the commit: 0.1.0+1234.g2fd8e8889d48
 # (".dirty" appended when tracked files differ from the commit), so a later commit of one branch
-# sorts later for apt. A tree of its own, configured for /usr: CPU build (CUDA and NCCL are no
-# Debian packages), no tests, man pages required.
+# sorts later for apt. A tree of its own, configured for /usr with dpkg-buildflags' hardening: CPU
+# build (CUDA and NCCL are no Debian packages), no tests, man pages required.
 #
 #   DDP_PACKAGE_BUILD_DIR  the build tree (default build-package)
 #   DDP_JOBS               parallel compile jobs (default: the number of CPUs)
@@ -24,7 +24,13 @@ else
   version="$base"
   date=""
 fi
+# Debian's hardening flags (all of them: fortify, stack protector, relro + bindnow, ...).
+export DEB_BUILD_MAINT_OPTIONS=hardening=+all
+cxxflags="$(dpkg-buildflags --get CPPFLAGS) $(dpkg-buildflags --get CXXFLAGS)"
+ldflags=$(dpkg-buildflags --get LDFLAGS)
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
+  -DCMAKE_CXX_FLAGS="$cxxflags" -DCMAKE_EXE_LINKER_FLAGS="$ldflags" \
+  -DCMAKE_SHARED_LINKER_FLAGS="$ldflags" \
   -DDDP_WITH_CUDA=OFF -DDDP_BUILD_TESTS=OFF -DDDP_MAN_PAGES=ON \
   -DDDP_PACKAGE_VERSION="$version" -DDDP_PACKAGE_DATE="$date" >/dev/null
 cmake --build "$BUILD_DIR" -j "${DDP_JOBS:-$(nproc)}" --target ddp_programs ddp_docs
