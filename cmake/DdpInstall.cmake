@@ -25,7 +25,8 @@ set_property(CACHE DDP_MAN_PAGES PROPERTY STRINGS AUTO ON OFF)
 
 install(TARGETS ddprun ddprund train RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT programs)
 if(TARGET ddp_train_cuda)
-  install(TARGETS ddp_train_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT programs)
+  # lib, not the multiarch libdir: train dlopens <its bin>/../lib/libddp_train_cuda.so
+  install(TARGETS ddp_train_cuda LIBRARY DESTINATION lib COMPONENT programs)
 endif()
 
 # -- the Python package, and the agent's link to it --
