@@ -25,6 +25,9 @@ PACKAGES=(
   gdb python3-matplotlib
   # tests of the status pages: promtool (Prometheus' text-format checker), headless Chromium
   prometheus chromium
+  # the Debian package (scripts/package.sh, tests/package): man pages from --help, the package's
+  # checks, systemd-analyze verify of the unit, a Debian 12 root to install it in, completion tests
+  help2man dpkg-dev lintian systemd debootstrap bash-completion
 )
 
 missing=()

@@ -4,7 +4,9 @@
 # in a second, small tree (${DDP_SANITIZE_BUILD_DIR:-build-sanitize}: only those targets) and runs
 # them.
 # Extra arguments go to the first ctest (e.g. -L unit, -R store). DDP_SANITIZE_TESTS=0 skips the
-# sanitizer tree; DDP_STORM_TESTS=1 adds the fault storms (label storm). DDP_TEST_JOBS: tests
+# sanitizer tree; DDP_STORM_TESTS=1 adds the fault storms (label storm). The package test (label
+# package) builds the .deb in build-package and installs it in a Debian 12 root (skipped, exit 77,
+# without the Debian mirror). DDP_TEST_JOBS: tests
 # run at once (default 2). Prints the build's time (every target, the tests included), the
 # suite's, and the total.
 set -euo pipefail

@@ -1,6 +1,7 @@
 // train: the reference data-parallel worker (see trainer/train_main.hpp for usage).
 #include <CLI/CLI.hpp>
 
+#include "rendezvous/base/build_info.hpp"
 #include "trainer/train_main.hpp"
 #include "worker_runtime/worker_main.hpp"
 
@@ -46,6 +47,9 @@ int parseAndRun(int argc, char** argv) {
   make->add_option("--shards", data.shards, "number of shard files")->required();
   make->add_option("--seed", data.seed, "seed of the teacher network and the features");
   app.require_subcommand(0, 1);
+  std::string version = ddp::versionText("train");
+  version.pop_back();  // CLI11 prints its own newline
+  app.set_version_flag("--version", version);
   try {
     app.parse(argc, argv);
     if (!make->parsed() && train.config.empty()) {

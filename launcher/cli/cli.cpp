@@ -16,6 +16,7 @@
 #include "launcher/numa/nproc.hpp"
 #include "launcher/numa/numa_setup.hpp"
 #include "launcher/numa/virtual_devices.hpp"
+#include "rendezvous/base/build_info.hpp"
 
 namespace ddp {
 namespace {
@@ -340,7 +341,7 @@ void checkConsistency(const LaunchConfig& c) {
 LaunchConfig parseCommandLine(const std::vector<std::string>& args, const EnvLookup& getenv) {
   auto raw = detail::splitCommandLine(args);
   if (raw.help) throw InfoRequested(helpText());
-  if (raw.version) throw InfoRequested(std::string("ddprun ") + DDP_VERSION_STRING + "\n");
+  if (raw.version) throw InfoRequested(versionText("ddprun"));
   LaunchConfig config;
   Resolver resolver(raw, getenv, config);
   resolveWorkers(resolver, config, getenv);

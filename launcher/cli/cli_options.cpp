@@ -131,7 +131,7 @@ std::vector<OptionSpec> buildTable() {
                        "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (${rank} ...) is read (default '" +
                            LaunchConfig{}.logPrefix + "')", kLogs),
               {"DDP_LOG_PREFIX"}),
-      withEnv(torchOpt("log_level", false, "LEVEL", "trace, debug, info, warn, error, critical or off (default info)", kLogs),
+      withEnv(torchOpt("log_level", false, "trace|debug|info|warn|error|critical|off", "how much ddprun logs (default info)", kLogs),
               {"DDP_LOG_LEVEL"}),
       torchOpt("event_log_handler", false, "NAME", "accepted for compatibility and ignored", kLogs),
       withEnv(torchOpt("logs_specs", false, "NAME", "accepted for compatibility and ignored", kLogs), {}),

@@ -3,8 +3,13 @@
 //
 //   <bin>/../python/ddprun             the build tree (CMake links build/python/ddprun to
 //                                      worker_runtime/python/ddprun)
-//   <bin>/../lib/ddprun/python/ddprun  an installed ddprun (CMake's install rule, <prefix>/bin)
+//   <bin>/../lib/ddprun/python/ddprun  an installed ddprun (cmake/DdpInstall.cmake, <prefix>/bin):
+//                                      a link to <prefix>/lib/python3/dist-packages/ddprun, where
+//                                      Debian's python3 finds it too (the .deb's prefix is /usr)
 //
+// Never the dist-packages folder itself: that would put every system package ahead of a venv's
+// own. Neither found: the workers' PYTHONPATH is the agent's, and `import ddprun` works where the
+// interpreter has the package (dist-packages, pip).
 // Thread safety: reads the file system only; no shared state.
 #pragma once
 

@@ -81,11 +81,11 @@ std::unique_ptr<DdprundStatus> startStatus(const DdprundOptions& options, StoreS
   }
 }
 
-// Raises the descriptor limit and says what it holds: a warning when it holds fewer connections
-// than asked for (--max-connections), or than a large job needs.
-void raiseDescriptorLimit(const DdprundOptions& options) {
+// Says what the raised descriptor limit holds: a warning when it holds fewer connections than
+// asked for (--max-connections), or than a large job needs. Logged once the server stands, so a
+// daemon that cannot start says only why.
+void reportDescriptorLimit(const DdprundOptions& options, const FdLimit& limit) {
   auto log = logger("store");
-  const FdLimit limit = raiseFdLimit();
   const std::size_t room = connectionRoom(limit.soft);
   log->info("ddprund: file descriptors: {}: up to {} connections{}", limit.describe(),
             options.maxConnections == 0 ? room : std::min(room, options.maxConnections),
@@ -131,7 +131,7 @@ int runDdprund(const DdprundOptions& options) {
   setupLogging(options.logLevel);
   auto log = logger("store");
   boost::asio::io_context io(1);
-  raiseDescriptorLimit(options);
+  const FdLimit limit = raiseFdLimit();  // before the server: its connections count against it
   StoreServerOptions serverOptions = serverOptionsOf(options);
   try {  // an unreadable token file or unusable TLS files are bad flags (exit 2)
     if (!options.tokenFile.empty()) serverOptions.token = readTokenFile(options.tokenFile);
@@ -165,6 +165,7 @@ int runDdprund(const DdprundOptions& options) {
     return kDdprundCannotListen;
   }
   server->start();
+  reportDescriptorLimit(options, limit);
   log->info("ddprund: memory budget {} MiB (--max-memory{})", server->stats().memoryLimit >> 20,
             options.maxMemoryBytes == 0 ? ", default" : "");
   std::cout << "listening on " << server->address() << std::endl;

@@ -15,7 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "ddp_version.hpp"
+#include "rendezvous/base/build_info.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/daemon/ddprund.hpp"
 
@@ -166,7 +166,10 @@ void addFlags(CLI::App& app, DdprundFlags& flags) {
   addSecurityFlags(app, flags);
   addDurabilityFlags(app, flags);
   addStatusFlags(app, flags);
-  app.set_version_flag("--version", std::string("ddprund ") + DDP_VERSION_STRING);
+  // CLI11 prints the text with a newline of its own.
+  std::string version = ddp::versionText("ddprund");
+  version.pop_back();
+  app.set_version_flag("--version", version);
 }
 
 // The uids of --allow-users ("alice,1001"). Throws ConfigError naming an unknown user.

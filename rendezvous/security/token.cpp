@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include <openssl/crypto.h>
@@ -33,7 +35,7 @@ std::string trimmed(const std::string& line) {
 
 std::string readTokenFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw ConfigError("cannot read the token file '" + path + "'");
+  if (!in) throw ConfigError("cannot read the token file '" + path + "': " + std::strerror(errno));
   std::string line;
   std::getline(in, line);
   if (in.bad()) throw ConfigError("cannot read the token file '" + path + "'");

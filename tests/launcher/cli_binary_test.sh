@@ -1,12 +1,19 @@
 #!/bin/sh
-# The real ddprun binary: --help and --version exit 0; usage errors print one line and exit 2.
+# The real ddprun binary: --help and --version exit 0 (ddprund's --version too); usage errors print one line and exit 2.
 set -u
 bin="$DDP_BIN_DIR/ddprun"
 tmp="${DDP_TEST_TMP:-/tmp}"
 fail() { echo "FAIL: $*"; exit 1; }
 
-out=$("$bin" --version) || fail "--version exited $?"
-case "$out" in "ddprun "[0-9]*) ;; *) fail "--version printed '$out'" ;; esac
+# --version (ddprun and ddprund): the version, the commit this tree is at, the dialects.
+commit=$(git -C "$DDP_SOURCE_DIR" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+for prog in ddprun ddprund; do
+  out=$("$DDP_BIN_DIR/$prog" --version) || fail "$prog --version exited $?"
+  case "$out" in "$prog "[0-9]*) ;; *) fail "$prog --version printed '$out'" ;; esac
+  echo "$out" | grep -q "^commit $commit" || fail "$prog --version: no 'commit $commit' in '$out'"
+  echo "$out" | grep -qx "torch TCPStore dialects: 1.13/2.0 (v1a), 2.1 (v1b), 2.2+ (v2)" ||
+    fail "$prog --version: no dialects in '$out'"
+done
 
 "$bin" --help > "$tmp/help.txt" || fail "--help exited $?"
 for flag in --nproc-per-node --nnodes --rdzv-endpoint --standalone --tee --signals-to-handle; do

@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "ddp_version.hpp"
+#include "rendezvous/base/build_info.hpp"
 #include "launcher/cli/cli.hpp"
 #include "launcher/cli/python_package.hpp"
 #include "tests/launcher/cli_test_util.hpp"
@@ -292,7 +293,11 @@ TEST_CASE("--help and --version are not errors", "[cli]") {
     parse({"--version"}, {{"PET_NNODES", "broken"}});
     FAIL("no InfoRequested");
   } catch (const ddp::InfoRequested& info) {
-    CHECK(info.text() == std::string("ddprun ") + DDP_VERSION_STRING + "\n");
+    CHECK(info.text() == ddp::versionText("ddprun"));
+    CHECK_THAT(info.text(), Catch::StartsWith(std::string("ddprun ") + DDP_VERSION_STRING + "\n"));
+    CHECK_THAT(info.text(), Catch::Contains("\ncommit " + std::string(ddp::buildCommit()) + "\n"));
+    CHECK_THAT(info.text(), Catch::Contains("torch TCPStore dialects: 1.13/2.0 (v1a), 2.1 (v1b), "
+                                            "2.2+ (v2)\n"));
   }
   CHECK_THROWS_AS(parse({"-h"}), ddp::InfoRequested);
   try {
@@ -320,7 +325,7 @@ TEST_CASE("main's view: exit 0 for --version, 2 and one line for a usage error",
   std::cerr.rdbuf(oldErr);
   CHECK(version.exitCode == 0);
   CHECK_FALSE(version.config);
-  CHECK(out.str() == std::string("ddprun ") + DDP_VERSION_STRING + "\n");
+  CHECK(out.str() == ddp::versionText("ddprun"));
   CHECK(bad.exitCode == ddp::kUsageExitCode);
   CHECK(bad.exitCode == 2);
   CHECK(err.str() == "ddprun: error: --nnodes '0': need 0 < MIN <= MAX, got MIN=0 MAX=0\n");

@@ -131,8 +131,12 @@ std::optional<uint64_t> decodeFileHeader(std::string_view bytes, FileKind kind,
   }
   const auto version = getLe<uint32_t>(bytes.data() + 8);
   if (version != kDataFormatVersion) {
-    error = "written in data format " + std::to_string(version) + "; this ddprund reads format " +
-            std::to_string(kDataFormatVersion) + " only";
+    // Format 1 is the first: every file ddprund ever wrote has this header, so there is no older,
+    // unversioned file to load; anything else was written by a newer ddprund (or is damaged).
+    error = "written in data format " + std::to_string(version) +
+            (version > kDataFormatVersion ? " by a newer ddprund" : "") +
+            "; this ddprund reads format " + std::to_string(kDataFormatVersion) +
+            " only: run the ddprund that wrote it, or start on another --data-dir";
     return std::nullopt;
   }
   return getLe<uint64_t>(bytes.data() + 12);

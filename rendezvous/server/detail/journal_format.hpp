@@ -3,6 +3,8 @@
 // Two kinds of file, both a header then records:
 //   header  = 8 bytes magic ("DDPRJNL\0" journal, "DDPRSNP\0" snapshot), u32 format version
 //             (kDataFormatVersion), u64 generation                                 (20 bytes)
+//             Format 1 is the first and every file ddprund ever wrote carries it; a file of
+//             another version (a newer ddprund's) is refused whole, never read in part.
 //   record  = u32 payload length, u32 CRC-32 (zlib) of the payload, payload
 //   payload = one or more mutations, each u32 length + mutation bytes; a journal record holds what
 //             one batch of requests changed (applied together or not at all on replay)
