@@ -59,8 +59,11 @@ function(ddp_man_page program section include)
   add_custom_command(
     OUTPUT ${page}.gz
     COMMAND ${CMAKE_COMMAND} -E make_directory ${ddp_gen}/man
-    # Through PATH, so the page says "ddprund", never the build tree's path.
-    COMMAND ${CMAKE_COMMAND} -E env PATH=$<TARGET_FILE_DIR:ddprun>:$ENV{PATH}
+    # Through PATH, so the page says "ddprund", never the build tree's path. Prepended when the
+    # command runs, never baked in from the configuring shell: a reconfigure under another PATH
+    # (the README test's quick start) changed the rule, and CMake deletes the outputs of a changed
+    # rule (CMakeFiles/CMakeRuleHashes.txt) — the man pages vanished from a built tree.
+    COMMAND ${CMAKE_COMMAND} -E env --modify PATH=path_list_prepend:$<TARGET_FILE_DIR:ddprun>
             ${DDP_HELP2MAN} --no-info --section=${section}
             --include=${PROJECT_SOURCE_DIR}/${include} --output=${page} ${program}
     COMMAND gzip -9nf ${page}

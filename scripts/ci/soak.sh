@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # soak.sh N [ctest args]: runs the whole CTest suite N times with CPU hogs beside it, the way a
 # busy 2-core CI machine runs it. Builds first (scripts/build.sh). Prints one line per round and a
-# tally; exits 1 when any round failed. The failing rounds' ctest output is kept in
-# $BUILD_DIR/soak/round-<i>.log.
+# tally; exits 1 when any round failed. Like scripts/test.sh it leaves out the label `long`. The
+# failing rounds' ctest output is kept in $BUILD_DIR/soak/round-<i>.log.
 #
 # Each round also runs the short storm (scripts/ci/storm.py, the CTest entries labelled `storm`)
 # on its own after the suite, with the hogs still running, so that its faults do not land among
@@ -43,7 +43,7 @@ for ((i = 1; i <= ROUNDS; i++)); do
   log="$BUILD_DIR/soak/round-$i.log"
   start=$(date +%s)
   status=passed
-  if ! ctest --test-dir "$BUILD_DIR" -j "${DDP_TEST_JOBS:-2}" --output-on-failure -LE storm "$@" \
+  if ! ctest --test-dir "$BUILD_DIR" -j "${DDP_TEST_JOBS:-2}" --output-on-failure -LE "storm|long" "$@" \
       >"$log" 2>&1; then
     status=FAILED
   fi
