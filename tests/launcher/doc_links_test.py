@@ -3,8 +3,9 @@
 Checked: each relative link `[text](target)` and image `![alt](target)` of README.md and
 docs/*.md (outside code blocks and code spans) names a file or folder that exists, and its
 `#anchor`, if any, is a heading of that page (or of the same page for a bare `#anchor`); each
-`docs/<page>.md` that a code comment cites (*.cpp, *.hpp, *.py, *.sh, *.cmake, CMakeLists.txt
-under the source folders) names a page that exists, and its `#anchor`, if any, is a heading of it.
+`docs/<page>.md` or `README.md` that a code comment cites (*.cpp, *.hpp, *.py, *.sh, *.cmake,
+CMakeLists.txt under the source folders) names a page that exists, and its `#anchor`, if any, is a
+heading of it.
 Anchors follow GitHub's rule: the heading's text lowercased, every character dropped that is not
 a letter, a digit, '_', '-' or a space, spaces turned into '-'; a repeated anchor gets -1, -2, ...
 
@@ -23,7 +24,8 @@ FENCE = re.compile(r"^\s*(```|~~~)")
 # [text](target) or ![alt](target); the text may hold code spans but no brackets.
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-CODE_CITE = re.compile(r"\bdocs/([A-Za-z0-9_.-]+\.md)(#[^\s)\"'`,;]*)?")
+# An anchor is letters, digits, '_' and '-' only, so a sentence's full stop after it is not part of it.
+CODE_CITE = re.compile(r"(?<![\w/.-])(README\.md|docs/[A-Za-z0-9_.-]+\.md)(#[\w-]+)?")
 problems = []
 
 
@@ -122,9 +124,8 @@ def check_code():
         for number, line in enumerate(text.splitlines(), 1):
             for page, anchor in CODE_CITE.findall(line):
                 count += 1
-                target = page + (anchor or "")
                 check_target("%s:%d" % (os.path.relpath(path, SRC), number),
-                             os.path.join(SRC, "docs", "x.md"), target)
+                             os.path.join(SRC, "x.md"), page + (anchor or ""))
     return count
 
 
@@ -141,7 +142,7 @@ def main():
         print("FAIL: " + p)
     if problems:
         return 1
-    print("PASS: %d doc links and %d docs pages cited by code comments resolve" % (docs, code))
+    print("PASS: %d doc links and %d pages cited by code comments resolve" % (docs, code))
     return 0
 
 
