@@ -1,7 +1,7 @@
 # Build speed on a small machine: a unity build, line-level debug info, ccache when installed, and
-# (off by default) precompiled headers for the heavy third-party headers. Measured in the README
-# ("Build time"); each part can be switched (-DDDP_UNITY=OFF, -DDDP_DEBUG_INFO=full,
-# -DDDP_CCACHE=OFF, -DDDP_PCH=ON) and the programs do the same.
+# (off by default) precompiled headers for the heavy third-party headers. Measured in
+# docs/development.md#build-time; each part can be switched (-DDDP_UNITY=OFF,
+# -DDDP_DEBUG_INFO=full, -DDDP_CCACHE=OFF, -DDDP_PCH=ON) and the programs do the same.
 
 # -- unity build: each target's C++ files are compiled in batches of 8 (one translation unit per
 #    batch), so Boost.Asio/Beast, spdlog/fmt and nlohmann/json are parsed and instantiated once per
@@ -50,11 +50,11 @@ message(STATUS "ddprun: compiler launcher: ${CMAKE_CXX_COMPILER_LAUNCHER}")
 # -- precompiled header (GCC): Boost.Asio, spdlog/fmt and nlohmann/json, which most library files
 #    include, are compiled once per build into ddp_pch, which the libraries and binaries reuse
 #    (REUSE_FROM). GCC uses a PCH only under the flags and macros it was made with (CMake passes
-#    -Winvalid-pch: a mismatch is a warning, never a wrong build), so a target with flags of its
-#    own (ddp_trainer: -O3) does not reuse it. Measured (README, "Build time"): -8 to -9% of CPU
-#    on the Asio files; loading the ~200 MB PCH costs ~1.5 s of CPU per file, so the tests (one
-#    small file per program) do not use one: with Catch2 in a PCH they compiled 12-15% slower.
-#    Off by default: with it GCC 12 warns where it does not without (-Wstringop-overread in
+#    -Winvalid-pch: a mismatch is a warning, never a wrong build), so a target with flags of its own
+#    (ddp_trainer: -O3) does not reuse it. Measured (docs/development.md#build-time): -8 to -9% of
+#    CPU on the Asio files; loading the ~200 MB PCH costs ~1.5 s of CPU per file, so the tests (one
+#    small file per program) do not use one: with Catch2 in a PCH they compiled 12-15% slower. Off
+#    by default: with it GCC 12 warns where it does not without (-Wstringop-overread in
 #    launcher/cli/slurm_nodelist.cpp), and the gain is small.
 option(DDP_PCH "Precompile Boost.Asio, spdlog and nlohmann/json once per build (GCC)" OFF)
 set(DDP_PCH_HEADERS

@@ -1,6 +1,6 @@
 # Shared by the PyTorch peers of `train` (tests/bench/trainer_torch_ddp.py, scripts/gpu_torch_ddp.py):
-# reads a ddp-shards dataset (README "Data format": 32-byte header, float32 features, int32 labels)
-# with numpy memmaps, and builds the same MLP as `train` (Linear-ReLU-...-Linear).
+# reads a ddp-shards dataset (docs/trainer.md#data-format: 32-byte header, float32 features,
+# int32 labels) with numpy memmaps, and builds the same MLP as `train` (Linear-ReLU-...-Linear).
 import json
 import os
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU check: build + pack on a development machine, run on the GPU machine (DESIGN.md "GPU").
+# GPU check: build + pack on a development machine, run on the GPU machine
+# (docs/development.md#gpu-check).
 #
 #   scripts/gpu_check.sh pack [DIR]   development machine (CUDA 13 + NCCL in /usr/local/cuda, no GPU
 #                                     needed): configures and builds a CUDA release build in

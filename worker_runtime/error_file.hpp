@@ -1,5 +1,5 @@
 // Error file: how a worker tells its agent why it failed, in torchelastic's error.json format
-// (reference/torchrun.md §4.6), so ddprun's and torchrun's failure summaries show the root cause:
+// (docs/worker_runtime.md), so ddprun's and torchrun's failure summaries show the root cause:
 //
 //   {"message": {"message": "<Type>: <text>",
 //                "extraInfo": {"py_callstack": "<traceback>", "timestamp": "<unix seconds>",

@@ -1,7 +1,7 @@
 // reportProgress: tells this worker's ddprun agent that training moves on, for its hang detection
-// (ddprun --hang-timeout; README "Hang detection") and, with the step's compute time, for its
-// straggler detection (ddprun --straggler-threshold; docs/running.md "Straggler detection"). Call
-// it once per step; the `train` binary does.
+// (ddprun --hang-timeout; docs/running.md#hang-detection---hang-timeout-torchs-file-timers)
+// and, with the step's compute time, for its straggler detection (ddprun --straggler-threshold;
+// docs/running.md "Straggler detection"). Call it once per step; the `train` binary does.
 //
 // The agent exports DDP_PROGRESS_FILE (its timer FIFO) to workers when --hang-timeout or
 // --straggler-threshold is given; without it, or outside ddprun, reportProgress does nothing. A
@@ -12,7 +12,7 @@
 // torchrun's own watchdog ignores it. Beats are sent at most every 100 ms (a worker that steps
 // faster reports the latest step then); a beat the agent cannot take (no reader, a full pipe) is
 // dropped, never waited for. SIGPIPE is kept from the process. Between beats a call costs a mutex
-// and a clock read (docs/benchmarks.md "Progress beats at 1 ms steps").
+// and a clock read (docs/benchmarks.md#progress-beats-at-1-ms-steps--scriptsbenchbeatssh).
 //
 // The step is also kept, under ddprun or not: worker_main writes the last one into the error file
 // when the worker fails (extraInfo.step, error_file.hpp), so that ddprun's verdict

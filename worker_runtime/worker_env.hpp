@@ -1,4 +1,5 @@
-// WorkerEnv: the torchrun environment contract as seen by a worker (reference/torchrun.md §2).
+// WorkerEnv: the torchrun environment contract as seen by a worker
+// (docs/running.md#worker-environment-exactly-torchruns).
 //
 // Thread safety: a plain value.
 #pragma once

@@ -1,5 +1,5 @@
 // Worker store: the TCPStore-compatible key-value store the workers of one restart generation
-// share, at MASTER_ADDR:MASTER_PORT (reference/torchrun.md §2.2).
+// share, at MASTER_ADDR:MASTER_PORT (docs/running.md#worker-environment-exactly-torchruns).
 //
 // With TORCHELASTIC_USE_AGENT_STORE=True (what ddprun always sets) every rank, rank 0 included,
 // connects as a client to the store the agent hosts. Otherwise (torch 1.13's c10d rendezvous) rank

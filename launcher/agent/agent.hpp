@@ -2,7 +2,7 @@
 // node rank 0, starts this node's workers with torchrun's env contract, supervises them, restarts
 // the whole job while the job-wide budget allows, and prints the job-wide failure summary.
 //
-// Exit codes (documented in the README):
+// Exit codes (documented in docs/running.md#exit-codes):
 //   0          the job succeeded: every worker of its last generation exited 0 (also on a node
 //              that was dropped from the job earlier and ran workers before; a warning says so)
 //   N          the job failed: N is the root-cause worker's exit code (128 + signal when a signal

@@ -1,4 +1,4 @@
-// AgentStatus: the agent's part in the status pages (README "Status page and metrics") behind
+// AgentStatus: the agent's part in the status pages (docs/status.md) behind
 // four calls from its loop — the StatusPublisher (this node's records, node rank 0's history and
 // metric relay) and, with --http-port, the agent's own pages (status_http.hpp).
 //

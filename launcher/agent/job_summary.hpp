@@ -1,5 +1,5 @@
 // Job summary: how an agent ends a failed job — with the same job-wide failure summary on every
-// node (README "Failures, restarts and the failure summary").
+// node (docs/running.md#failures-restarts-and-the-failure-summary).
 //
 // finishFailedJob():
 //   1. publishes this node's record of its last generation through Rendezvous::reportFailure,

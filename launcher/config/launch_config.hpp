@@ -186,7 +186,8 @@ struct LaunchConfig {
   // --shutdown-timeout: grace between the forwarded signal and SIGKILL.
   std::chrono::milliseconds shutdownTimeout{std::chrono::seconds(30)};
   // --hang-timeout: a worker without progress this long is a failure of that worker, its stacks
-  // taken first (0 = off; else at least 1 s). README "Hang detection".
+  // taken first (0 = off; else at least 1 s).
+  // docs/running.md#hang-detection---hang-timeout-torchs-file-timers.
   std::chrono::milliseconds hangTimeout{0};
   // TORCHELASTIC_ENABLE_FILE_TIMER=1 (exactly "1", as torchrun): serve torch's file timers on the
   // FIFO TORCHELASTIC_TIMER_FILE names ("" = a fresh path), as torchrun's agent does.
@@ -231,7 +232,7 @@ struct LaunchConfig {
   // --preflight (DDP_PREFLIGHT): the checks at each rendezvous round before workers start.
   PreflightMode preflight = PreflightMode::kWarn;
 
-  // Status pages (README "Status page and metrics").
+  // Status pages (docs/status.md).
   // --http-port: port of this agent's /, /status and /metrics; 0 = none, kHttpPortAuto = a free
   // port (the agent logs the address either way).
   static constexpr int kHttpPortAuto = -1;

@@ -1,5 +1,6 @@
-// HangMonitor: hang detection for one generation of this node's workers (README "Hang
-// detection"). It feeds HangWatch (hang_watch.hpp, the decisions) with
+// HangMonitor: hang detection for one generation of this node's workers
+// (docs/running.md#hang-detection---hang-timeout-torchs-file-timers).
+// It feeds HangWatch (hang_watch.hpp, the decisions) with
 //   * the requests on the agent's timer FIFO (file_timer_server.hpp): worker_runtime's progress
 //     beats and torch's file timers, each matched to the worker whose process sent it (the worker
 //     itself, its process group or a descendant; other senders are ignored with a note);

@@ -1,5 +1,6 @@
-// HangSettings: what hang detection does on this node (README "Hang detection"), and what it adds
-// to each worker's environment.
+// HangSettings: what hang detection does on this node
+// (docs/running.md#hang-detection---hang-timeout-torchs-file-timers), and what it adds to each
+// worker's environment.
 //
 // Thread safety: a plain value and a pure function.
 #pragma once

@@ -1,6 +1,6 @@
 // --virtual-local-rank's devices: each worker sees LOCAL_RANK=0 and one device of its own, element
 // `local rank` of the agent's CUDA_VISIBLE_DEVICES when it is set, else the local rank itself
-// (torchrun's rule, shared/reference/torchrun.md §2). A worker whose local rank has no element
+// (torchrun's rule, docs/cli.md). A worker whose local rank has no element
 // would inherit the whole list and share a GPU with another worker (torch refuses it with a
 // ValueError naming the local rank), so ddprun refuses such a launch before any worker starts.
 //

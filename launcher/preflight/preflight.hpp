@@ -54,7 +54,7 @@
 
 namespace ddp {
 
-// Exit code of every node of a round that strict preflight failed (README "Exit codes").
+// Exit code of every node of a round that strict preflight failed (docs/running.md#exit-codes).
 inline constexpr int kPreflightFailedExitCode = 4;
 
 struct PreflightSettings {

@@ -14,7 +14,7 @@
 //                 child process bounded by `torchTimeout` and killed after it ("unknown")
 // The libraries are loaded with dlopen, as nproc.cpp does, and stay loaded.
 //
-// Test-only environment overrides (documented in the README, never for production):
+// Test-only environment overrides (documented in docs/preflight.md, never for production):
 //   DDP_TEST_FINGERPRINT="field=value,..."   replaces probed fields: ddprun, kernel, cuda_driver,
 //                                            cuda_runtime, nccl, torch, gpus, gpu_model
 //   DDP_TEST_CLOCK_OFFSET_MS=N               adds N ms to this agent's preflight clock readings

@@ -1,4 +1,4 @@
-// What an agent publishes for the status pages (README "Status page and metrics"), as pure
+// What an agent publishes for the status pages (docs/status.md), as pure
 // functions over values; launcher/status/status_publisher.hpp writes them.
 //
 //   node status record  (r/<g>/status/<rank>, one JSON object, rewritten on changes):

@@ -5,8 +5,8 @@
 // one host): an agent writes only below node_<its node rank in that generation>/, which no other
 // agent of that generation has (the rendezvous gives each node its own rank), never removes
 // anything outside it, and creating the shared folders above it concurrently is harmless.
-// Node ranks are stable across restarts (README "Node ranks"), so a node's attempts normally sit
-// side by side; after a scale event a node may continue under another node_<R>/.
+// Node ranks are stable across restarts (docs/rendezvous.md, "Node ranks"), so a node's attempts
+// normally sit side by side; after a scale event a node may continue under another node_<R>/.
 //
 // <root> is --log-dir when given. Otherwise it is a private temp dir ($TMPDIR or /tmp,
 // ddprun_XXXXXX) for the error files the failure summary reads: removed at exit, or kept when

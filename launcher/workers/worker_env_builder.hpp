@@ -1,6 +1,6 @@
 // WorkerEnvBuilder: turns the resolved flags, one rendezvous round and the worker store's address
 // into each local worker's argv and environment — exactly torchrun's env contract
-// (shared/reference/torchrun.md §2; DESIGN.md "Worker env contract"), the agent's own environment
+// (docs/running.md#worker-environment-exactly-torchruns), the agent's own environment
 // inherited underneath — plus DDP_AGENT_VERSION (this ddprun's version: the ddprun Python package
 // knows by it that a ddprun agent started the process) and the ddprun Python package's folder
 // first on PYTHONPATH (LaunchConfig::pythonPath, when found; the user's PYTHONPATH after it).

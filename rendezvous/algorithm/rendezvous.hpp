@@ -17,7 +17,7 @@
 // the same run id, e.g. two jobs that both kept the default id "none") is refused at once instead
 // of merging into it (pytorch#82160).
 //
-// Requirements met by every implementation (DESIGN.md "Rendezvous algorithm"): O(1) store
+// Requirements met by every implementation (docs/rendezvous.md, "Cost"): O(1) store
 // round-trips of O(1) size per agent per join on the common path, O(N) total store work per round
 // (one agent, the closer, does the O(N) part once); no clock synchronisation; one agent leaving
 // never closes the rendezvous for the others; deterministic node ranks (requested ranks honoured).

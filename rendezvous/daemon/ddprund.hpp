@@ -55,7 +55,7 @@ struct DdprundOptions {
   // --data-dir, --fsync, --compact-after: keep the data across a restart (durability.hpp).
   DurabilityOptions durability;
 
-  // ---- Security (README "Security"; StoreServerOptions has the rules) -------------------------
+  // ---- Security (docs/security.md; StoreServerOptions has the rules) -------------------------
   // --allow: addresses served at all (default: loopback and this host's own subnets).
   AddressAllowlist allow = AddressAllowlist::localSubnets();
   // --token-file: ddprun agents must present the token it holds ("" = no token).
@@ -74,7 +74,7 @@ struct DdprundOptions {
   // --tls-cert/--tls-key/--tls-ca.
   TlsServerOptions tls;
 
-  // Status pages (--http-*; README "Status page and metrics").
+  // Status pages (--http-*; docs/status.md).
   // Port of /, /status and /metrics: kHttpPortAuto = the store's port + 1 (a free port when
   // --port is 0); 0 = no status pages.
   static constexpr int kHttpPortAuto = -1;

@@ -1,5 +1,5 @@
 // HttpServer: a small read-only HTTP/1.1 server (Boost.Beast) on its own thread, for the status
-// pages of ddprund and the agent (README "Status page and metrics").
+// pages of ddprund and the agent (docs/status.md).
 //
 // It answers GET and HEAD only (405 otherwise), with the handler's reply for the request's path
 // (the query string is passed along). Requests are bounded: headers at most 8 KiB (431), no body

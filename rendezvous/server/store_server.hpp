@@ -70,7 +70,7 @@ struct StoreServerOptions {
   // another run reaching it by mistake knows at once.
   std::vector<std::pair<std::string, std::string>> initialKeys;
 
-  // ---- Who may connect (README "Security") -----------------------------------------------------
+  // ---- Who may connect (docs/security.md) -----------------------------------------------------
   // Peers whose address is outside this list are closed at once (a rate-limited warning says who
   // and why).
   AddressAllowlist allow = AddressAllowlist::any();

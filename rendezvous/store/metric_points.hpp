@@ -1,5 +1,5 @@
-// Metric points: how a job's training metrics reach ddprun's status page (README "Status page
-// and metrics"). Workers know only their worker store (MASTER_ADDR:MASTER_PORT), which node rank
+// Metric points: how a job's training metrics reach ddprun's status page (docs/status.md).
+// Workers know only their worker store (MASTER_ADDR:MASTER_PORT), which node rank
 // 0's agent hosts in-process, fresh for each generation; so rank 0 of the training writes its
 // points there and that agent relays them into the rendezvous store, where ddprund and the
 // agents' own pages read them (launcher/status/status_publisher.hpp keeps the job's ring of 256).

@@ -5,7 +5,7 @@
 // namespace over another Store) and, for the etcd backend, EtcdStore. Keys and values are arbitrary
 // bytes held in std::string.
 //
-// Semantics follow c10d's TCPStore (shared/reference/tcpstore_protocol.md section 3): add() on a
+// Semantics follow c10d's TCPStore (docs/ddprund.md): add() on a
 // missing key treats it as 0 and stores decimal ASCII; compareSet() returns the value after the
 // operation (desired on success, the current value on mismatch, `expected` when the key is missing
 // and expected is non-empty); get() and multiGet() block until every key exists.

@@ -30,7 +30,7 @@
 // connection it first sends ON_CLOSE_CLEAR (best effort), so a live process is not taken for a
 // dead one. connectTcpStore() connects, says HELLO and falls back to a plain connection.
 //
-// Security (README "Security"): with options.token set, every HELLO carries it (a server with a
+// Security (docs/security.md): with options.token set, every HELLO carries it (a server with a
 // token serves a connection nothing but HELLO until then); with options.tls enabled the
 // connection is TLS, the server's certificate checked against the CA and the host name.
 // Riding out a server restart: with reconnectBudget set and kCapRequestId granted in HELLO, a

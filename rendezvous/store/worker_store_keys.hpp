@@ -1,5 +1,5 @@
-// Worker store keys that ddprun agents and worker_runtime share (the worker store itself: DESIGN.md
-// "Two stores"; reference/torchrun.md §2.2). Workers' own keys live under
+// Worker store keys that ddprun agents and worker_runtime share (the worker store itself:
+// docs/running.md#worker-environment-exactly-torchruns). Workers' own keys live under
 // "/worker/attempt_<generation>/" (worker_runtime/worker_store.hpp); these live under "/ddp/".
 //
 //   /ddp/attempt_<g>/failure_seq   the generation's failure counter (an ADD counter, starting at 1):

@@ -1,6 +1,6 @@
 // WireCodec: the c10d TCPStore wire protocol as pure functions (no I/O, no clocks).
 //
-// Three dialects share one framing (shared/reference/tcpstore_protocol.md §1-2):
+// Three dialects share one framing (which one a client speaks: docs/ddprund.md):
 //   v1a  torch 1.13 / 2.0   SET=0 CAS=1 GET=2 ADD=3 CHECK=4 WAIT=5 NUMKEYS=6 WATCH_KEY=7 DELETE=8
 //   v1b  torch 2.1          as v1a for 0..6, then DELETE=7 APPEND=8 MULTI_GET=9 MULTI_SET=10
 //                           CANCEL_WAIT=11

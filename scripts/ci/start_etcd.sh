@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts a single-member etcd 3.4 on 127.0.0.1 for tests, handled by a pid file. Idempotent: a
 # healthy etcd with the same parameters is reused. An existing data dir is kept, so
-# stop (or SIGKILL) + start resumes with the same data. See shared/reference/cluster_services.md §B.
+# stop (or SIGKILL) + start resumes with the same data. See docs/development.md#tests.
 #
 #   scripts/ci/start_etcd.sh        # client + JSON gateway on 127.0.0.1:23790, peer on :23800
 #   . /tmp/etcd-ci/env              # ETCD_ENDPOINT, ETCDCTL_API=3, ETCDCTL_ENDPOINTS

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts a private Slurm cluster for tests: munged + slurmctld + N slurmd on this host, as root,
 # without systemd, everything under $SLURM_CI_DIR, handled by pid files. Idempotent: a healthy
-# cluster started with the same parameters is reused. See shared/reference/cluster_services.md §A.
+# cluster started with the same parameters is reused. See docs/deploy.md#slurm (tests on real
+# Slurm).
 #
 #   scripts/ci/start_slurm.sh                                   # 1 node named after this host
 #   SLURM_CI_NODES=4 SLURM_CI_CPUS=4 scripts/ci/start_slurm.sh  # nodes n1..n4 (4 slurmd)

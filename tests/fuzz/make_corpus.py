@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of tests/fuzz/store_fuzz.cpp into tests/fuzz/corpus/.
 
-The frames are the byte examples of shared/reference/tcpstore_protocol.md (§1.3, §2: captured from
-real torch 1.13 processes, or built from torch 2.x source where marked synthetic) and of ddprun's
+The frames are byte examples of torch's TCPStore dialects (captured from real torch 1.13
+processes, or built from torch 2.x source where marked synthetic) and of ddprun's
 wire extension (rendezvous/wire/wire_codec.hpp), arranged into the harness's input layout:
 byte 0 = configuration, then records of (u8 connection | length << 2, bytes). Re-run after
 changing the frames: python3 tests/fuzz/make_corpus.py

@@ -6,7 +6,7 @@
 //   byte 0      configuration: bits 0-1 legacy dialect (auto, 1.13, 2.1, auto), bit 2 tight limits
 //               (small keys/values/budget, so limit and budget paths run), bit 3 replies are left
 //               unwritten (backlog) instead of drained after each step, bit 4 the server
-//               requires a token (requests before HELLO with it are refused, README "Security"),
+//               requires a token (requests before HELLO with it are refused, docs/security.md),
 //               bit 7 also decode the stream as replies to every op (the client half of the codec)
 //   then records: u8 tag = connection (bits 0-1) | length << 2 (0..63), then `length` bytes
 //               delivered to that connection as one read. Length 0 is an event: a connection

@@ -2,7 +2,7 @@
 
   foreign_client.py HOST PORT ping|end-jobs [--source ADDR] [--timeout S] [--token T]
 
-Speaks raw v2 TCPStore (shared/reference/tcpstore_protocol.md): VALIDATE, then
+Speaks raw v2 TCPStore (the bytes: rendezvous/wire/wire_codec.hpp): VALIDATE, then
   ping      PING: served when the nonce comes back
   end-jobs  what the intruder of issue 11 did: LIST_KEYS, then for every rendezvous round found
             (rdzv/<run>/<inc>/r/<g>/...) SET its end marker to "jobfailed|...", the run's

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ddprun under exactly the environment Kubeflow sets in a pod (reference/torchrun.md §6), with no
-# ddprun flags at all: the container command is `ddprun <program>`, as with torchrun.
+# ddprun under exactly the environment Kubeflow sets in a pod
+# (docs/deploy.md#kubernetes-kubeflow-pytorchjob--trainer-v2), with no ddprun flags at all: the
+# container command is `ddprun <program>`, as with torchrun.
 #   v1-elastic   training-operator v1, PyTorchJob with elasticPolicy (2 worker pods): PET_NNODES
 #                (min:max), PET_NPROC_PER_NODE, PET_RDZV_BACKEND=c10d, PET_RDZV_ENDPOINT,
 #                PET_RDZV_ID, PET_RDZV_CONF, PET_MAX_RESTARTS, plus the pod-level MASTER_ADDR,

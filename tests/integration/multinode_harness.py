@@ -176,7 +176,7 @@ class Harness:
                 return by_gen[gen]
         return None
 
-    # -- network namespaces (cluster_services.md §C) -----------------------------------------
+    # -- network namespaces (docs/development.md#tests) --------------------------------------
     def make_netns(self, names):
         """A bridge and one namespace per name, each with its own IP; returns {name: ip}."""
         tag = "%x" % (os.getpid() % 0xFFFF)

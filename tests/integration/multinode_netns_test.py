@@ -3,7 +3,7 @@ otherwise): `multinode_netns_test.py ranks|ranks_local_addr|partition`.
 
 A bridge and namespaces named from this pid, a 10.217.<pid % 250 + 1>.0/24 subnet; ddprund in
 namespace "d", agents in "a", "b" (and "c"). Everything is deleted on every exit path
-(multinode_harness.Harness.delete_netns). See cluster_services.md §C.
+(multinode_harness.Harness.delete_netns). The label netns: docs/development.md#tests.
 """
 import os
 import shutil

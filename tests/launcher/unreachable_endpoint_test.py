@@ -1,11 +1,11 @@
 """The real ddprun binary facing a rendezvous endpoint it cannot reach: a refused loopback port and
 a name under .invalid (RFC 6761: never resolves).
 
-The documented rule (README, "Reaching the rendezvous store"): ddprun logs at info what it waits
-for at the first failed attempt and every 5 s, and gives up after read_timeout (or join_timeout if
-shorter) with one line that counts the attempts, exit code 1 ("rendezvous failed"). Here
-read_timeout=6 and join_timeout=120: the error must come from the connect budget, long before the
-join timeout (without the rule ddprun waited the whole join_timeout, silently, then printed one
+The documented rule (docs/cli.md, "Reaching the rendezvous store"): ddprun logs at info what it
+waits for at the first failed attempt and every 5 s, and gives up after read_timeout (or
+join_timeout if shorter) with one line that counts the attempts, exit code 1 ("rendezvous failed").
+Here read_timeout=6 and join_timeout=120: the error must come from the connect budget, long before
+the join timeout (without the rule ddprun waited the whole join_timeout, silently, then printed one
 multi-kilobyte line, and exited 2 for a DNS failure).
 """
 import os

@@ -1,4 +1,4 @@
-// Who a StoreServer serves (README "Security"): the token that ddprun clients present in HELLO,
+// Who a StoreServer serves (docs/security.md): the token that ddprun clients present in HELLO,
 // addresses served without one, the address allowlist, local processes of another user, the
 // token kept out of every log line, and the rate limit of refusal warnings. Real loopback
 // sockets; other users' processes are real too (setpriv to nobody, root only).

@@ -1,5 +1,5 @@
-// Unit tests of the pure TCPStore wire codec, using the byte captures of
-// shared/reference/tcpstore_protocol.md (§1.3, §2) for each dialect.
+// Unit tests of the pure TCPStore wire codec, using byte captures of
+// real torch clients for each dialect (the layout: rendezvous/wire/wire_codec.hpp).
 #include <catch2/catch.hpp>
 
 #include <random>

@@ -12,7 +12,7 @@ using ddp::slurmContextFrom;
 namespace {
 
 // The variables srun sets for task 2 of `srun -N4 --ntasks-per-node=1` in job 42 (captured on the
-// CI cluster, shared/reference/cluster_services.md §A), trimmed to those that matter.
+// CI cluster, docs/deploy.md#slurm), trimmed to those that matter.
 Env stepEnv() {
   return {{"SLURM_JOB_ID", "42"},           {"SLURM_JOBID", "42"},
           {"SLURM_STEP_ID", "0"},           {"SLURM_STEPID", "0"},

@@ -57,7 +57,7 @@
 //   r/<g>/records         the names of round g's records, "<name>\n" appended once per publish,
 //                         so that deleting the round finds them (round_records.hpp)
 //
-// What the status pages read (README "Status page and metrics"; written by the agents, never read
+// What the status pages read (docs/status.md; written by the agents, never read
 // by the rendezvous):
 //
 //   r/<g>/status/<rank>   node rank `rank`'s status record in round g: one JSON object (its

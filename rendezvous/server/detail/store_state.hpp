@@ -1,4 +1,4 @@
-// StoreState: the request semantics of a StoreServer (shared/reference/tcpstore_protocol.md §3)
+// StoreState: the request semantics of a StoreServer (c10d's TCPStore's; docs/ddprund.md)
 // over its data (StoreTable) and its waiters (WaitRegistry). No I/O: requests come in as decoded
 // wire::Request values and replies are appended to the caller's OutputQueue.
 //

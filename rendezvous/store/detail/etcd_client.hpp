@@ -6,7 +6,7 @@
 // a per-request timeout or an HTTP 5xx answer (etcd without a leader, restarting) is retried on
 // the next endpoint after a Backoff delay, until the caller's deadline; then NetworkError lists
 // every failed attempt. An HTTP 4xx answer means the request itself is wrong: ProtocolError with
-// etcd's message, not retried. The gateway's quirks (reference/cluster_services.md §B): int64
+// etcd's message, not retried. The gateway's quirks: int64
 // fields are JSON strings, zero values are omitted, keys and values are base64.
 //
 // Thread safety: callers are serialised by an internal mutex, held for one attempt at a time (not

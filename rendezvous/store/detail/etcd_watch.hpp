@@ -3,7 +3,7 @@
 //
 // The gateway answers with a chunked body of newline-separated JSON messages: first
 // {"result":{"created":true,...}}, then {"result":{"events":[{"kv":{"key":...}}, ...]}} per change
-// (reference/cluster_services.md §B). Events from `startRevision` on are replayed, so a change
+// (etcd's v3 JSON gateway). Events from `startRevision` on are replayed, so a change
 // between the caller's last read and the watch's creation is not lost.
 //
 // Thread safety: one thread at a time; each wait creates its own watch.
