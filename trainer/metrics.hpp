@@ -56,6 +56,8 @@ class MetricsSink {
   // This process takes rank 0 over from another process of the same job (a recovery in place):
   // steps up to the last one in the JSON lines file count as logged. Reads the file's tail.
   void skipLoggedSteps();
+  // The last step logged (or found by skipLoggedSteps); -1 before any.
+  int64_t lastLogged() const { return lastLogged_; }
   // Hands every logged point (a JSON object, without "n") to `publish` from now on. It runs on
   // the training thread and may block briefly (it is given a short store budget).
   void publishTo(std::function<void(const std::string& point)> publish);

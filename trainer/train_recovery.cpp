@@ -45,8 +45,9 @@ TrainState stateOf(const StateWords& w) {
   return s;
 }
 
-// InterruptedStep as it travels beside the digest: the step's 8 bytes, the loss, the norm.
-constexpr std::size_t kReportFloats = 4;
+// InterruptedStep as it travels beside the digest: the step's 8 bytes, the loss, the norm,
+// complete (1) or not (0).
+constexpr std::size_t kReportFloats = 5;
 
 std::array<float, kReportFloats> packReport(const std::optional<InterruptedStep>& r) {
   std::array<float, kReportFloats> words{};
@@ -54,6 +55,7 @@ std::array<float, kReportFloats> packReport(const std::optional<InterruptedStep>
   std::memcpy(words.data(), &step.step, sizeof step.step);
   words[2] = step.lossMean;
   words[3] = step.gradNorm;
+  words[4] = step.complete ? 1.0f : 0.0f;
   return words;
 }
 
@@ -62,6 +64,7 @@ InterruptedStep unpackReport(const float* words) {
   std::memcpy(&r.step, words, sizeof r.step);
   r.lossMean = words[2];
   r.gradNorm = words[3];
+  r.complete = words[4] != 0.0f;
   return r;
 }
 
@@ -158,7 +161,7 @@ void TrainLoop::syncState() {
   constexpr std::size_t kRecord = kDigestFloats + kReportFloats;
   std::array<float, kRecord> mine;
   const auto packed = packDigest(digest());
-  const auto report = packReport(interrupted_);
+  const auto report = packReport(interrupted_ ? interrupted_ : lastLogged_);
   std::copy(packed.begin(), packed.end(), mine.begin());
   std::copy(report.begin(), report.end(), mine.begin() + kDigestFloats);
   std::vector<float> all(kRecord * std::size_t(world));
@@ -218,19 +221,35 @@ void TrainLoop::finishInterruptedStep(const std::vector<InterruptedStep>& report
   double lossSum = 0;
   int holders = 0;
   float gradNorm = 0;
+  const InterruptedStep* done = nullptr;  // a rank that finished the step: the line's own loss
   for (const InterruptedStep& r : reports) {
     if (r.step != step) continue;
+    if (r.complete) {
+      if (done == nullptr) done = &r;
+      continue;
+    }
     if (holders++ == 0) gradNorm = r.gradNorm;
     lossSum += r.lossMean;
   }
-  if (holders == 0) return;
   const bool last = finished();
+  if (holders == 0) {
+    // Every rank that holds the step finished it: only its line may be missing, when rank 0
+    // died after the step's loss was averaged and before it wrote the line (MetricsSink writes
+    // no step twice, so a rank 0 that wrote it writes nothing).
+    if (done != nullptr && ctx_.rank == 0 && metrics_ && metrics_->lastLogged() < step) {
+      logger("trainer")->info("step {} was done when rank 0's process failed before its metrics "
+                              "line: the line is written now", step);
+      reportMetrics(done->lossMean, done->gradNorm, /*logNow=*/true, last);
+    }
+    return;
+  }
   const bool logNow = last || step % cfg_.logEvery == 0;
   if (ctx_.rank == 0) {
     logger("trainer")->info("step {} was done when a peer failed: its metrics line is written now",
                             step);
   }
-  reportStep(float(lossSum / holders), gradNorm, logNow, last);
+  reportStep(done != nullptr ? done->lossMean : float(lossSum / holders),
+             done != nullptr ? done->gradNorm : gradNorm, logNow, last);
 }
 
 void TrainLoop::handOver(void* buf, std::size_t bytes, const StateAgreement& agreed) {

@@ -302,8 +302,12 @@ void TrainLoop::afterStep(float loss, float gradNorm, bool last) {
   interrupted_ = InterruptedStep{step, float(lossSinceLog_ / double(stepsSinceLog_)), gradNorm};
   if (cfg_.checkParamsEvery > 0 && comm_ && step % cfg_.checkParamsEvery == 0) checkParams();
   const bool logNow = last || step % cfg_.logEvery == 0;
-  if (logNow) loss = meanOverRanks(interrupted_->lossMean);  // the same condition on every rank
+  if (logNow) {
+    loss = meanOverRanks(interrupted_->lossMean);  // the same condition on every rank
+    lastLogged_ = InterruptedStep{step, loss, gradNorm, /*complete=*/true};
+  }
   interrupted_.reset();
+  if (logNow && ctx_.failBeforeMetricsLine && injectFault(step)) return;
   reportStep(loss, gradNorm, logNow, last);
 }
 
@@ -346,13 +350,19 @@ void TrainLoop::advanceEpoch() {
             state_.samplerSeed, state_.initSeed};
 }
 
+bool TrainLoop::injectFault(int64_t step) {
+  if (ctx_.replacement || ctx_.rank != ctx_.failRank || step != ctx_.failAtStep ||
+      startGeneration_ >= ctx_.failGenerations) {
+    return false;
+  }
+  result_.injectedFailure = true;
+  if (ctx_.onInjectedFailure) ctx_.onInjectedFailure();
+  return true;
+}
+
 void TrainLoop::injectFaults() {
   if (ctx_.replacement) return;
-  if (ctx_.rank == ctx_.failRank && state_.step == ctx_.failAtStep &&
-      startGeneration_ < ctx_.failGenerations) {
-    result_.injectedFailure = true;
-    if (ctx_.onInjectedFailure) ctx_.onInjectedFailure();
-  }
+  if (!ctx_.failBeforeMetricsLine) injectFault(state_.step);
   if (ctx_.rank == ctx_.hangRank && state_.step == ctx_.hangAtStep && startGeneration_ == 0) {
     injectedHang(ctx_.rank, state_.step);
   }

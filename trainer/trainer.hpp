@@ -51,6 +51,9 @@ struct RunContext {
   // --fail-generations: --fail-at-step fires in generations 0 .. failGenerations - 1 (a crash
   // that repeats after every restart: ddprun's verdict tests). 1 = generation 0 only.
   int failGenerations = 1;
+  // Tests: failAtStep fires after that step's loss was averaged over the ranks, before its
+  // metrics line (a logged step), instead of at the start of the next step.
+  bool failBeforeMetricsLine = false;
   // In-place recovery (docs/recovery.md): the group whose communicator `comm` is. With a group
   // that recovers in place, a failed collective or a new quorum makes the loop rebuild the group
   // and continue from a peer's state instead of throwing; rank and world size follow the quorum.

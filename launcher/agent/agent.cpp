@@ -104,7 +104,7 @@ Agent::Agent(const LaunchConfig& config)
                    .onQuorum = {},
                    .host = host_,
                    .maxRestarts = config.maxRestarts,
-                   .nextRound = [this](std::string& why) { return nextRoundInPlace(why); },
+                   .nextRound = [this] { return nextRoundInPlace(); },
                    .afterBoard = [this](const InPlaceRound& n) { preflightInPlace(n); },
                    .adopt = [this](const InPlaceRound& n) { return adoptInPlace(n); },
                    .standbySpec = [this](std::string& why) { return standbyPlan(why); },

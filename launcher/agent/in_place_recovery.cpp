@@ -95,12 +95,21 @@ bool InPlaceRecovery::take(const std::vector<WorkerFailure>& failures) {
   return true;
 }
 
-bool InPlaceRecovery::takeRoundEnd(const RendezvousEvent& e) {
+namespace {
+
+// A round ended by a peer lost or a newcomer, with this node (rank `nodeRank` in it) still in the
+// job: its workers may go on in the next round. This node itself lost, or away long enough that
+// the round is gone: its workers belong to a world that moved on without them.
+bool workersMayGoOn(const RendezvousEvent& e, int nodeRank) {
   const bool membership = e.kind == RendezvousEventKind::kPeerLost ||
                           e.kind == RendezvousEventKind::kScaleUp;
-  // This node itself lost, or away long enough that the round is gone: its workers belong to a
-  // world that moved on without them.
-  if (!membership || e.roundRemoved || e.lostRank == round_.nodeRank) return false;
+  return membership && !e.roundRemoved && e.lostRank != nodeRank;
+}
+
+}  // namespace
+
+bool InPlaceRecovery::takeRoundEnd(const RendezvousEvent& e) {
+  if (!workersMayGoOn(e, round_.nodeRank)) return false;
   if (!keeper_->allInPlace()) {
     logger("agent")->info("generation {} ended ({}); not every worker announced that it recovers in "
                           "place, so every worker restarts", round_.generation, e.detail);
@@ -119,13 +128,29 @@ void InPlaceRecovery::moveOn(RendezvousEvent event) {
   log->info("generation {} ended ({}); the workers keep running while this node joins the next "
             "round", from, event.detail);
   try {
-    std::string why;
-    std::optional<InPlaceRound> next = hooks_.nextRound(why);
-    if (!next) {
-      log->warn("generation {} cannot go on in place ({}): every worker restarts", from, why);
+    NextInPlace answer = hooks_.nextRound();
+    // Rounds that ended before they were ready (the storm's "generation N+1 ended before its
+    // worker store was published"): the workers never saw them; this node joins the next one.
+    for (int passed = 1; std::holds_alternative<InPlaceRoundEnded>(answer); ++passed) {
+      const auto& ended = std::get<InPlaceRoundEnded>(answer);
+      const std::string why = "generation " + std::to_string(ended.event.generation) +
+                              " ended before it was ready: " + ended.event.detail;
+      if (passed > kRoundsPassed || !workersMayGoOn(ended.event, ended.nodeRank)) {
+        answer = NotInPlace{passed > kRoundsPassed
+                                ? why + "; " + std::to_string(kRoundsPassed) + " rounds in a row"
+                                : why};
+        break;
+      }
+      log->info("{}; the workers of generation {} keep running while this node joins the next "
+                "round", why, from);
+      answer = hooks_.nextRound();
+    }
+    if (auto* no = std::get_if<NotInPlace>(&answer)) {
+      log->warn("generation {} cannot go on in place ({}): every worker restarts", from, no->why);
       sup.post([&sup, from, event] { sup.stopForEvent(from, event); });
       return;
     }
+    auto next = std::get_if<InPlaceRound>(&answer);
     next->ended = event;
     round_ = next->round;
     keeper_->beginGeneration(next->round, next->store.addr, next->store.port, "",

@@ -33,6 +33,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "launcher/agent/supervisor.hpp"
@@ -49,6 +50,18 @@ struct InPlaceRound {
   WorkerStoreAddress store;
   RendezvousEvent ended;  // how the previous generation ended
 };
+// nextRound's answer when the round it joined ended before it was ready for the workers (a peer
+// lost or a newcomer while its worker store or standby list was awaited): the workers, still in
+// their generation, may wait for the round after it.
+struct InPlaceRoundEnded {
+  RendezvousEvent event;
+  int nodeRank = -1;  // this node's rank in the round that ended
+};
+// nextRound's answer when the workers cannot go on in place: why (the job ended, ...).
+struct NotInPlace {
+  std::string why;
+};
+using NextInPlace = std::variant<InPlaceRound, InPlaceRoundEnded, NotInPlace>;
 
 struct StandbyPlan {
   WorkerSpec spec;  // local rank 0's replacement: the argv and the environment the job runs with
@@ -66,10 +79,12 @@ struct InPlaceHooks {
   std::function<void(const QuorumChange&)> onQuorum;
   std::string host;
   int maxRestarts = 0;  // for the log line
-  // Joins the next round for workers that keep running: the round and its worker store, or
-  // nullopt with `why` set (the job ended, the round ended before it was ready, ...). Called on
-  // the helper thread; the agent's thread is in the supervisor's loop meanwhile. May throw Error.
-  std::function<std::optional<InPlaceRound>(std::string& why)> nextRound;
+  // Joins the next round for workers that keep running: the round and its worker store, the
+  // round's end when it ended before it was ready (InPlaceRecovery then joins the next one, at
+  // most kRoundsPassed times in a row), or why the workers cannot go on in place (the job ended,
+  // ...). Called on the helper thread; the agent's thread is in the supervisor's loop meanwhile.
+  // May throw Error.
+  std::function<NextInPlace()> nextRound;
   // After the board shows the new round's quorum 0 (helper thread): what else the round needs
   // from this node before it trains (the preflight report). Empty: nothing. May throw Error.
   std::function<void(const InPlaceRound&)> afterBoard;
@@ -101,6 +116,9 @@ class InPlaceRecovery {
   static constexpr std::chrono::milliseconds kStartWindow{std::chrono::seconds(10)};
   static constexpr std::chrono::milliseconds kFirstBackoff{250};
   static constexpr std::chrono::milliseconds kMaxBackoff{std::chrono::seconds(8)};
+  // Rounds that may end before they are ready, one after another, while the workers keep running
+  // (a storm of nodes lost and joining); one more restarts every worker.
+  static constexpr int kRoundsPassed = 8;
 
   // Throws Error when the board cannot be created (scope failed only).
   InPlaceRecovery(RestartScope scope, int localWorkers, InPlaceHooks hooks);

@@ -3,6 +3,11 @@
 // round on InPlaceRecovery's helper thread (the agent's own thread is in the supervisor's loop, so
 // nothing else uses the rendezvous meanwhile), then the agent's adoption of the round on the io
 // thread.
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
 #include "launcher/agent/detail/agent_impl.hpp"
 #include "launcher/rendezvous/store_access.hpp"
 
@@ -19,12 +24,9 @@ std::vector<WorkerSpec> Agent::specsFor(const RendezvousResult& round,
   return specs;
 }
 
-std::optional<InPlaceRound> Agent::nextRoundInPlace(std::string& why) {
+NextInPlace Agent::nextRoundInPlace() {
   NextResult next = rdzv_->next();
-  if (auto* ended = std::get_if<JobEnded>(&next)) {
-    why = "the job ended: " + ended->reason;
-    return std::nullopt;
-  }
+  if (auto* ended = std::get_if<JobEnded>(&next)) return NotInPlace{"the job ended: " + ended->reason};
   InPlaceRound n{std::get<RendezvousResult>(next), {}, {}};
   if (n.round.nodeRank == 0) {
     std::vector<std::string> members;
@@ -32,13 +34,12 @@ std::optional<InPlaceRound> Agent::nextRoundInPlace(std::string& why) {
     pendingWorkerStore_ = std::make_unique<StoreServerThread>(
         workerStoreOptions(config_, n.round, advertisedAddr_, members));
     n.store = {workerStoreAddress(n.round, advertisedAddr_), pendingWorkerStore_->port()};
+    holdForTest(n.round);
     rdzv_->publishWorkerStore(n.store.addr, n.store.port);
   } else {
     WorkerStoreResult published = rdzv_->workerStore();
     if (auto* ended = std::get_if<RoundEnded>(&published)) {
-      why = "generation " + std::to_string(n.round.generation) + " ended before its worker store " +
-            "was published (" + ended->event.detail + ")";
-      return std::nullopt;
+      return InPlaceRoundEnded{ended->event, n.round.nodeRank};
     }
     const auto& endpoint = std::get<WorkerStoreEndpoint>(published);
     n.store = {endpoint.addr, endpoint.port};
@@ -47,13 +48,26 @@ std::optional<InPlaceRound> Agent::nextRoundInPlace(std::string& why) {
     publishStandby(*rdzv_, n.round, self_);
     auto standbys = readStandbys(*rdzv_, n.round, failoverBound(settings_));
     if (auto* ended = std::get_if<RoundEnded>(&standbys)) {
-      why = "generation " + std::to_string(n.round.generation) + " ended while its store's standby " +
-            "list was read (" + ended->event.detail + ")";
-      return std::nullopt;
+      return InPlaceRoundEnded{ended->event, n.round.nodeRank};
     }
     failover_.setStandbys(std::get<std::vector<Standby>>(std::move(standbys)));
   }
   return n;
+}
+
+// A test's hold (tests/integration/recovery_nodes_test.py, round_ended): with
+// DDP_TEST_HOLD_WORKER_STORE=<file>, node rank 0 of a round joined in place publishes its worker
+// store only once <file> is gone (at most 120 s) when it exists, so that a test can end the round
+// in between.
+void Agent::holdForTest(const RendezvousResult& round) {
+  const char* file = std::getenv("DDP_TEST_HOLD_WORKER_STORE");
+  if (file == nullptr || !std::filesystem::exists(file)) return;
+  log_->info("generation {}: the worker store is published once {} is gone "
+             "(DDP_TEST_HOLD_WORKER_STORE)", round.generation, file);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::filesystem::exists(file) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 // Every node of a round reports its preflight: a newcomer's node rank 0 waits for it. The

@@ -17,6 +17,8 @@
                      newcomer right after a new agent grew the world back, then on node 0 again:
                      each is replaced in place (the announcements outlive the generation), node
                      0's other worker keeps its process throughout, no worker restarts
+  round_ended        a round joined in place ends before node 0 published its worker store (a
+                     test hold): node 1 joins the next round in place, nobody restarts
   excluded_in_place  node 1's workers fail twice (--exclude-after 2): the first is replaced in
                      place, the second makes node 1 leave for its cooldown while node 0 trains on
                      (world size 2); it joins again after the cooldown, the world back to 4
@@ -34,20 +36,21 @@ from multinode_harness import (BIN, RDZV_CONF, TMP, alive, c10d, check,  # noqa:
 from recovery_test import TRAIN, config, finish, job_status, last_step, run  # noqa: E402
 
 
-def two_nodes(h, tag, extra_flags=(), epochs=60):
-    """A ddprund and two agents of 2 workers (nnodes 1:2, restart scope failed) training on, agent
-    `tag`0 as node rank 0, once rank 0 passed step 20. Returns both agents, a function that starts
-    one more agent named by its argument, and the metrics file."""
+def two_nodes(h, tag, extra_flags=(), epochs=60, nnodes="1:2", nproc=2, node0_env=None):
+    """A ddprund and two agents of `nproc` workers (nnodes `nnodes`, restart scope failed) training
+    on, agent `tag`0 as node rank 0 (with `node0_env` added to its environment), once rank 0 passed
+    step 20. Returns both agents, a function that starts one more agent named by its argument, and
+    the metrics file."""
     port = h.ddprund()
-    flags = c10d(port, "1:2", 2, run_id=tag) + ["--restart-scope=failed", "--max-restarts", "3",
-                                                 "--shutdown-timeout", "5"] + list(extra_flags)
+    flags = c10d(port, nnodes, nproc, run_id=tag) + ["--restart-scope=failed", "--max-restarts",
+                                                     "3", "--shutdown-timeout", "5"] + list(extra_flags)
     metrics = os.path.join(TMP, tag + ".metrics.jsonl")
     cmd = [TRAIN, "--config", config(epochs), "--metrics", metrics]
     env = dict(os.environ, DDP_NO_SLURM="1")
 
-    def agent(name, extra=()):
-        return h.spawn(name, [os.path.join(BIN, "ddprun")] + list(extra) + flags + cmd, env)
-    a0 = agent(tag + "0", ["--node-rank", "0"])
+    def agent(name, extra=(), agent_env=env):
+        return h.spawn(name, [os.path.join(BIN, "ddprun")] + list(extra) + flags + cmd, agent_env)
+    a0 = agent(tag + "0", ["--node-rank", "0"], dict(env, **(node0_env or {})))
     a1 = agent(tag + "1")
     poll("progress", lambda: last_step(metrics) > 20, 120)
     return a0, a1, agent, metrics
@@ -129,6 +132,42 @@ def kill_after_form(h):
         check("no worker is replaced in place" not in out and "restarting the job" not in out,
               "%s fell back to a full restart:\n%s" % (name, out[-3000:]))
     check(json_lines(metrics)[-1]["world_size"] == 4, "the job did not end on 4 workers")
+
+
+def round_ended(h):
+    """A round joined in place ends before it is ready (issue 31: the storm's "generation N+1 ended
+    before its worker store was published" restarted every worker): 2 nodes x 1 worker, nnodes 1:4;
+    a third agent joins, so nodes 0 and 1 move on in place into the next round, where node 0 holds
+    its worker store back (DDP_TEST_HOLD_WORKER_STORE, while the test's file exists); a fourth
+    agent joins meanwhile and ends that round before it was ready. Node 1 joins the next round in place; no worker restarts,
+    nodes 0 and 1 keep their processes, the job finishes on 4 workers."""
+    hold = os.path.join(TMP, "re.hold")  # node 0 holds while it exists
+    a0, a1, agent, metrics = two_nodes(h, "re", epochs=8, nnodes="1:4", nproc=1,
+                                       node0_env={"DDP_TEST_HOLD_WORKER_STORE": hold})
+    kept = sorted(workers(a0.pid) + workers(a1.pid))
+    check(len(kept) == 2, "nodes 0 and 1 run %s" % kept)
+    open(hold, "w").close()
+    agent("re2")
+    poll("node 0 holding generation 1's worker store",
+         lambda: "DDP_TEST_HOLD_WORKER_STORE" in h.output("re0"), 60, 0.01)
+    agent("re3")
+    said = ("ended before it was ready", "cannot go on in place")
+    poll("node 1 learning that generation 1 ended",
+         lambda: any(w in h.output("re1") for w in said), 60, 0.01)
+    os.unlink(hold)
+    h.log("released node 0's worker store")
+    out1 = h.output("re1")
+    check("ended before it was ready" in out1 and "cannot go on in place" not in out1,
+          "node 1 did not go on in place past the round that ended:\n" + out1[-3000:])
+    poll("the world of 4", lambda: (json_lines(metrics) or [{}])[-1].get("world_size") == 4, 120)
+    since = last_step(metrics)
+    poll("progress on 4 workers", lambda: last_step(metrics) > since + 5, 120)
+    check(sorted(workers(a0.pid) + workers(a1.pid)) == kept, "node 0's or 1's worker was restarted")
+    check(finish(h, a0, "re0", metrics) == 0, "node 0 failed:\n" + h.output("re0")[-3000:])
+    for name in ("re0", "re1"):
+        out = h.output(name)
+        check("cannot go on in place" not in out and "restarting the job" not in out,
+              "%s fell back to a full restart:\n%s" % (name, out[-3000:]))
 
 
 def excluded_in_place(h):
@@ -255,6 +294,7 @@ def main():
         "node_cut": lambda h, a: node_cut(h),
         "excluded_in_place": lambda h, a: excluded_in_place(h),
         "kill_after_form": lambda h, a: kill_after_form(h),
+        "round_ended": lambda h, a: round_ended(h),
     })
 
 

@@ -1,6 +1,6 @@
 """Unit tests of ddprun.torch's pure parts, with Debian's /usr/bin/python3 and torch 1.13 (issue 32).
 
-  ddprun_torch_units_test.py [sampler|sampler_tail|standby|board]
+  ddprun_torch_units_test.py [sampler|sampler_tail|standby|board|join]
 
 sampler  ddprun.torch.DistributedSampler equals torch's DistributedSampler without faults (shuffle,
          seeds, epochs, padding, drop_last); resharded at a step boundary (a world that shrinks
@@ -15,6 +15,10 @@ standby  _standby.decode of good and malformed payloads; await_assignment over a
          environment replaced; a short or oversized message an error, the environment unchanged)
 board    _board.QuorumRecord.decode refuses every malformed record with a BoardError naming the
          field; QuorumBoard refuses files that are no board
+join     Group._join over a fake board: the newest quorum's build fails and no newer one comes
+         within the grace: the process gives up with one line (its agent replaces it) instead of
+         waiting out the group's timeout, the failed quorum not tried again; a newer quorum
+         within the grace is built; a build the board superseded meanwhile is no failure
 
 Exit 0 when every check holds, 1 with the first failure otherwise."""
 import json
@@ -370,11 +374,112 @@ def board_decode():
     os.rmdir(d)
 
 
+# -- join ------------------------------------------------------------------------------------
+class FakeBoard:
+    """The quorum board as _join reads it: an epoch that moves with each publish, the newest
+    record, a wait for the next publish."""
+
+    def __init__(self, quorum):
+        self._cv = threading.Condition()
+        self._epoch, self._quorum = 1, quorum
+
+    def publish(self, quorum):
+        with self._cv:
+            self._epoch += 1
+            self._quorum = quorum
+            self._cv.notify_all()
+
+    def epoch(self):
+        with self._cv:
+            return self._epoch
+
+    def read(self):
+        from ddprun import _board
+        with self._cv:
+            q = self._quorum
+        return _board.QuorumRecord(generation=0, quorum=q, rank=1, world_size=2, local_rank=1,
+                                   local_world_size=2, group_rank=0, group_world_size=1,
+                                   master_addr="127.0.0.1", master_port=1)
+
+    def wait_for_change(self, epoch, timeout):
+        with self._cv:
+            self._cv.wait_for(lambda: self._epoch != epoch, timeout)
+
+
+def joining_group(board, build):
+    """A Group with only what _join uses: the board, a 30-minute timeout, `build(record)`."""
+    import datetime
+    from ddprun.torch import _group
+    g = object.__new__(_group.Group)
+    g._board, g._record = board, board.read()
+    g._timeout = datetime.timedelta(minutes=30)
+    g._build = lambda rec, epoch: build(rec)
+    g._close_group = lambda: None
+    g._peek = lambda key_of: None
+    return g
+
+
+def join_gives_up():
+    from ddprun.torch import _group
+    saved = _group._FAILED_BUILD_GRACE_S
+    _group._FAILED_BUILD_GRACE_S = 0.3
+    try:
+        # 1. The newest quorum (0.2) fails to build; nothing newer comes.
+        board, built = FakeBoard(2), []
+
+        def broken(rec):
+            built.append(rec.quorum)
+            raise RuntimeError("Broken pipe")
+        g, outcome = joining_group(board, broken), []
+
+        def join():
+            try:
+                g._join(newer_than=(0, 1))
+                outcome.append("returned")
+            except _group._RecoveryFailed as e:
+                outcome.append(e)
+        t = threading.Thread(target=join, daemon=True)
+        t.start()
+        t.join(30)  # the grace is 0.3 s; without it, _join waits out the group's 30 minutes
+        check(outcome, "_join still waits 30 s after quorum 0.2 failed to build")
+        e = outcome[0]
+        check(isinstance(e, _group._RecoveryFailed), "_join %s though quorum 0.2 failed" % e)
+        check("could not build quorum 0.2: Broken pipe" in str(e) and "agent replaces it" in
+              str(e) and "\n" not in str(e), "the line: %s" % e)
+        check(built == [2], "quorum 0.2 built %d times: %s" % (len(built), built))
+
+        # 2. A newer quorum comes within the grace: it is built, nothing raised.
+        board, built = FakeBoard(2), []
+
+        def fails_once(rec):
+            built.append(rec.quorum)
+            if rec.quorum == 2:
+                threading.Timer(0.1, board.publish, (3,)).start()
+                raise RuntimeError("Broken pipe")
+        joining_group(board, fails_once)._join(newer_than=(0, 1))
+        check(built == [2, 3], "quorums built: %s" % built)
+
+        # 3. A build the board superseded meanwhile (the watchdog shut its sockets) is no failure
+        # of that quorum: the newer one is built, and a failure of it starts its own grace.
+        board, built = FakeBoard(2), []
+
+        def superseded(rec):
+            built.append(rec.quorum)
+            if rec.quorum == 2:
+                board.publish(3)
+                raise RuntimeError("Connection reset by peer")
+        joining_group(board, superseded)._join(newer_than=(0, 1))
+        check(built == [2, 3], "quorums built: %s" % built)
+    finally:
+        _group._FAILED_BUILD_GRACE_S = saved
+
+
 def main():
     groups = {"sampler": [sampler_matches_torch, sampler_reshards, sampler_same_world],
               "sampler_tail": [sampler_tail],
               "standby": [standby_decode, standby_fifo],
-              "board": [board_decode]}
+              "board": [board_decode],
+              "join": [join_gives_up]}
     names = sys.argv[1:] or list(groups)
     try:
         for name in names:

@@ -3,12 +3,16 @@
 //   * a rank that fails is replaced by a new "process" (a fresh ElasticGroup + train()) that takes
 //     its state from a peer; the others keep theirs; the run ends bit-identical to a fault-free one;
 //   * a rank that leaves for good: the other two continue on world size 2 without rolling back;
-//   * a rank added at a step boundary: the world grows to 3 and the newcomer takes the state.
+//   * a rank added at a step boundary: the world grows to 3 and the newcomer takes the state;
+//   * rank 0 fails after a logged step's loss was averaged, before it wrote the step's line, and
+//     the others finished the step: its replacement writes the line (one line per step).
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <regex>
 #include <thread>
 
 #include "rendezvous/quorum/quorum_board.hpp"
@@ -223,4 +227,49 @@ TEST_CASE("a rank added at a step boundary takes the state and the world grows t
   }
   CHECK(results[0].recoveries == 1);
   CHECK(results[2].recoveries == 0);
+}
+
+TEST_CASE("rank 0 lost before a finished step's metrics line: its replacement writes the line",
+          "[recovery]") {
+  TrainConfig c = config(30);
+  c.logEvery = 1;
+  const auto dir = test::scratchDir("recovery-metrics");
+  c.metrics = (dir / "metrics.jsonl").string();
+  constexpr int64_t kStep = 12;
+  Agent agent;
+  agent.publish(0, 0, 3);
+  std::atomic<int> finishedStep{0};  // survivors that finished step kStep (its loss averaged)
+  std::vector<TrainResult> results(3);
+  onThreads(3, [&](int r) {
+    if (r != 0) {
+      results[r] = runRank(agent, r, 3, c, -1, -1, [&](int64_t step) {
+        if (step == kStep) ++finishedStep;
+      });
+      return;
+    }
+    {
+      // Rank 0's first process: the step's loss averaged, then gone before its line. Its
+      // connections close once both peers finished the step, so that they hold it whole.
+      ElasticGroup group(agent.env(0, 3), gloo());
+      RunContext ctx{0, 3, 0, 0, kStep, 0, -1, -1, {}};
+      ctx.localWorldSize = 3;
+      ctx.group = &group;
+      ctx.failBeforeMetricsLine = true;
+      REQUIRE(train(c, ctx, &group.comm()).injectedFailure);
+      while (finishedStep.load() < 2) std::this_thread::yield();
+    }
+    agent.publish(0, 1, 3, {0});  // its agent: quorum 1, rank 0 replaced
+    results[0] = runRank(agent, 0, 3, c, -1, -1);
+  });
+  std::ifstream in(c.metrics);
+  std::vector<int64_t> steps;
+  const std::regex stepField("\"step\":([0-9]+)");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, stepField)) steps.push_back(std::stoll(m[1]));
+  }
+  std::vector<int64_t> want;
+  for (int64_t s = 1; s <= 30; ++s) want.push_back(s);
+  CHECK(steps == want);  // step kStep's line once, from the replacement; no step twice
+  CHECK(results[0].steps == 30);
 }

@@ -39,11 +39,14 @@ struct PreparedTrainer {
 
 namespace ddp::detail {
 
-// A step done (its optimizer step applied) whose afterStep has not finished on this rank.
+// A step done (its optimizer step applied) whose afterStep has not finished on this rank; or,
+// with `complete`, the last logged step whose afterStep finished here (lossMean is then the mean
+// over every rank, the line's loss): rank 0 may have died before it wrote that line.
 struct InterruptedStep {
   int64_t step = -1;
   float lossMean = 0;  // this rank's mean loss over the steps since the last metrics line
   float gradNorm = 0;
+  bool complete = false;
 };
 
 class TrainLoop {
@@ -93,6 +96,8 @@ class TrainLoop {
   // Joins the newest quorum (retrying while recovery itself fails) and continues from the
   // donor's state. Throws CommError when no quorum comes (the worker then exits).
   void recover(const std::string& why);
+  // --fail-at-step's fault at step `step` on this rank: marks the failure, true when it fires.
+  bool injectFault(int64_t step);
   // Collective: every rank's (step, hash); the donor's state to every rank that differs.
   void syncState();
   // One buffer of the state, from agreed.donor to the ranks in agreed.differ (every rank calls it).
@@ -100,7 +105,8 @@ class TrainLoop {
   void takeState(const StateAgreement& agreed);  // every buffer of the state, by handOver
   StateDigest digest();
   // After the state agreed on step `step`: when some rank's afterStep of that step was
-  // interrupted (`reports`, one per rank), every rank finishes it with those ranks' loss.
+  // interrupted (`reports`, one per rank), every rank finishes it with those ranks' loss; when
+  // only ranks that finished it hold it (rank 0 died before its line), rank 0 writes the line.
   void finishInterruptedStep(const std::vector<InterruptedStep>& reports, int64_t step);
   void adoptQuorum();  // ctx_, comm_, metrics_ for the group's current view
 
@@ -131,6 +137,7 @@ class TrainLoop {
   double lossSinceLog_ = 0;  // sum of step losses since the last metrics line
   int64_t stepsSinceLog_ = 0;
   std::optional<InterruptedStep> interrupted_;  // set while afterStep runs its collectives
+  std::optional<InterruptedStep> lastLogged_;   // the last logged step's line, complete
   bool collectivesLogged_ = false;  // the reducer's set-up is logged once, not after each recovery
   bool hasState_;  // false for a replacement process until a peer handed it the state
   const GradReadyFn gradHook_ = [this](int t) { reducer_->markReady(t); };  // built once

@@ -155,7 +155,8 @@ class Agent {
   // than --standby-workers 0).
   std::optional<StandbyPlan> standbyPlan(std::string& why) const;
   std::vector<WorkerSpec> specsFor(const RendezvousResult& round, const WorkerStoreAddress& store);
-  std::optional<InPlaceRound> nextRoundInPlace(std::string& why);
+  NextInPlace nextRoundInPlace();
+  void holdForTest(const RendezvousResult& round);
   void preflightInPlace(const InPlaceRound& next);
   std::vector<WorkerSpec> adoptInPlace(const InPlaceRound& next);
 };

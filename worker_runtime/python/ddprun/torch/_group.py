@@ -33,6 +33,11 @@ from ._errors import UsageError
 _STUCK_GRACE_S = 2.0       # a collective of a superseded quorum still blocked this long is aborted
 _WATCH_PERIOD_S = 0.005
 _FINISHED_POLL_S = 0.25
+# The newest quorum's build failed and no newer quorum came this long after (a peer that dies
+# makes its agent publish one within its back-off, at most 8 s): nothing will replace that quorum,
+# and its peers wait in it for this rank. The process exits; its agent replaces it, which is the
+# newer quorum everyone moves to (instead of a hang until the process group's timeout).
+_FAILED_BUILD_GRACE_S = 10.0
 _DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)  # torch's default for a process group
 
 _IDLE, _BUILDING, _RUNNING = "idle", "building", "running"
@@ -359,6 +364,7 @@ class Group:
         """Builds the default process group for the newest quorum (newer than `newer_than`)."""
         deadline = time.monotonic() + self._timeout.total_seconds()
         failed, last = None, "no newer quorum was published"
+        failed_at = None
         next_finished_check = 0.0
         while True:
             epoch = self._board.epoch()
@@ -366,6 +372,7 @@ class Group:
             usable = rec is not None and (newer_than is None or rec.id > newer_than) and \
                 (failed is None or rec.id > failed)
             if usable:
+                failed_at = None  # a newer quorum: its own attempt
                 try:
                     self._build(rec, epoch)
                     return
@@ -373,10 +380,14 @@ class Group:
                     self._close_group()
                     last = "quorum %s: %s" % (_board.quorum_name(rec.id), _one_line(e))
                     if self._board.epoch() == epoch:
-                        failed = rec.id
+                        failed, failed_at = rec.id, time.monotonic()
                         _log("rank %d could not build %s; waiting for a newer quorum"
                              % (rec.rank, last))
             now = time.monotonic()
+            if failed_at is not None and now - failed_at >= _FAILED_BUILD_GRACE_S:
+                raise _RecoveryFailed("could not build %s, and no newer quorum came within %g s; "
+                                      "this process exits so that its agent replaces it"
+                                      % (last, _FAILED_BUILD_GRACE_S))
             if now >= deadline:
                 raise _RecoveryFailed("rank %d found no quorum to %s within %d s: %s"
                                       % (self.rank if self._record else -1,
