@@ -11,7 +11,7 @@ int parseAndRun(int argc, char** argv) {
   CLI::App app{"train: data-parallel MLP training over sharded data (CPU: Gloo + OpenBLAS, "
                "GPU: NCCL + cuBLAS)"};
   ddp::TrainOptions train;
-  app.add_option("--config", train.config, "JSON config file (see README: config keys)");
+  app.add_option("--config", train.config, "JSON config file (its keys: docs/trainer.md, \"Config keys\")");
   app.add_option("--data", train.data, "dataset directory (overrides config 'data')");
   app.add_option("--checkpoint-dir", train.checkpointDir, "checkpoint directory");
   app.add_option("--metrics", train.metrics, "JSON-lines metrics file (rank 0 appends)");
