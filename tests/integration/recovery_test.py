@@ -4,7 +4,8 @@
 
   kills_1x4          one node, 4 workers: KILLS (default 100) random worker SIGKILLs, each after
                      the job made progress since the last one; the job ends with the parameters of
-                     a fault-free run (train's "params crc32c"), every kill replaced in place
+                     a fault-free run (train's "params crc32c"), every kill replaced in place; the
+                     job's length follows KILLS (2.4 epochs a kill, at least 24)
   kills_2x2          two agents with 2 workers each on one ddprund: KILLS (default 20) SIGKILLs
                      alternating between the nodes; bit-identical to the fault-free 2x2 run
   second_failure     a worker killed while the job recovers from the previous kill (its agent has
@@ -561,7 +562,8 @@ def main():
     def kills(args, default):
         return int(args[0]) if args else default
     return run({
-        "kills_1x4": lambda h, a: bit_identical(h, 1, 4, kills(a, 100), epochs=240),
+        "kills_1x4": lambda h, a: bit_identical(h, 1, 4, kills(a, 100),
+                                                epochs=max(24, kills(a, 100) * 12 // 5)),
         "kills_2x2": lambda h, a: bit_identical(h, 2, 2, kills(a, 20), epochs=80),
         "second_failure": lambda h, a: second_failure(h),
         "all_state_lost": lambda h, a: all_state_lost(h),
