@@ -1,4 +1,4 @@
-// Bad-node exclusion in the agent (node_exclusion.hpp): counting this node's failures, claiming
+// Bad-node exclusion in the agent (failure_window.hpp): counting this node's failures, claiming
 // to leave, sitting out the cooldown.
 #include <unistd.h>
 

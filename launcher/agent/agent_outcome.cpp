@@ -6,9 +6,9 @@
 #include <variant>
 
 #include "launcher/agent/detail/agent_impl.hpp"
-#include "launcher/agent/job_summary.hpp"
-#include "launcher/agent/verdict.hpp"
-#include "launcher/workers/failure_summary.hpp"
+#include "launcher/failures/job_summary.hpp"
+#include "launcher/failures/verdict.hpp"
+#include "launcher/failures/failure_summary.hpp"
 
 namespace ddp::detail {
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "launcher/agent/restart_policy.hpp"
+#include "launcher/recovery/restart_policy.hpp"
 #include "launcher/agent/supervisor.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/status/status_http.hpp"

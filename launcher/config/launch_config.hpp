@@ -149,10 +149,10 @@ struct LaunchConfig {
   RestartScope restartScope = RestartScope::kAll;
   // --verdict-after (DDP_VERDICT_AFTER; a ddprun addition, opt-in): the job stops with exit 87
   // instead of restarting once the same failure, or no step progress, repeats in this many
-  // generations in a row while restarts are left (launcher/agent/verdict.hpp); 0 = never, the
+  // generations in a row while restarts are left (launcher/failures/verdict.hpp); 0 = never, the
   // default: --max-restarts is honoured exactly, as torchrun does.
   int verdictAfter = 0;
-  // Bad-node exclusion (launcher/agent/node_exclusion.hpp; ddprun additions): a node whose
+  // Bad-node exclusion (launcher/failures/failure_window.hpp; ddprun additions): a node whose
   // workers failed --exclude-after times (DDP_EXCLUDE_AFTER; 0 = never) within --exclude-window
   // (DDP_EXCLUDE_WINDOW) leaves the job for --exclude-cooldown (DDP_EXCLUDE_COOLDOWN) when the
   // round keeps min_nodes without it. Opt-in: 0 by default, as torchrun has no exclusion.

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "launcher/status/node_steps.hpp"
-#include "launcher/workers/failure_summary.hpp"
+#include "launcher/failures/failure_summary.hpp"
 #include "launcher/workers/worker_group.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 

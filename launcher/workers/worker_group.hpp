@@ -31,7 +31,7 @@
 
 #include "launcher/config/launch_config.hpp"
 #include "launcher/workers/child_reaper.hpp"
-#include "launcher/workers/failure_summary.hpp"
+#include "launcher/failures/failure_summary.hpp"
 #include "launcher/workers/hang_verdict.hpp"
 #include "launcher/workers/log_layout.hpp"
 #include "launcher/workers/output_pump.hpp"
@@ -117,7 +117,7 @@ class WorkerGroup {
   // Workers that exited non-zero or by a signal, with everything the summary shows, in the order
   // they were reaped. Each exit gets the next reap sequence number (1, 2, ...) when it is reaped;
   // a failed worker without a failure number in its error file gets one from the generation's
-  // counter in the worker store its env names (failure_sequence.hpp; blocks up to 1 s when that
+  // counter in the worker store its env names (failure_sequencer.hpp; blocks up to 1 s when that
   // store does not answer, once per generation), unless ddprun had signalled it to stop.
   std::vector<WorkerFailure> failures() const;
   // Workers that failed and were replaced in place (replace()), in the order they were replaced.

@@ -6,8 +6,8 @@
 //                                  a worker that fails takes the next number before anything it
 //                                  does can make a peer fail (worker_runtime/failure_sequence.hpp)
 //                                  and writes it into its error file; an agent takes one when it
-//                                  reaps a failed worker that recorded none (launcher/
-//                                  failure_sequence.hpp). Every agent and worker of the generation
+//                                  reaps a failed worker that recorded none (launcher/failures/
+//                                  failure_sequencer.hpp). Every agent and worker of the generation
 //                                  reaches this store at MASTER_ADDR:MASTER_PORT, so one counter
 //                                  orders the generation's failures job-wide, without clocks.
 //   /ddp/attempt_<g>/quorum        the newest quorum of generation g (an ADD counter; 0 when absent:

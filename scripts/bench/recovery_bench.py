@@ -73,7 +73,7 @@ GOODPUT_TOPOLOGY = ENV("GOODPUT_TOPOLOGY", "1x4")
 NODE_KILLS = int(ENV("NODE_KILLS", "3"))
 # Latency kills of one cell come at least this far apart: the agent treats a replacement that fails
 # within 10 s of its start as one that failed at start and backs off before the next one
-# (launcher/agent/in_place_recovery.hpp), which a benchmark of single failures must not measure.
+# (launcher/recovery/in_place_recovery.hpp), which a benchmark of single failures must not measure.
 KILL_GAP = float(ENV("KILL_GAP", "10.5"))
 CKPT_EVERY = int(ENV("CKPT_EVERY", "100"))
 HIDDEN = ENV("HIDDEN", "512,512")

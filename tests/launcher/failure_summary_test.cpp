@@ -1,6 +1,6 @@
 // Failure records (JSON round trip), torch error files (both forms), the job's failure order and
 // its root cause (never by clock, never by which node reported first), the table.
-#include "launcher/workers/failure_summary.hpp"
+#include "launcher/failures/failure_summary.hpp"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -71,7 +71,7 @@ TEST_CASE("a record carries the failure numbers, and older records still parse",
   REQUIRE(old.failures.size() == 1);
   CHECK(old.failures[0].failureSeq == 0);
   CHECK(old.failures[0].step == -1);  // no step known
-  record.failures[0].step = 41;         // the verdict compares it (launcher/agent/verdict.hpp)
+  record.failures[0].step = 41;         // the verdict compares it (launcher/failures/verdict.hpp)
   CHECK(failureRecordFromJson(toJson(record)).failures[0].step == 41);
 }
 

@@ -1,7 +1,7 @@
 // finishFailedJob over a Rendezvous that records what it is told: this node's record published
 // once (also when its workers were only stopped), the other nodes' records waited for (bounded),
 // the root cause from all of them, error files shown only while they exist.
-#include "launcher/agent/job_summary.hpp"
+#include "launcher/failures/job_summary.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

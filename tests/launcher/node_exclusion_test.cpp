@@ -1,11 +1,11 @@
-// Bad-node exclusion in the agent (launcher/agent/node_exclusion.hpp, restart_policy.hpp's sit-out
+// Bad-node exclusion in the agent (launcher/failures/failure_window.hpp, restart_policy.hpp's sit-out
 // rows): what counts against a node, the window, and the decisions that lead to sitting out.
 #include <catch2/catch.hpp>
 
 #include <csignal>
 
-#include "launcher/agent/node_exclusion.hpp"
-#include "launcher/agent/restart_policy.hpp"
+#include "launcher/failures/failure_window.hpp"
+#include "launcher/recovery/restart_policy.hpp"
 
 using namespace ddp;
 using namespace std::chrono_literals;

@@ -1,14 +1,14 @@
 // The restart policy, exhaustively: every situation x every way a round can end (or none) x
 // whether the local failures all look like a peer's collateral, whether the job's failures repeat
 // (a verdict) and whether a verdict ended the round, against the table in
-// launcher/agent/restart_policy.hpp.
+// launcher/recovery/restart_policy.hpp.
 #include <catch2/catch.hpp>
 
 #include <csignal>
 #include <optional>
 #include <vector>
 
-#include "launcher/agent/restart_policy.hpp"
+#include "launcher/recovery/restart_policy.hpp"
 
 using namespace ddp;
 using Kind = RendezvousEventKind;

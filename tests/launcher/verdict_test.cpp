@@ -1,4 +1,4 @@
-// The verdict (launcher/agent/verdict.hpp): which runs of failed generations stop the job, and
+// The verdict (launcher/failures/verdict.hpp): which runs of failed generations stop the job, and
 // which never do (communication failures, signals from outside, a generation without records).
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/agent/verdict.hpp"
+#include "launcher/failures/verdict.hpp"
 
 using namespace ddp;
 

@@ -14,16 +14,16 @@
 #include <vector>
 
 #include "launcher/agent/agent_status.hpp"
-#include "launcher/agent/in_place_recovery.hpp"
-#include "launcher/agent/node_exclusion.hpp"
-#include "launcher/agent/restart_policy.hpp"
+#include "launcher/recovery/in_place_recovery.hpp"
+#include "launcher/failures/failure_window.hpp"
+#include "launcher/recovery/restart_policy.hpp"
 #include "launcher/agent/supervisor.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/numa/numa_setup.hpp"
 #include "launcher/preflight/preflight.hpp"
 #include "launcher/rendezvous/rendezvous_setup.hpp"
 #include "launcher/rendezvous/store_failover.hpp"
-#include "launcher/workers/failure_summary.hpp"
+#include "launcher/failures/failure_summary.hpp"
 #include "launcher/workers/log_layout.hpp"
 #include "launcher/workers/worker_env_builder.hpp"
 #include "rendezvous/base/logging.hpp"
@@ -76,7 +76,7 @@ class Agent {
   std::string judgeWith(std::optional<std::vector<FailureRecord>> records,
                         const std::vector<WorkerFailure>& failures,
                         const RendezvousResult& round) const;
-  // Bad-node exclusion (node_exclusion.hpp). Counts this generation's failures against the node
+  // Bad-node exclusion (failure_window.hpp). Counts this generation's failures against the node
   // and, when they reach --exclude-after, claims to leave: the reason when granted, else "".
   std::string countFailure(const std::vector<WorkerFailure>& failures,
                            const RendezvousResult& round);

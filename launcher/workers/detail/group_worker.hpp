@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "launcher/workers/failure_summary.hpp"
+#include "launcher/failures/failure_summary.hpp"
 #include "launcher/workers/hang_verdict.hpp"
 #include "launcher/workers/output_pump.hpp"
 #include "launcher/workers/worker_env_builder.hpp"

@@ -48,7 +48,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/workers/failure_summary.hpp"
+#include "launcher/failures/failure_summary.hpp"
 
 namespace ddp {
 

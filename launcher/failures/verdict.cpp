@@ -1,4 +1,4 @@
-#include "launcher/agent/verdict.hpp"
+#include "launcher/failures/verdict.hpp"
 
 #include <signal.h>
 

@@ -1,8 +1,8 @@
-#include "launcher/agent/node_exclusion.hpp"
+#include "launcher/failures/failure_window.hpp"
 
 #include <signal.h>
 
-#include "launcher/agent/verdict.hpp"
+#include "launcher/failures/verdict.hpp"
 #include "rendezvous/base/duration_text.hpp"
 
 namespace ddp {

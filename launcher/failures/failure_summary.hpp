@@ -143,7 +143,7 @@ std::string formatSummary(const FailureSummary& summary, const std::string& entr
                           const RendezvousCause& cause);
 
 // The table of formatSummary(summary, entrypoint) for a job an agent's verdict stopped
-// (launcher/agent/verdict.hpp): the root cause is headed by the verdict, `verdict.reason` (e.g.
+// (launcher/failures/verdict.hpp): the root cause is headed by the verdict, `verdict.reason` (e.g.
 // "Root Cause (the same failure in 3 generations in a row: rank 1 exit 1 '...' at step 3; stopping
 // instead of restarting):"), and followed by a line with `verdict.exitCode` and `verdict.kind`.
 // Without a worker failure to show (workerExplains false), the table above with the verdict as
@@ -152,7 +152,7 @@ std::string formatVerdictSummary(const FailureSummary& summary, const std::strin
                                  const RendezvousCause& verdict);
 
 // formatSummary(summary, entrypoint) for a job whose restart budget was spent by a failure an
-// enabled verdict would also have stopped (launcher/agent/verdict.hpp): the root cause is
+// enabled verdict would also have stopped (launcher/failures/verdict.hpp): the root cause is
 // followed by a "verdict" line, `verdictNote`; the exit code stays the root cause's.
 std::string formatBudgetSpentSummary(const FailureSummary& summary, const std::string& entrypoint,
                                      const std::string& verdictNote);

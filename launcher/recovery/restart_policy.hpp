@@ -36,7 +36,7 @@
 //                                                 with the budget spent: the root cause's code,
 //                                                 the verdict a line of the summary
 //   workers failed,      restart requested /      sit out (bad-node exclusion,
-//   failure reported     peer lost / scale-up,    node_exclusion.hpp): leave the job for
+//   failure reported     peer lost / scale-up,    failure_window.hpp): leave the job for
 //                        and this node's claim    --exclude-cooldown, then rejoin as a
 //                        to leave was granted     newcomer
 //   workers failed       - (a replacement in      sit out at once: the failure is recorded
@@ -76,7 +76,7 @@
 #include <vector>
 
 #include "launcher/config/launch_config.hpp"
-#include "launcher/workers/failure_summary.hpp"
+#include "launcher/failures/failure_summary.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 
 namespace ddp {
@@ -137,7 +137,7 @@ struct PolicyInput {
   // The store is hosted by another agent of this job, which the survivors replace when it dies
   // (StoreFailover::enabled()).
   bool storeFailover = false;
-  // Bad-node exclusion (node_exclusion.hpp): the reason of this node's granted claim to leave the
+  // Bad-node exclusion (failure_window.hpp): the reason of this node's granted claim to leave the
   // job for a cooldown ("" = none), and whether its failure is recorded already (the in-place
   // path declined a replacement for it and recorded it).
   std::string sitOut;

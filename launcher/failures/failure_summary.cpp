@@ -1,4 +1,4 @@
-#include "launcher/workers/failure_summary.hpp"
+#include "launcher/failures/failure_summary.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -1,10 +1,10 @@
-#include "launcher/agent/job_summary.hpp"
+#include "launcher/failures/job_summary.hpp"
 
 #include <algorithm>
 #include <filesystem>
 #include <set>
 
-#include "launcher/agent/verdict.hpp"
+#include "launcher/failures/verdict.hpp"
 #include "launcher/workers/output_pump.hpp"
 #include "rendezvous/base/backoff.hpp"
 #include "rendezvous/base/duration_text.hpp"

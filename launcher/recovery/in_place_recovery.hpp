@@ -96,7 +96,7 @@ struct InPlaceHooks {
   // (with `why` set when that deserves a line in the log).
   std::function<std::optional<StandbyPlan>(std::string& why)> standbySpec;
   // Helper thread, before a replacement: counts the failure against this node (bad-node
-  // exclusion, node_exclusion.hpp) and returns the reason of a granted claim to leave the job
+  // exclusion, failure_window.hpp) and returns the reason of a granted claim to leave the job
   // instead (then the failure is recorded, no worker is replaced, and the generation ends for this
   // node), or "" to replace as usual. Empty: never. May throw Error.
   std::function<std::string(const std::vector<WorkerFailure>&)> leaveInstead;

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/workers/failure_summary.hpp"
+#include "launcher/failures/failure_summary.hpp"
 #include "launcher/workers/log_layout.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 
@@ -59,7 +59,7 @@ struct JobSummarySettings {
   // Why the rendezvous ended the job, and the exit code of that kind of end: the root cause when
   // no worker failure explains it (see the header comment).
   RendezvousCause cause{};
-  // An agent's verdict stopped the job (launcher/agent/verdict.hpp): its line heads the root
+  // An agent's verdict stopped the job (launcher/failures/verdict.hpp): its line heads the root
   // cause, and its exit code is returned whatever the root cause (formatVerdictSummary).
   std::optional<RendezvousCause> verdict{};
   // --verdict-after (0 = off): without `verdict`, when a worker's failure explains the end (the

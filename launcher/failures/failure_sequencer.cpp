@@ -1,4 +1,4 @@
-#include "launcher/workers/failure_sequence.hpp"
+#include "launcher/failures/failure_sequencer.hpp"
 
 #include <charconv>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "launcher/agent/restart_policy.hpp"
+#include "launcher/recovery/restart_policy.hpp"
 
 #include <algorithm>
 

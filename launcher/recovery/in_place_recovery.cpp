@@ -1,6 +1,6 @@
-#include "launcher/agent/in_place_recovery.hpp"
+#include "launcher/recovery/in_place_recovery.hpp"
 
-#include "launcher/agent/restart_policy.hpp"
+#include "launcher/recovery/restart_policy.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
 
