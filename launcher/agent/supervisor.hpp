@@ -34,6 +34,7 @@
 
 #include "launcher/hang/file_timer_server.hpp"
 #include "launcher/hang/hang_settings.hpp"
+#include "launcher/recovery/generation_control.hpp"
 #include "launcher/workers/child_reaper.hpp"
 #include "launcher/workers/signal_receiver.hpp"
 #include "launcher/workers/signal_rules.hpp"
@@ -58,7 +59,7 @@ struct GenerationOutcome {
   std::vector<WorkerFailure> failures;  // every worker that did not exit 0, observed order
 };
 
-class Supervisor {
+class Supervisor final : public GenerationControl {
  public:
   // Handles SIGTERM, SIGINT, SIGHUP, SIGQUIT and `extraSignals` (--signals-to-handle) from now
   // until destruction, except those ignored at start (nohup) unless `extraNamed` (the user gave
@@ -78,7 +79,7 @@ class Supervisor {
                                   int64_t generation);
 
   // Thread-safe, non-blocking: ends the running generation if `event` is for it; otherwise dropped.
-  void postRendezvousEvent(const RendezvousEvent& event);
+  void postRendezvousEvent(const RendezvousEvent& event) override;
 
   // A stop signal that arrived while no generation ran (nullopt = none). Clears it. (A notice that
   // arrives then is logged and dropped: there is nobody to forward it to.)
@@ -100,50 +101,25 @@ class Supervisor {
   // Straggler detection's watch (hang settings; null when off), for the status publisher.
   std::shared_ptr<StragglerWatch> stragglers() const { return hang_.stragglers; }
 
-  // -- in-place recovery (docs/recovery.md) --
-  // With a handler, a failed worker does not stop the others at once: handler(failures) runs on
-  // the io thread with every current failure. True: the agent took them and will end the matter
-  // through post() — replaceWorkers() (the generation goes on) or failGeneration(); failures
-  // that come meanwhile wait for that answer. False: the group is stopped as without a handler.
-  // An empty handler: none. Must not be changed while a generation runs.
-  using FailureHandler = std::function<bool(const std::vector<WorkerFailure>&)>;
-  void handleFailures(FailureHandler handler) { failureHandler_ = std::move(handler); }
-  // io thread, for generation `generation`: starts each spec's new process (its old one failed;
-  // WorkerGroup::replace). A spawn that fails stops the generation (kFailed). Ignored when that
-  // generation is over or stopping.
-  void replaceWorkers(int64_t generation, std::vector<WorkerSpec> specs);
-  // io thread, for generation `generation`: keeps `count` standby processes of `spec` beside its
-  // workers (WorkerGroup::keepStandby); replaceWorkers() hands one a failed worker's rank first.
-  // Ignored when that generation is over or stopping.
-  void keepStandby(int64_t generation, WorkerSpec spec, int count);
-  // io thread: the failures taken cannot be recovered in place (`why`): every worker is stopped
-  // and the generation's outcome is kFailed. Ignored when the generation is over or stopping.
-  void failGeneration(int64_t generation, const std::string& why);
+  // -- in-place recovery (docs/recovery.md): generation_control.hpp says what each does --
+  void handleFailures(FailureHandler handler) override { failureHandler_ = std::move(handler); }
+  void handleRoundEnds(RoundEndHandler handler) override {
+    roundEndHandler_ = std::move(handler);
+  }
+  void post(std::function<void()> fn) override;
+  void replaceWorkers(int64_t generation, std::vector<WorkerSpec> specs) override;
+  void keepStandby(int64_t generation, WorkerSpec spec, int count) override;
+  void failGeneration(int64_t generation, const std::string& why) override;
+  void continueGeneration(int64_t from, int64_t to, std::vector<WorkerSpec> specs) override;
+  void stopForEvent(int64_t from, const RendezvousEvent& event) override;
+  bool running(int64_t generation) const override {
+    return group_ != nullptr && !outcome_ && generation == generation_ && !group_->stopping();
+  }
+  bool anyWorkerSucceeded() const override;
   // io thread, for generation `generation`: stops its workers although none failed (this node
   // leaves the job, `why`): the outcome is kFailed with every worker stopped by ddprun. Ignored
   // when that generation is over or stopping.
   void leaveGeneration(int64_t generation, const std::string& why);
-  // Runs fn on the io thread. Any thread; non-blocking.
-  void post(std::function<void()> fn);
-  // A node lost or added in place: with a handler, a rendezvous event for the running generation
-  // does not stop the workers at once: handler(event) runs on the io thread. True: the agent moves
-  // the workers on to the next round and ends the matter through post() — continueGeneration()
-  // or stopForEvent(); failures and events that come meanwhile wait for that answer. False: the
-  // group is stopped as without a handler.
-  using RoundEndHandler = std::function<bool(const RendezvousEvent&)>;
-  void handleRoundEnds(RoundEndHandler handler) { roundEndHandler_ = std::move(handler); }
-  // io thread: the running workers of generation `from` go on as generation `to`; `specs` are
-  // their environments and ranks in it (WorkerGroup::retarget). Ignored when `from` is over.
-  void continueGeneration(int64_t from, int64_t to, std::vector<WorkerSpec> specs);
-  // io thread: moving on failed: the workers of generation `from` stop as for `event`.
-  void stopForEvent(int64_t from, const RendezvousEvent& event);
-  // io thread: true while generation `generation`'s workers run and are not being stopped.
-  bool running(int64_t generation) const {
-    return group_ != nullptr && !outcome_ && generation == generation_ && !group_->stopping();
-  }
-
-  // io thread: true when a worker of the running generation exited 0.
-  bool anyWorkerSucceeded() const;
 
  private:
   // `held`: the signal came while no workers ran and is applied to the next generation's.

@@ -10,7 +10,7 @@
 namespace ddp {
 namespace {
 
-std::optional<int64_t> integerIn(const EnvMap& env, const std::string& name) {
+std::optional<int64_t> integerIn(const std::map<std::string, std::string>& env, const std::string& name) {
   auto it = env.find(name);
   if (it == env.end() || it->second.empty()) return std::nullopt;
   int64_t value = 0;
@@ -22,8 +22,8 @@ std::optional<int64_t> integerIn(const EnvMap& env, const std::string& name) {
 
 }  // namespace
 
-std::unique_ptr<FailureSequencer> FailureSequencer::forWorkers(const EnvMap& env,
-                                                               std::chrono::milliseconds budget) {
+std::unique_ptr<FailureSequencer> FailureSequencer::forWorkers(
+    const std::map<std::string, std::string>& env, std::chrono::milliseconds budget) {
   auto addr = env.find("MASTER_ADDR");
   const auto port = integerIn(env, "MASTER_PORT");
   if (addr == env.end() || addr->second.empty() || !port || *port < 1 || *port > 65535) {

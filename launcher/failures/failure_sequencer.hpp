@@ -12,11 +12,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "launcher/workers/worker_env_builder.hpp"
 
 namespace ddp {
 
@@ -26,8 +26,8 @@ class FailureSequencer {
  public:
   // For workers started with `env` (MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT);
   // nullptr when those are missing or malformed. Does not connect.
-  static std::unique_ptr<FailureSequencer> forWorkers(const EnvMap& env,
-                                                      std::chrono::milliseconds budget);
+  static std::unique_ptr<FailureSequencer> forWorkers(
+      const std::map<std::string, std::string>& env, std::chrono::milliseconds budget);
 
   FailureSequencer(std::string addr, uint16_t port, int64_t generation,
                    std::chrono::milliseconds budget);

@@ -5,10 +5,10 @@
 #include <set>
 
 #include "launcher/failures/verdict.hpp"
-#include "launcher/workers/output_pump.hpp"
 #include "rendezvous/base/backoff.hpp"
 #include "rendezvous/base/duration_text.hpp"
 #include "rendezvous/base/logging.hpp"
+#include "rendezvous/base/write_all.hpp"
 
 namespace ddp {
 namespace {
@@ -62,7 +62,7 @@ std::vector<FailureRecord> gatherRecords(Rendezvous& rdzv, const FailedJob& job,
 
 // An error file or stacks file of this node is shown only while it exists; a temporary log dir
 // holding one that is shown is kept.
-void checkLocalFiles(WorkerFailure& f, const FailedJob& job, LogLayout& logs) {
+void checkLocalFiles(WorkerFailure& f, const FailedJob& job, KeptLogs& logs) {
   if (!job.round || f.nodeRank != job.round->nodeRank) return;
   for (std::string* path : {&f.errorFile, &f.stacksFile}) {
     if (path->empty()) continue;
@@ -71,13 +71,13 @@ void checkLocalFiles(WorkerFailure& f, const FailedJob& job, LogLayout& logs) {
       path->clear();
       continue;
     }
-    if (logs.contains(*path)) logs.keep();
+    logs.keepIfHolds(*path);
   }
 }
 
 // Step 3 of the header comment.
 int printSummary(const std::vector<FailureRecord>& records, const FailedJob& job,
-                 const JobSummarySettings& settings, LogLayout& logs) {
+                 const JobSummarySettings& settings, KeptLogs& logs) {
   FailureSummary summary = summarize(records);
   if (!summary.empty) {
     checkLocalFiles(summary.rootCause, job, logs);
@@ -136,7 +136,7 @@ std::string formatExclusions(const std::vector<NodeExclusion>& list, int64_t cou
 }
 
 int finishFailedJob(Rendezvous& rdzv, const FailedJob& job, const JobSummarySettings& settings,
-                    LogLayout& logs) {
+                    KeptLogs& logs) {
   auto log = logger("agent");
   try {
     writeAll(settings.outFd, formatExclusions(rdzv.exclusions(), rdzv.exclusionCount()));
@@ -157,7 +157,7 @@ int finishFailedJob(Rendezvous& rdzv, const FailedJob& job, const JobSummarySett
   return printSummary(records, job, settings, logs);
 }
 
-int summarizeLocally(const FailedJob& job, const JobSummarySettings& settings, LogLayout& logs) {
+int summarizeLocally(const FailedJob& job, const JobSummarySettings& settings, KeptLogs& logs) {
   std::vector<FailureRecord> records;
   if (job.round) {
     records.push_back(

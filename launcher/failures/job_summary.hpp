@@ -12,7 +12,7 @@
 //   3. builds the summary from every record (failure_summary.hpp: ordered by the job-wide failure
 //      numbers, never by which node reported first; wall time for display only), drops the path of
 //      an error file of this node that no longer exists, keeps a temporary log dir holding one
-//      that is shown (LogLayout::keep()), prints the table to `outFd`, and returns the root cause's
+//      that is shown (KeptLogs::keepIfHolds), prints the table to `outFd`, and returns the root cause's
 //      exit code. When no worker failure explains the end (every failed worker was one ddprun
 //      stopped, or there is no record at all: the job was aborted through the rendezvous), the
 //      root cause is the rendezvous' reason instead (settings.cause), with its exit code —
@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "launcher/failures/failure_summary.hpp"
-#include "launcher/workers/log_layout.hpp"
+#include "launcher/failures/kept_logs.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
 
 namespace ddp {
@@ -73,9 +73,9 @@ struct JobSummarySettings {
 // nothing the caller must handle: store errors are logged and the summary is built from what was
 // read.
 int finishFailedJob(Rendezvous& rdzv, const FailedJob& job, const JobSummarySettings& settings,
-                    LogLayout& logs);
+                    KeptLogs& logs);
 // Prints the summary of this node's `job.local` (no store call); returns its exit code.
-int summarizeLocally(const FailedJob& job, const JobSummarySettings& settings, LogLayout& logs);
+int summarizeLocally(const FailedJob& job, const JobSummarySettings& settings, KeptLogs& logs);
 
 // The exclusions' lines of the summary ("" when `list` is empty); `count`: the job's total.
 std::string formatExclusions(const std::vector<NodeExclusion>& list, int64_t count);

@@ -46,7 +46,7 @@ void InPlaceRecovery::beginGeneration(const RendezvousResult& round,
   round_ = round;
   streaks_.clear();
   keeper_->onAllInPlace([this, g = round.generation](bool standbyCapable) {
-    Supervisor& sup = hooks_.supervisor;
+    GenerationControl& sup = hooks_.supervisor;
     sup.post([this, &sup, g, standbyCapable] {
       if (!sup.running(g) || !hooks_.standbySpec) return;
       std::string why = "not every worker's program can wait as one (worker_runtime/standby.hpp)";
@@ -123,7 +123,7 @@ bool InPlaceRecovery::takeRoundEnd(const RendezvousEvent& e) {
 // On the helper thread: the next round for workers that keep running.
 void InPlaceRecovery::moveOn(RendezvousEvent event) {
   auto log = logger("agent");
-  Supervisor& sup = hooks_.supervisor;
+  GenerationControl& sup = hooks_.supervisor;
   const int64_t from = round_.generation;
   log->info("generation {} ended ({}); the workers keep running while this node joins the next "
             "round", from, event.detail);
@@ -173,7 +173,7 @@ void InPlaceRecovery::moveOn(RendezvousEvent event) {
 // On the helper thread: everything that blocks on a store; the answer goes back through post().
 void InPlaceRecovery::decide(std::vector<WorkerFailure> failures, bool workerFinished) {
   auto log = logger("agent");
-  Supervisor& sup = hooks_.supervisor;
+  GenerationControl& sup = hooks_.supervisor;
   const int64_t g = round_.generation;
   try {
     // A worker of this node exited 0, or one anywhere finished its last step.

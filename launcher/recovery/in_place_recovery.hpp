@@ -22,7 +22,7 @@
 //
 // Thread safety: construct, beginGeneration(), endGeneration() and destroy on the agent's thread;
 // the handler runs on the supervisor's io thread (the same thread); the helper thread only calls
-// the rendezvous, the keeper and Supervisor::post().
+// the rendezvous, the keeper and GenerationControl::post().
 #pragma once
 
 #include <chrono>
@@ -36,8 +36,8 @@
 #include <variant>
 #include <vector>
 
-#include "launcher/agent/supervisor.hpp"
 #include "launcher/config/launch_config.hpp"
+#include "launcher/recovery/generation_control.hpp"
 #include "launcher/recovery/quorum_keeper.hpp"
 #include "launcher/workers/worker_env_builder.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
@@ -69,7 +69,7 @@ struct StandbyPlan {
 };
 
 struct InPlaceHooks {
-  Supervisor& supervisor;
+  GenerationControl& supervisor;  // the agent's Supervisor
   // The agent's current rendezvous (it changes when the store fails over).
   std::function<Rendezvous&()> rendezvous;
   // The spec of a new process for local rank `localRank` of the running generation, replacing a

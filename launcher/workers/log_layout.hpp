@@ -20,9 +20,11 @@
 #include <map>
 #include <string>
 
+#include "launcher/failures/kept_logs.hpp"
+
 namespace ddp {
 
-class LogLayout {
+class LogLayout : public KeptLogs {
  public:
   // `logDir` "" = a temp dir under $TMPDIR (or /tmp). `keepTemp`: keep the temp dir at exit.
   // Creates <root>/<run-id>. Throws ConfigError naming the dir when it cannot be created.
@@ -52,6 +54,10 @@ class LogLayout {
   bool contains(const std::string& path) const;
   // Keeps a temporary root at exit (and says so then). No-op for --log-dir.
   void keep() { keepTemp_ = true; }
+  // keep() when contains(path).
+  void keepIfHolds(const std::string& path) override {
+    if (contains(path)) keep();
+  }
   // Removes a temporary root unless it is kept; logs where kept files are. Idempotent, never
   // throws. For exits that skip destructors (std::_Exit on a signal) as well as the destructor.
   void cleanUp();

@@ -17,16 +17,6 @@ constexpr std::size_t kMaxCapture = 1024 * 1024;
 
 }  // namespace
 
-void writeAll(int fd, const std::string& data) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
-}
-
 OutputPump::OutputPump(boost::asio::io_context& io, int pipeFd, StreamRoute route)
     : pipe_(io, pipeFd), route_(std::move(route)), heldTimer_(io) {
   pipe_.non_blocking(true);

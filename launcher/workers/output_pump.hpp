@@ -23,6 +23,7 @@
 #include <string>
 
 #include "launcher/workers/console_stream.hpp"
+#include "rendezvous/base/write_all.hpp"
 
 namespace ddp {
 
@@ -87,9 +88,5 @@ class OutputPump {
   bool capturing_ = false;
   std::string capture_;
 };
-
-// Writes all of `data` to `fd` (retrying partial writes and EINTR); errors are ignored (a closed
-// console must not stop the agent).
-void writeAll(int fd, const std::string& data);
 
 }  // namespace ddp

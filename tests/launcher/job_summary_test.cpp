@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 
+#include "launcher/workers/log_layout.hpp"
 #include "launcher_test_util.hpp"
 
 namespace ddp {
