@@ -101,7 +101,6 @@ Agent::Agent(const LaunchConfig& config)
                    .supervisor = supervisor_,
                    .rendezvous = [this]() -> Rendezvous& { return *rdzv_; },
                    .replacementSpec = [this](int lr, int64_t q) { return replacementSpec(lr, q); },
-                   .onQuorum = {},
                    .host = host_,
                    .maxRestarts = config.maxRestarts,
                    .nextRound = [this] { return nextRoundInPlace(); },

@@ -141,43 +141,50 @@ Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome
         }
         if (d.leave) rdzv_->leave();
         return Exit{d.exitCode};
-      default:
-        d = perform(d, round, outcome, last);
+      case Action::kAwaitExitBarrier:
+      case Action::kAwaitPeerCause:
+      case Action::kReportFailure:
+      case Action::kReportVerdict: {
+        Performed done = perform(d, round, outcome);
+        if (done.event) last = std::move(*done.event);
+        d = std::move(done.next);
+        break;
+      }
     }
   }
 }
 
-// Performs a rendezvous call the policy asked for; returns the policy's next decision.
-Decision Agent::perform(const Decision& d, const RendezvousResult& round,
-                        const GenerationOutcome& outcome, RendezvousEvent& last) {
+// Performs a rendezvous call the policy asked for (d.action is one of the four that name one).
+Agent::Performed Agent::perform(const Decision& d, const RendezvousResult& round,
+                                const GenerationOutcome& outcome) {
   if (d.action == Action::kAwaitExitBarrier) {
     const auto timeout = config_.rdzvConf.exitBarrierTimeout;
     const ExitBarrierResult r = blocking([this, timeout] { return rdzv_->exitBarrier(timeout); });
     if (std::holds_alternative<AllSucceeded>(r)) {
-      return decide(inputFor(Situation::kExitBarrierPassed, round));
+      return {decide(inputFor(Situation::kExitBarrierPassed, round)), std::nullopt};
     }
-    last = std::get<RoundEnded>(r).event;
-    return decide(inputFor(Situation::kRoundEnded, round, &last));
+    const RendezvousEvent ended = std::get<RoundEnded>(r).event;
+    return {decide(inputFor(Situation::kRoundEnded, round, &ended)), ended};
   }
   if (d.action == Action::kAwaitPeerCause) {
     const auto bound = peerCauseBound(settings_);
     log_->info("workers failed with communication errors; waiting up to {} ms for a lost peer "
                "to end generation {}", bound.count(), round.generation);
     const auto end = blocking([this, bound] { return rdzv_->awaitRoundEnd(bound); });
-    if (end) last = *end;
-    return decide(inputFor(Situation::kPeerCauseAwaited, round, end ? &last : nullptr));
+    return {decide(inputFor(Situation::kPeerCauseAwaited, round, end ? &*end : nullptr)), end};
   }
   FailureRecord record{round.generation, round.nodeRank, host_, outcome.failures};
+  RendezvousEvent answer;
   if (d.action == Action::kReportVerdict) {
-    last = blocking([&] { return rdzv_->reportVerdict(toJson(record), d.verdict); });
+    answer = blocking([&] { return rdzv_->reportVerdict(toJson(record), d.verdict); });
   } else {
-    last = blocking([this, &record] { return rdzv_->reportFailure(toJson(record)); });
+    answer = blocking([this, &record] { return rdzv_->reportFailure(toJson(record)); });
   }
-  if (last.kind == RendezvousEventKind::kRestartRequested) {
+  if (answer.kind == RendezvousEventKind::kRestartRequested) {
     log_->warn("workers failed in generation {}; restarting the job ({})", round.generation,
-               last.detail);
+               answer.detail);
   }
-  return decide(inputFor(Situation::kFailureReported, round, &last));
+  return {decide(inputFor(Situation::kFailureReported, round, &answer)), answer};
 }
 
 int Agent::reportJobEnded(const JobEnded& e) {

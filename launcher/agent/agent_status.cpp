@@ -59,7 +59,11 @@ void AgentStatus::generationEnded(const GenerationOutcome& outcome, const Decisi
         publisher_->endGeneration(endName(last.kind), last.detail);
       }
       return;
-    default:  // a rendezvous call comes first; the generation has not ended yet
+    case Action::kAwaitExitBarrier:  // a rendezvous call comes first; the generation has not
+    case Action::kAwaitPeerCause:    // ended yet
+    case Action::kReportFailure:
+    case Action::kReportVerdict:
+    case Action::kFailOver:  // the store moves; the status pages' store with it
       return;
   }
 }

@@ -28,7 +28,6 @@ InPlaceRecovery::InPlaceRecovery(RestartScope scope, int localWorkers, InPlaceHo
     : scope_(scope), hooks_(std::move(hooks)) {
   if (scope_ != RestartScope::kFailed) return;
   keeper_ = std::make_unique<QuorumKeeper>(localWorkers);
-  if (hooks_.onQuorum) keeper_->onQuorum(hooks_.onQuorum);
 }
 
 InPlaceRecovery::~InPlaceRecovery() { endGeneration(); }

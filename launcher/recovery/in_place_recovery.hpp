@@ -75,8 +75,6 @@ struct InPlaceHooks {
   // The spec of a new process for local rank `localRank` of the running generation, replacing a
   // failed one in quorum `quorum` (its error file must not be the failed worker's).
   std::function<WorkerSpec(int localRank, int64_t quorum)> replacementSpec;
-  // Every quorum this node's board shows after quorum 0 (status pages, metrics); may be empty.
-  std::function<void(const QuorumChange&)> onQuorum;
   std::string host;
   int maxRestarts = 0;  // for the log line
   // Joins the next round for workers that keep running: the round and its worker store, the

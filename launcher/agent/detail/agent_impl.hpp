@@ -63,8 +63,14 @@ class Agent {
   int preflightFailed(const RendezvousResult& round, const std::string& line);
   std::variant<WorkerStoreAddress, RoundEnded> prepareWorkerStore(const RendezvousResult& round);
   Step follow(const RendezvousResult& round, const GenerationOutcome& outcome);
-  Decision perform(const Decision& d, const RendezvousResult& round,
-                   const GenerationOutcome& outcome, RendezvousEvent& last);
+  // What a rendezvous call the policy asked for led to: the policy's next decision, and the event
+  // the call returned (how the round ended, the answer to a report) when it returned one.
+  struct Performed {
+    Decision next;
+    std::optional<RendezvousEvent> event;
+  };
+  Performed perform(const Decision& d, const RendezvousResult& round,
+                    const GenerationOutcome& outcome);
   PolicyInput inputFor(Situation situation, const RendezvousResult& round,
                        const RendezvousEvent* end = nullptr) const;
   PolicyInput inputFor(const GenerationOutcome& outcome, const RendezvousResult& round);
