@@ -94,8 +94,7 @@ Agent::Agent(const LaunchConfig& config)
       preflight_(preflightSettingsFrom(config, host_, advertisedAddr_), processEnv),
       supervisor_(groupSettings(config, host_), config.signalsToHandle,
                   config.explicitOptions.contains("signals_to_handle"), hangSettings(config)),
-      exclusion_(ExclusionSettings{config.excludeAfter, config.excludeWindow,
-                                   config.excludeCooldown}),
+      exclusion_(config, host_),
       inPlace_(config.restartScope, config.nprocPerNode,
                InPlaceHooks{
                    .supervisor = supervisor_,
@@ -151,9 +150,8 @@ int Agent::run() {
     try {
       NextResult next = blocking([this] { return rdzv_->next(); });
       if (auto* ended = std::get_if<JobEnded>(&next)) return reportJobEnded(*ended);
-      if (returning_) {
+      if (exclusion_.takeReturn()) {
         const auto& round = std::get<RendezvousResult>(next);
-        returning_ = false;
         rdzv_->markReturned(round.generation);
         log_->info("this node is back in the job after its cooldown: generation {}, node rank {} "
                    "of {}", round.generation, round.nodeRank, round.nodeCount);
@@ -269,8 +267,7 @@ Agent::Step Agent::runGeneration(const RendezvousResult& round) {
   log_->debug("generation {}: node {} of {}, ranks {}..{} of {}, worker store {}:{}",
               round.generation, round.nodeRank, round.nodeCount, round.baseRank,
               round.baseRank + config_.nprocPerNode - 1, round.worldSize, store.addr, store.port);
-  sitOut_.clear();
-  sitOutRecorded_ = false;
+  exclusion_.beginGeneration();
   const GenerationOutcome outcome =
       supervisor_.runGeneration(std::move(specs), logs_, round.generation);
   inPlace_.endGeneration();

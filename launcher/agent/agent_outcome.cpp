@@ -38,8 +38,8 @@ PolicyInput Agent::inputFor(Situation situation, const RendezvousResult& round,
   in.restartsUsed = round.restartsUsed;
   in.maxRestarts = config_.maxRestarts;
   in.storeFailover = failover_.enabled() && !ending_;
-  in.sitOut = sitOut_;
-  in.sitOutRecorded = sitOutRecorded_;
+  in.sitOut = exclusion_.leaving();
+  in.sitOutRecorded = exclusion_.recorded();
   return in;
 }
 
@@ -55,11 +55,11 @@ PolicyInput Agent::inputFor(const GenerationOutcome& outcome, const RendezvousRe
       in.allCommunicationFailures = allCommunicationFailures(outcome.failures);
       in.aloneInRound = round.nodeCount == 1;
       in.verdict = judge(outcome, round);
-      // Unless the in-place path counted and claimed it already (sitOutRecorded_).
-      if (!sitOutRecorded_ && in.verdict.empty() &&
+      // Unless the in-place path counted and claimed it already (exclusion_.recorded()).
+      if (!exclusion_.recorded() && in.verdict.empty() &&
           !(in.allCommunicationFailures && !in.aloneInRound)) {
-        sitOut_ = countFailure(outcome.failures, round);
-        in.sitOut = sitOut_;
+        exclusion_.leave(exclusion_.countFailure(*rdzv_, outcome.failures, round), false);
+        in.sitOut = exclusion_.leaving();
       }
       return in;
     case OutcomeKind::kSignalled:
@@ -126,7 +126,7 @@ Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome
       case Action::kFailOver:
         return FailOver{last.detail};
       case Action::kSitOut:
-        return sitOut(round, sitOut_);
+        return sitOut(round, exclusion_.leaving());
       case Action::kSucceed:
         leaveJob();
         return Exit{0};

@@ -1,5 +1,8 @@
-// Bad-node exclusion in the agent (failure_window.hpp): counting this node's failures, claiming
-// to leave, sitting out the cooldown.
+// Bad-node exclusion (bad_node_exclusion.hpp): the class that counts this node's failures and
+// claims to leave, then the agent's steps around it — a failure replaced in place, strict
+// preflight's blame, a straggler, sitting out the cooldown.
+#include "launcher/agent/bad_node_exclusion.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,8 +10,9 @@
 
 #include "launcher/agent/detail/agent_impl.hpp"
 #include "rendezvous/base/duration_text.hpp"
+#include "rendezvous/base/logging.hpp"
 
-namespace ddp::detail {
+namespace ddp {
 
 namespace {
 
@@ -24,17 +28,23 @@ int64_t unixNowMs() {
 
 }  // namespace
 
+BadNodeExclusion::BadNodeExclusion(const LaunchConfig& config, std::string host)
+    : config_(config),
+      host_(std::move(host)),
+      log_(logger("agent")),
+      window_(ExclusionSettings{config.excludeAfter, config.excludeWindow, config.excludeCooldown}) {}
+
 // An explicit --node-rank that is not the round's last: the others (their ranks requested too)
 // could not form a round without this one, so it may not leave.
-bool Agent::rankKeepsNode(int nodeCount, const std::string& what) const {
+bool BadNodeExclusion::rankKeepsNode(int nodeCount, const std::string& what) const {
   if (!config_.nodeRank || *config_.nodeRank >= nodeCount - 1) return false;
   log_->warn("{}, but this node's --node-rank {} is not the round's last ({} nodes): the others "
              "could not form a round without it, so it stays", what, *config_.nodeRank, nodeCount);
   return true;
 }
 
-NodeExclusion Agent::exclusionRecord(int nodeRank, int64_t generation,
-                                     const std::string& why) const {
+NodeExclusion BadNodeExclusion::record(int nodeRank, int64_t generation,
+                                       const std::string& why) const {
   NodeExclusion e;
   e.host = host_;
   e.pid = static_cast<int>(::getpid());
@@ -46,16 +56,18 @@ NodeExclusion Agent::exclusionRecord(int nodeRank, int64_t generation,
   return e;
 }
 
-std::string Agent::countFailure(const std::vector<WorkerFailure>& failures,
-                                const RendezvousResult& round) {
-  const auto why = exclusion_.record(failures, FailureWindow::Clock::now());
+std::string BadNodeExclusion::countFailure(Rendezvous& rdzv,
+                                           const std::vector<WorkerFailure>& failures,
+                                           const RendezvousResult& round) {
+  const auto why = window_.record(failures, FailureWindow::Clock::now());
   if (!why) return "";
   if (rankKeepsNode(round.nodeCount, "this node's workers keep failing (" + *why + ")")) return "";
   // A report that would find the budget spent ends the job: nothing to leave then.
   if (config_.restartScope == RestartScope::kAll && round.restartsUsed >= config_.maxRestarts) {
     return "";
   }
-  const ExclusionClaim claim = rdzv_->claimExclusion(exclusionRecord(round.nodeRank, round.generation, *why));
+  const ExclusionClaim claim =
+      rdzv.claimExclusion(record(round.nodeRank, round.generation, *why));
   if (claim.granted) return *why;
   log_->warn("this node's workers keep failing ({}), but leaving it out would drop the job below "
              "min_nodes={} ({} node(s) in generation {}, {} leaving, {} spare(s) waiting): it "
@@ -64,10 +76,14 @@ std::string Agent::countFailure(const std::vector<WorkerFailure>& failures,
   return "";
 }
 
+}  // namespace ddp
+
+namespace ddp::detail {
+
 std::string Agent::leaveInstead(const std::vector<WorkerFailure>& failures) {
-  sitOut_ = countFailure(failures, running_);
-  sitOutRecorded_ = !sitOut_.empty();
-  return sitOut_;
+  std::string why = exclusion_.countFailure(*rdzv_, failures, running_);
+  exclusion_.leave(why, !why.empty());
+  return why;
 }
 
 std::optional<Agent::Step> Agent::excludeAfterPreflight(const RendezvousResult& round,
@@ -80,9 +96,9 @@ std::optional<Agent::Step> Agent::excludeAfterPreflight(const RendezvousResult& 
                           failed.line + ")";
   if (mine) {
     bool granted = false;
-    if (!rankKeepsNode(round.nodeCount, "strict preflight blamed this node")) {
+    if (!exclusion_.rankKeepsNode(round.nodeCount, "strict preflight blamed this node")) {
       const ExclusionClaim claim = blocking([&] {
-        return rdzv_->claimExclusion(exclusionRecord(round.nodeRank, round.generation, why));
+        return rdzv_->claimExclusion(exclusion_.record(round.nodeRank, round.generation, why));
       });
       granted = claim.granted;
       if (!granted) {
@@ -125,12 +141,12 @@ std::optional<Agent::Step> Agent::excludeAfterPreflight(const RendezvousResult& 
 }
 
 void Agent::leaveForStraggler(const StragglerFlagged& f, Store& store) {
-  if (stragglerClaimed_.exchange(f.generation) == f.generation) return;
-  if (rankKeepsNode(f.nodeCount, f.line)) return;
+  if (!exclusion_.firstStragglerClaim(f.generation)) return;
+  if (exclusion_.rankKeepsNode(f.nodeCount, f.line)) return;
   const std::string why = f.line + " (--exclude-stragglers)";
   const ExclusionClaim claim =
       ddp::claimExclusion(store, runId_, f.incarnation, f.generation, f.nodeCount, config_.minNodes,
-                     exclusionRecord(f.nodeRank, f.generation, why));
+                     exclusion_.record(f.nodeRank, f.generation, why));
   if (!claim.granted) {
     log_->warn("{}, but leaving this node out would drop the job below min_nodes={} ({} node(s) in "
                "generation {}, {} leaving, {} spare(s) waiting): it stays", f.line,
@@ -138,8 +154,7 @@ void Agent::leaveForStraggler(const StragglerFlagged& f, Store& store) {
     return;
   }
   supervisor_.post([this, g = f.generation, why] {
-    sitOut_ = why;
-    sitOutRecorded_ = true;  // nothing failed: nothing to report
+    exclusion_.leave(why, true);  // nothing failed: nothing to report
     supervisor_.leaveGeneration(g, "this node leaves the job: " + why);
   });
 }
@@ -151,8 +166,7 @@ Agent::Step Agent::sitOut(const RendezvousResult& round, const std::string& why)
              round.generation, why);
   workerStore_.reset();
   const bool ended = blocking([&] { return rdzv_->sitOut(cooldown); });
-  exclusion_.clear();
-  returning_ = true;
+  exclusion_.satOut();
   if (ended) {
     log_->info("the job ended while this node was out");
   } else {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "launcher/agent/agent_status.hpp"
+#include "launcher/agent/bad_node_exclusion.hpp"
 #include "launcher/recovery/in_place_recovery.hpp"
-#include "launcher/failures/failure_window.hpp"
 #include "launcher/recovery/restart_policy.hpp"
 #include "launcher/agent/supervisor.hpp"
 #include "launcher/config/launch_config.hpp"
@@ -82,20 +82,13 @@ class Agent {
   std::string judgeWith(std::optional<std::vector<FailureRecord>> records,
                         const std::vector<WorkerFailure>& failures,
                         const RendezvousResult& round) const;
-  // Bad-node exclusion (failure_window.hpp). Counts this generation's failures against the node
-  // and, when they reach --exclude-after, claims to leave: the reason when granted, else "".
-  std::string countFailure(const std::vector<WorkerFailure>& failures,
-                           const RendezvousResult& round);
-  NodeExclusion exclusionRecord(int nodeRank, int64_t generation, const std::string& why) const;
-  // True (logged, `what` first) when an explicit --node-rank keeps this node in the job.
-  bool rankKeepsNode(int nodeCount, const std::string& what) const;
-  // In-place recovery's hook (helper thread): the same, for a failure about to be replaced.
+  // Bad-node exclusion (bad_node_exclusion.cpp). In-place recovery's hook (helper thread): counts
+  // a failure about to be replaced against the node; the reason of a granted claim, else "".
   std::string leaveInstead(const std::vector<WorkerFailure>& failures);
   // --exclude-stragglers (the status publisher's thread, its store connection `store`): claims to
   // leave for a rank of this node flagged as a straggler; granted, it ends the generation so that
   // the node sits out (once per generation).
   void leaveForStraggler(const StragglerFlagged& flagged, Store& store);
-  std::atomic<int64_t> stragglerClaimed_{-1};  // the generation a straggler claim was made in
   // Leaves the job for --exclude-cooldown (`why`), then rejoins.
   Step sitOut(const RendezvousResult& round, const std::string& why);
   // Strict preflight failed with nodes to blame: a blamed node claims to leave (and sits out when
@@ -148,13 +141,7 @@ class Agent {
   // and the one the workers are leaving, kept until the next round.
   std::unique_ptr<StoreServerThread> pendingWorkerStore_;
   std::unique_ptr<StoreServerThread> previousWorkerStore_;
-  FailureWindow exclusion_;
-  // The reason of this generation's granted claim to leave ("" = none), whether the in-place
-  // path claimed it (the failure is recorded already), and whether this node sat out and has not
-  // been a member of a round since.
-  std::string sitOut_;
-  bool sitOutRecorded_ = false;
-  bool returning_ = false;
+  BadNodeExclusion exclusion_;
   InPlaceRecovery inPlace_;  // after the supervisor: its helper thread posts to it
   WorkerSpec replacementSpec(int localRank, int64_t quorum) const;
   // What standby processes start from (--standby-workers), or nullopt (`why` set when it says more
