@@ -155,7 +155,7 @@ int Agent::run() {
       if (returning_) {
         const auto& round = std::get<RendezvousResult>(next);
         returning_ = false;
-        rdzv_->markReturned(round.generation);
+        rdzv_->exclusions().markReturned(round.generation);
         log_->info("this node is back in the job after its cooldown: generation {}, node rank {} "
                    "of {}", round.generation, round.nodeRank, round.nodeCount);
       }

@@ -55,7 +55,8 @@ std::string Agent::countFailure(const std::vector<WorkerFailure>& failures,
   if (config_.restartScope == RestartScope::kAll && round.restartsUsed >= config_.maxRestarts) {
     return "";
   }
-  const ExclusionClaim claim = rdzv_->claimExclusion(exclusionRecord(round.nodeRank, round.generation, *why));
+  const ExclusionClaim claim =
+      rdzv_->exclusions().claim(exclusionRecord(round.nodeRank, round.generation, *why));
   if (claim.granted) return *why;
   log_->warn("this node's workers keep failing ({}), but leaving it out would drop the job below "
              "min_nodes={} ({} node(s) in generation {}, {} leaving, {} spare(s) waiting): it "
@@ -82,7 +83,7 @@ std::optional<Agent::Step> Agent::excludeAfterPreflight(const RendezvousResult& 
     bool granted = false;
     if (!rankKeepsNode(round.nodeCount, "strict preflight blamed this node")) {
       const ExclusionClaim claim = blocking([&] {
-        return rdzv_->claimExclusion(exclusionRecord(round.nodeRank, round.generation, why));
+        return rdzv_->exclusions().claim(exclusionRecord(round.nodeRank, round.generation, why));
       });
       granted = claim.granted;
       if (!granted) {
@@ -150,7 +151,7 @@ Agent::Step Agent::sitOut(const RendezvousResult& round, const std::string& why)
              "{}; it joins again after that, unless the job ends first", durationText(cooldown),
              round.generation, why);
   workerStore_.reset();
-  const bool ended = blocking([&] { return rdzv_->sitOut(cooldown); });
+  const bool ended = blocking([&] { return rdzv_->exclusions().sitOut(cooldown); });
   exclusion_.clear();
   returning_ = true;
   if (ended) {

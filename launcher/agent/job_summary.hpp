@@ -2,7 +2,7 @@
 // node (docs/running.md#failures-restarts-and-the-failure-summary).
 //
 // finishFailedJob():
-//   1. publishes this node's record of its last generation through Rendezvous::reportFailure,
+//   1. publishes this node's record of its last generation through FailureLedger::reportFailure,
 //      unless the rendezvous already holds one for that node and generation (the node whose
 //      failure spent the budget published it before deciding) — also when its workers were only
 //      stopped, or all succeeded: a node's record is what tells the others it has nothing more;
