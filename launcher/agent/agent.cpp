@@ -152,7 +152,7 @@ int Agent::run() {
       if (auto* ended = std::get_if<JobEnded>(&next)) return reportJobEnded(*ended);
       if (exclusion_.takeReturn()) {
         const auto& round = std::get<RendezvousResult>(next);
-        rdzv_->markReturned(round.generation);
+        rdzv_->exclusions().markReturned(round.generation);
         log_->info("this node is back in the job after its cooldown: generation {}, node rank {} "
                    "of {}", round.generation, round.nodeRank, round.nodeCount);
       }

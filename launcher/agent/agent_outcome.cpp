@@ -86,7 +86,9 @@ std::string Agent::verdictInPlace(const std::vector<WorkerFailure>& failures) {
 std::optional<std::vector<FailureRecord>> Agent::readFailureRecords() {
   std::vector<FailureRecord> records;
   try {
-    for (const auto& json : rdzv_->failureRecords()) records.push_back(failureRecordFromJson(json));
+    for (const auto& json : rdzv_->failures().failureRecords()) {
+      records.push_back(failureRecordFromJson(json));
+    }
   } catch (const Error& e) {
     log_->warn("no verdict: the job's failure records could not be read ({})", e.what());
     return std::nullopt;
@@ -176,9 +178,9 @@ Agent::Performed Agent::perform(const Decision& d, const RendezvousResult& round
   FailureRecord record{round.generation, round.nodeRank, host_, outcome.failures};
   RendezvousEvent answer;
   if (d.action == Action::kReportVerdict) {
-    answer = blocking([&] { return rdzv_->reportVerdict(toJson(record), d.verdict); });
+    answer = blocking([&] { return rdzv_->failures().reportVerdict(toJson(record), d.verdict); });
   } else {
-    answer = blocking([this, &record] { return rdzv_->reportFailure(toJson(record)); });
+    answer = blocking([this, &record] { return rdzv_->failures().reportFailure(toJson(record)); });
   }
   if (answer.kind == RendezvousEventKind::kRestartRequested) {
     log_->warn("workers failed in generation {}; restarting the job ({})", round.generation,

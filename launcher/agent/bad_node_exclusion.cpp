@@ -32,7 +32,8 @@ BadNodeExclusion::BadNodeExclusion(const LaunchConfig& config, std::string host)
     : config_(config),
       host_(std::move(host)),
       log_(logger("agent")),
-      window_(ExclusionSettings{config.excludeAfter, config.excludeWindow, config.excludeCooldown}) {}
+      window_(ExclusionSettings{config.excludeAfter, config.excludeWindow,
+                                config.excludeCooldown}) {}
 
 // An explicit --node-rank that is not the round's last: the others (their ranks requested too)
 // could not form a round without this one, so it may not leave.
@@ -67,7 +68,7 @@ std::string BadNodeExclusion::countFailure(Rendezvous& rdzv,
     return "";
   }
   const ExclusionClaim claim =
-      rdzv.claimExclusion(record(round.nodeRank, round.generation, *why));
+      rdzv.exclusions().claim(record(round.nodeRank, round.generation, *why));
   if (claim.granted) return *why;
   log_->warn("this node's workers keep failing ({}), but leaving it out would drop the job below "
              "min_nodes={} ({} node(s) in generation {}, {} leaving, {} spare(s) waiting): it "
@@ -98,7 +99,7 @@ std::optional<Agent::Step> Agent::excludeAfterPreflight(const RendezvousResult& 
     bool granted = false;
     if (!exclusion_.rankKeepsNode(round.nodeCount, "strict preflight blamed this node")) {
       const ExclusionClaim claim = blocking([&] {
-        return rdzv_->claimExclusion(exclusion_.record(round.nodeRank, round.generation, why));
+        return rdzv_->exclusions().claim(exclusion_.record(round.nodeRank, round.generation, why));
       });
       granted = claim.granted;
       if (!granted) {
@@ -165,7 +166,7 @@ Agent::Step Agent::sitOut(const RendezvousResult& round, const std::string& why)
              "{}; it joins again after that, unless the job ends first", durationText(cooldown),
              round.generation, why);
   workerStore_.reset();
-  const bool ended = blocking([&] { return rdzv_->sitOut(cooldown); });
+  const bool ended = blocking([&] { return rdzv_->exclusions().sitOut(cooldown); });
   exclusion_.satOut();
   if (ended) {
     log_->info("the job ended while this node was out");

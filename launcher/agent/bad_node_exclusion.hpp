@@ -5,7 +5,7 @@
 // granted claim, whether it was recorded already (the in-place path reports the failure itself),
 // and whether the node sat out and has not been a member of a round since.
 //
-// Whether the node may leave is the rendezvous's decision (Rendezvous::claimExclusion); an
+// Whether the node may leave is the rendezvous's decision (ExclusionBoard::claim); an
 // explicit --node-rank that is not the round's last keeps the node (the others could not form a
 // round without it).
 //

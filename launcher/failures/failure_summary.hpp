@@ -1,6 +1,6 @@
 // FailureSummary: what failed, where, how and first — the records every agent publishes through
-// Rendezvous::reportFailure (as JSON, so every node prints the same job-wide summary), the parser
-// of torch's @record error files, and torchrun's summary table.
+// FailureLedger::reportFailure (as JSON, so every node prints the same job-wide summary), the
+// parser of torch's @record error files, and torchrun's summary table.
 //
 // The job's failure order (never a clock; wall and monotonic times are shown, never compared):
 //   1. failures with a failure sequence number (the generation's counter in the worker store,

@@ -8,7 +8,7 @@
 // (pre-emption, the user), not a hang waiting for peers, not an exit with a communication error (a
 // lost peer's collateral). Any other signal counts, whatever the worker's stderr said before. Times are this agent's monotonic clock; nothing is compared across nodes.
 //
-// Whether the node may leave is the rendezvous's decision (Rendezvous::claimExclusion: the round
+// Whether the node may leave is the rendezvous's decision (ExclusionBoard::claim: the round
 // keeps min_nodes, counting the spares that wait), so a fixed-size job without a spare never
 // excludes itself to death; a refused claim is logged and the node rejoins.
 //

@@ -18,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 // Every record that parses; a malformed one is skipped with a warning.
 std::vector<FailureRecord> readRecords(Rendezvous& rdzv) {
   std::vector<FailureRecord> out;
-  for (const auto& json : rdzv.failureRecords()) {
+  for (const auto& json : rdzv.failures().failureRecords()) {
     try {
       out.push_back(failureRecordFromJson(json));
     } catch (const Error& e) {
@@ -43,7 +43,7 @@ std::vector<FailureRecord> gatherRecords(Rendezvous& rdzv, const FailedJob& job,
   const RendezvousResult& round = *job.round;
   if (!published(records, round.generation, round.nodeRank)) {
     const FailureRecord mine{round.generation, round.nodeRank, settings.host, job.local};
-    rdzv.reportFailure(toJson(mine));  // the generation already failed: spends nothing
+    rdzv.failures().reportFailure(toJson(mine));  // the generation already failed: spends nothing
     records = readRecords(rdzv);
   }
   const auto deadline = Clock::now() + settings.recordWait;
@@ -139,7 +139,8 @@ int finishFailedJob(Rendezvous& rdzv, const FailedJob& job, const JobSummarySett
                     KeptLogs& logs) {
   auto log = logger("agent");
   try {
-    writeAll(settings.outFd, formatExclusions(rdzv.exclusions(), rdzv.exclusionCount()));
+    ExclusionBoard& board = rdzv.exclusions();
+    writeAll(settings.outFd, formatExclusions(board.list(), board.count()));
   } catch (const Error& e) {
     log->warn("could not read the job's node exclusions ({})", e.what());
   }

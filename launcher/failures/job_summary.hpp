@@ -2,7 +2,7 @@
 // node (docs/running.md#failures-restarts-and-the-failure-summary).
 //
 // finishFailedJob():
-//   1. publishes this node's record of its last generation through Rendezvous::reportFailure,
+//   1. publishes this node's record of its last generation through FailureLedger::reportFailure,
 //      unless the rendezvous already holds one for that node and generation (the node whose
 //      failure spent the budget published it before deciding) — also when its workers were only
 //      stopped, or all succeeded: a node's record is what tells the others it has nothing more;
@@ -21,7 +21,7 @@
 //      (settings.verdictAfter) would have fired as the budget was spent, it is a line of the
 //      root cause and the root cause's exit code is returned.
 //
-//   4. before the table, lists the job's node exclusions (Rendezvous::exclusions(); none: nothing
+//   4. before the table, lists the job's node exclusions (ExclusionBoard::list(); none: nothing
 //      is printed): each node's generation, host and pid, cooldown, whether it came back, why.
 //
 // summarizeLocally(): the same table from this node's own workers only, when the store that holds

@@ -4,7 +4,7 @@
 // honoured exactly, as torchrun does).
 //
 // A generation counts when it ended because of a failure that is the job's own fault: it has
-// failure records (Rendezvous::failureRecords(); records of recoveries in place are attempts of
+// failure records (FailureLedger::failureRecords(); records of recoveries in place are attempts of
 // their own, below), and their root cause (failure_summary.hpp: the failure order, collateral left out) is a worker that
 // failed by itself — not one ddprun stopped, not a communication failure (a lost peer, the network:
 // isCommunicationFailure), not a worker ended by a signal that comes from outside the job
@@ -35,7 +35,7 @@
 //   '...' at step 12); stopping instead of restarting
 //
 // Every agent of the job reads the same records; the one whose report would spend the
-// generation's restart applies the verdict (Rendezvous::reportVerdict), so there is one verdict
+// generation's restart applies the verdict (FailureLedger::reportVerdict), so there is one verdict
 // for the whole job. A verdict only takes away restarts the budget still has: when its report
 // finds the budget spent, the job fails as it would without one (the root cause's exit code), and
 // the summary shows the verdict as a line (budgetSpentNote).

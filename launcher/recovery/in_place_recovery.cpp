@@ -198,7 +198,7 @@ void InPlaceRecovery::decide(std::vector<WorkerFailure> failures, bool workerFin
     const std::string leave = hooks_.leaveInstead ? hooks_.leaveInstead(failures) : "";
     FailureRecord record{g, round_.nodeRank, hooks_.host, failures};
     record.quorum = keeper_->current().quorum + 1;  // the number it will most likely get
-    const RecoveryResult spent = hooks_.rendezvous().recordRecovery(toJson(record));
+    const RecoveryResult spent = hooks_.rendezvous().failures().recordRecovery(toJson(record));
     if (!leave.empty() && std::holds_alternative<RecoveryGranted>(spent)) {
       const std::string why = describe(failures) + ": this node leaves the job (" + leave + ")";
       sup.post([&sup, g, why] { sup.failGeneration(g, why); });

@@ -4,7 +4,7 @@
 // It is the supervisor's failure handler. When workers fail while their generation runs, a helper
 // thread (the agent's own thread is in the supervisor's event loop) reads the worker store's
 // in_place counter; when every worker of the generation recovers in place it spends one restart
-// of the job budget (Rendezvous::recordRecovery, which publishes the failure record), makes the
+// of the job budget (FailureLedger::recordRecovery, which publishes the failure record), makes the
 // next quorum (QuorumKeeper) and hands the supervisor a new process for each failed local rank;
 // the other workers — here and on every node — keep running and rebuild their communicator for
 // the new quorum. Anything else (a worker that does not recover in place, the budget spent, the

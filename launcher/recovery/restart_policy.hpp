@@ -62,7 +62,7 @@
 //   failed          all of them, but the state is lost      stop the group (the table above): the
 //                   (every process that held it died)       restart resumes from a checkpoint
 //   failed          all of them                             replace the failed workers in place:
-//                                                           Rendezvous::recordRecovery spends a
+//                                                           FailureLedger::recordRecovery spends a
 //                                                           restart; granted: a new quorum, new
 //                                                           processes for the failed ranks; budget
 //                                                           spent: the job fails (as above)
@@ -147,15 +147,15 @@ struct PolicyInput {
 enum class Action {
   kAwaitExitBarrier,  // Rendezvous::exitBarrier()
   kAwaitPeerCause,    // Rendezvous::awaitRoundEnd(heartbeat timeout + 3 keep-alives)
-  kReportFailure,     // Rendezvous::reportFailure(this node's record)
-  kReportVerdict,     // Rendezvous::reportVerdict(this node's record, PolicyInput::verdict)
+  kReportFailure,     // FailureLedger::reportFailure(this node's record)
+  kReportVerdict,     // FailureLedger::reportVerdict(this node's record, PolicyInput::verdict)
   kRejoin,            // Rendezvous::next(): the next round, or how the job ended
   kJobFailed,         // the job failed: publish this node's record, print the summary, exit
                       // with its code (exitCode 0: the root cause's; else exitCode, the verdict's)
   kSucceed,           // leave the job; exit 0
   kExit,              // exit with exitCode (leaving first when `leave`)
   kFailOver,          // the store was lost with its host: move it (store_failover.hpp), rejoin
-  kSitOut,            // leave the job for --exclude-cooldown (Rendezvous::sitOut), then rejoin
+  kSitOut,            // leave the job for --exclude-cooldown (ExclusionBoard::sitOut), then rejoin
 };
 
 struct Decision {

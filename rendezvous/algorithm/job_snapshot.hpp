@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/algorithm/rendezvous_types.hpp"
 
 namespace ddp {
 

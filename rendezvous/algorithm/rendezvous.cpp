@@ -1,6 +1,7 @@
-// StoreRendezvous: Rendezvous over any Store; the protocol pieces live in rendezvous/detail/
-// (key layout, rank assignment, join protocol and closing rule, run-id lifecycle, heartbeat
-// monitor). This file ties them to one agent: its incarnation, its rounds, its outcomes.
+// StoreRendezvous: Rendezvous over any Store, with its FailureLedger and ExclusionBoard; the
+// protocol pieces live in algorithm/detail/ (key layout, rank assignment, join protocol and closing
+// rule, run-id lifecycle, heartbeat monitor). This file ties them to one agent: its incarnation,
+// its rounds, its outcomes.
 #include "rendezvous/algorithm/rendezvous.hpp"
 
 #include <time.h>
@@ -66,6 +67,92 @@ std::string wallTime(int64_t unixMs) {
   return buf;
 }
 
+// The rendezvous's FailureLedger: RoundState's reports, and the records this agent published or
+// read, for snapshot(). The monitor stays silent for a generation this node reported itself.
+class StoreFailureLedger final : public FailureLedger {
+ public:
+  StoreFailureLedger(detail::RoundState& rounds, detail::RoundMonitor& monitor)
+      : rounds_(rounds), monitor_(monitor) {}
+
+  RendezvousEvent reportFailure(const std::string& failureRecordJson) override {
+    return report(failureRecordJson, {});
+  }
+  RendezvousEvent reportVerdict(const std::string& failureRecordJson,
+                                const std::string& verdict) override {
+    return report(failureRecordJson, verdict);
+  }
+  RecoveryResult recordRecovery(const std::string& failureRecordJson) override {
+    known_.push_back(failureRecordJson);
+    return rounds_.recordRecovery(failureRecordJson);
+  }
+  std::vector<std::string> failureRecords() override { return rounds_.failureRecords(); }
+
+  // next() returned `r` (after `previous`): reads the job's records when a restart was spent
+  // since they were last read (one store call per restart, none on the common path).
+  void roundFormed(const RendezvousResult& r, const std::optional<RendezvousResult>& previous,
+                   spdlog::logger& log, const std::string& runId);
+  const std::vector<std::string>& known() const { return known_; }
+
+ private:
+  RendezvousEvent report(const std::string& failureRecordJson, const std::string& verdict) {
+    known_.push_back(failureRecordJson);
+    if (rounds_.current()) monitor_.suppress(rounds_.current()->generation);
+    return rounds_.reportFailure(failureRecordJson, verdict);
+  }
+
+  detail::RoundState& rounds_;
+  detail::RoundMonitor& monitor_;
+  std::vector<std::string> known_;
+  int readAt_ = 0;  // the restart count as of which known_ was read
+};
+
+void StoreFailureLedger::roundFormed(const RendezvousResult& r,
+                                     const std::optional<RendezvousResult>& previous,
+                                     spdlog::logger& log, const std::string& runId) {
+  if (previous && r.restartsUsed < previous->restartsUsed) {  // a new incarnation
+    known_.clear();
+    readAt_ = 0;
+  }
+  if (r.restartsUsed <= readAt_) return;
+  try {
+    known_ = rounds_.failureRecords();
+    readAt_ = r.restartsUsed;
+  } catch (const Error& e) {
+    log.debug("rendezvous '{}': failure records not read ({})", runId, e.what());
+  }
+}
+
+// The rendezvous's ExclusionBoard: RoundState's claim and sit-out, the job's list read back.
+class StoreExclusionBoard final : public ExclusionBoard {
+ public:
+  StoreExclusionBoard(Store& store, detail::RoundState& rounds, detail::RoundMonitor& monitor)
+      : store_(store), rounds_(rounds), monitor_(monitor) {}
+
+  ExclusionClaim claim(const NodeExclusion& exclusion) override {
+    return rounds_.claimExclusion(exclusion);
+  }
+  bool sitOut(std::chrono::milliseconds cooldown) override {
+    monitor_.exit();
+    return rounds_.sitOut(cooldown);
+  }
+  void markReturned(int64_t generation) override { rounds_.markReturned(generation); }
+  std::vector<NodeExclusion> list() override {
+    if (!rounds_.keys()) return {};
+    const auto value = detail::peek(store_, rounds_.keys()->exclusions());
+    return value ? detail::decodeExclusions(*value) : std::vector<NodeExclusion>{};
+  }
+  int64_t count() override {
+    if (!rounds_.keys()) return 0;
+    const auto value = detail::peek(store_, rounds_.keys()->exclusionCount());
+    return value ? detail::parseCount(rounds_.keys()->exclusionCount(), *value) : 0;
+  }
+
+ private:
+  Store& store_;
+  detail::RoundState& rounds_;
+  detail::RoundMonitor& monitor_;
+};
+
 class StoreRendezvous final : public Rendezvous {
  public:
   StoreRendezvous(Store& store, RendezvousSettings settings, NodeDescriptor self,
@@ -76,6 +163,8 @@ class StoreRendezvous final : public Rendezvous {
         joiner_(store, settings_, self_, waitSlice(settings_)),
         monitor_(store, std::move(heartbeatStore), settings_),
         store_(store),
+        failures_(rounds_, monitor_),
+        exclusions_(store, rounds_, monitor_),
         log_(logger("rdzv")) {}
 
   NextResult next() override;
@@ -91,22 +180,6 @@ class StoreRendezvous final : public Rendezvous {
   std::optional<RendezvousEvent> awaitRoundEnd(std::chrono::milliseconds timeout) override {
     return rounds_.awaitRoundEnd(timeout);
   }
-  RendezvousEvent reportFailure(const std::string& failureRecordJson) override {
-    knownFailures_.push_back(failureRecordJson);
-    if (rounds_.current()) monitor_.suppress(rounds_.current()->generation);
-    return rounds_.reportFailure(failureRecordJson);
-  }
-  RendezvousEvent reportVerdict(const std::string& failureRecordJson,
-                                const std::string& verdict) override {
-    knownFailures_.push_back(failureRecordJson);
-    if (rounds_.current()) monitor_.suppress(rounds_.current()->generation);
-    return rounds_.reportFailure(failureRecordJson, verdict);
-  }
-  RecoveryResult recordRecovery(const std::string& failureRecordJson) override {
-    knownFailures_.push_back(failureRecordJson);
-    return rounds_.recordRecovery(failureRecordJson);
-  }
-  std::vector<std::string> failureRecords() override { return rounds_.failureRecords(); }
   ExitBarrierResult exitBarrier(std::chrono::milliseconds timeout) override {
     return rounds_.exitBarrier(timeout);
   }
@@ -114,21 +187,13 @@ class StoreRendezvous final : public Rendezvous {
     monitor_.exit();
     rounds_.leave();
   }
-  ExclusionClaim claimExclusion(const NodeExclusion& exclusion) override {
-    return rounds_.claimExclusion(exclusion);
-  }
-  bool sitOut(std::chrono::milliseconds cooldown) override {
-    monitor_.exit();
-    return rounds_.sitOut(cooldown);
-  }
-  void markReturned(int64_t generation) override { rounds_.markReturned(generation); }
-  std::vector<NodeExclusion> exclusions() override;
-  int64_t exclusionCount() override;
   bool awaitOthersLeft(std::chrono::milliseconds timeout) override {
     return rounds_.awaitOthersLeft(timeout);
   }
   void publishRoundRecord(const std::string& name, const std::string& value) override;
   JobSnapshot snapshot() const override;
+  FailureLedger& failures() override { return failures_; }
+  ExclusionBoard& exclusions() override { return exclusions_; }
   RoundRecordsResult roundRecords(const std::string& name, const std::vector<int>& nodeRanks,
                                   std::chrono::milliseconds timeout) override;
 
@@ -145,13 +210,13 @@ class StoreRendezvous final : public Rendezvous {
   detail::RoundJoiner joiner_;
   detail::RoundMonitor monitor_;
   Store& store_;
+  StoreFailureLedger failures_;
+  StoreExclusionBoard exclusions_;
   std::shared_ptr<spdlog::logger> log_;
   // The agent's thread only.
   bool ownerChecked_ = false;
-  // What snapshot() returns: this agent's newest round, and the failure records it knows of.
+  // What snapshot() returns: this agent's newest round (the failure records are failures_').
   std::optional<RendezvousResult> lastRound_;
-  std::vector<std::string> knownFailures_;
-  int failuresReadAt_ = 0;  // the restart count as of which knownFailures_ was read
 };
 
 NextResult StoreRendezvous::next() {
@@ -200,21 +265,10 @@ NextResult StoreRendezvous::entered(detail::JoinedRound joined, Clock::time_poin
   return std::move(joined.result);
 }
 
-// Keeps what snapshot() returns. The failure records are read only when a restart was spent
-// since they were last read (one store call per restart, none on the common path).
+// Keeps what snapshot() returns.
 void StoreRendezvous::rememberRound(const RendezvousResult& r) {
-  if (lastRound_ && r.restartsUsed < lastRound_->restartsUsed) {  // a new incarnation
-    knownFailures_.clear();
-    failuresReadAt_ = 0;
-  }
+  failures_.roundFormed(r, lastRound_, *log_, settings_.runId);
   lastRound_ = r;
-  if (r.restartsUsed <= failuresReadAt_) return;
-  try {
-    knownFailures_ = rounds_.failureRecords();
-    failuresReadAt_ = r.restartsUsed;
-  } catch (const Error& e) {
-    log_->debug("rendezvous '{}': failure records not read ({})", settings_.runId, e.what());
-  }
 }
 
 JobSnapshot StoreRendezvous::snapshot() const {
@@ -225,7 +279,7 @@ JobSnapshot StoreRendezvous::snapshot() const {
     s.generation = lastRound_->generation;
     s.restartsUsed = lastRound_->restartsUsed;
   }
-  s.failureRecords = knownFailures_;
+  s.failureRecords = failures_.known();
   return s;
 }
 
@@ -277,18 +331,6 @@ void StoreRendezvous::publishRoundRecord(const std::string& name, const std::str
                         value);
 }
 
-std::vector<NodeExclusion> StoreRendezvous::exclusions() {
-  if (!rounds_.keys()) return {};
-  const auto value = detail::peek(store_, rounds_.keys()->exclusions());
-  return value ? detail::decodeExclusions(*value) : std::vector<NodeExclusion>{};
-}
-
-int64_t StoreRendezvous::exclusionCount() {
-  if (!rounds_.keys()) return 0;
-  const auto value = detail::peek(store_, rounds_.keys()->exclusionCount());
-  return value ? detail::parseCount(rounds_.keys()->exclusionCount(), *value) : 0;
-}
-
 std::vector<std::string> StoreRendezvous::memberAddresses() {
   const int64_t g = currentRound("memberAddresses()").generation;
   std::vector<std::string> addrs;
@@ -334,17 +376,6 @@ ExclusionClaim claimExclusion(Store& store, const std::string& runId, int64_t in
                               const NodeExclusion& exclusion) {
   return detail::claimExclusion(store, detail::RendezvousKeys(runId, incarnation), generation,
                                 members, minNodes, exclusion);
-}
-
-const char* endName(RendezvousEventKind kind) {
-  switch (kind) {
-    case RendezvousEventKind::kScaleUp: return "scale-up";
-    case RendezvousEventKind::kPeerLost: return "peer lost";
-    case RendezvousEventKind::kRestartRequested: return "restart";
-    case RendezvousEventKind::kJobFailed: return "job failed";
-    case RendezvousEventKind::kStoreLost: return "store lost";
-  }
-  return "ended";
 }
 
 }  // namespace ddp

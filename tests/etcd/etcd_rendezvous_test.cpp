@@ -54,7 +54,7 @@ TEST_CASE("4 agents rendezvous over etcd and survive an etcd SIGKILL + restart",
   REQUIRE(etcd.start() == 0);
 
   // A failure reported after the restart reaches every agent through etcd.
-  CHECK(all[2]->rdzv->reportFailure(R"({"node":"host2","exitcode":1})").kind ==
+  CHECK(all[2]->rdzv->failures().reportFailure(R"({"node":"host2","exitcode":1})").kind ==
         ddp::RendezvousEventKind::kRestartRequested);
   for (Agent* a : {all[0], all[1], all[3]}) {  // the reporter itself gets no event
     std::optional<ddp::RendezvousEvent> event = a->events.waitFor(30s);
@@ -67,6 +67,6 @@ TEST_CASE("4 agents rendezvous over etcd and survive an etcd SIGKILL + restart",
   CHECK(second.front().generation == 1);
   CHECK(second.front().nodeCount == 4);
   CHECK(second.front().restartsUsed == 1);
-  CHECK(all[0]->rdzv->failureRecords().size() == 1);
+  CHECK(all[0]->rdzv->failures().failureRecords().size() == 1);
   for (Agent* a : all) a->rdzv->leave();
 }

@@ -21,7 +21,8 @@ namespace {
 using namespace std::chrono_literals;
 
 // Holds the published records; `onRead` runs before each failureRecords() (another node acting).
-class RecordingRendezvous final : public Rendezvous {
+// It is its own FailureLedger and ExclusionBoard (the board lists `excluded`, claims nothing).
+class RecordingRendezvous final : public Rendezvous, public FailureLedger, public ExclusionBoard {
  public:
   NextResult next() override { throw Error("not used"); }
   void publishWorkerStore(const std::string&, uint16_t) override {}
@@ -32,6 +33,21 @@ class RecordingRendezvous final : public Rendezvous {
   std::optional<RendezvousEvent> awaitRoundEnd(std::chrono::milliseconds) override {
     return std::nullopt;
   }
+  ExitBarrierResult exitBarrier(std::chrono::milliseconds) override {
+    return RoundEnded{RendezvousEvent{RendezvousEventKind::kJobFailed, 0, "budget spent"}};
+  }
+  void leave() override {}
+  bool awaitOthersLeft(std::chrono::milliseconds) override { return true; }
+  void publishRoundRecord(const std::string&, const std::string&) override {}
+  RoundRecordsResult roundRecords(const std::string&, const std::vector<int>&,
+                                  std::chrono::milliseconds) override {
+    throw Error("not used");
+  }
+  JobSnapshot snapshot() const override { throw Error("not used"); }
+  FailureLedger& failures() override { return *this; }
+  ExclusionBoard& exclusions() override { return *this; }
+
+  // FailureLedger
   RendezvousEvent reportFailure(const std::string& json) override {
     records.push_back(json);
     ++reports;
@@ -53,19 +69,13 @@ class RecordingRendezvous final : public Rendezvous {
     if (onRead) onRead(reads);
     return records;
   }
-  ExitBarrierResult exitBarrier(std::chrono::milliseconds) override {
-    return RoundEnded{RendezvousEvent{RendezvousEventKind::kJobFailed, 0, "budget spent"}};
-  }
-  void leave() override {}
-  bool awaitOthersLeft(std::chrono::milliseconds) override { return true; }
-  void publishRoundRecord(const std::string&, const std::string&) override {}
-  RoundRecordsResult roundRecords(const std::string&, const std::vector<int>&,
-                                  std::chrono::milliseconds) override {
-    throw Error("not used");
-  }
 
-  std::vector<NodeExclusion> exclusions() override { return excluded; }
-  int64_t exclusionCount() override { return static_cast<int64_t>(excluded.size()); }
+  // ExclusionBoard
+  ExclusionClaim claim(const NodeExclusion&) override { throw Error("not used"); }
+  bool sitOut(std::chrono::milliseconds) override { throw Error("not used"); }
+  void markReturned(int64_t) override { throw Error("not used"); }
+  std::vector<NodeExclusion> list() override { return excluded; }
+  int64_t count() override { return static_cast<int64_t>(excluded.size()); }
 
   std::vector<std::string> records;
   std::vector<NodeExclusion> excluded;

@@ -76,7 +76,7 @@ TEST_CASE("a job moves to a fresh store seeded from its agents' snapshots", "[jo
   CHECK(a.rdzv->snapshot().incarnation == -1);
   checkConsistent(joinAll({&a, &b}));
   // Node a's workers fail: one restart spent, generation 1.
-  const RendezvousEvent reported = a.rdzv->reportFailure("{\"node\":\"a\"}");
+  const RendezvousEvent reported = a.rdzv->failures().reportFailure("{\"node\":\"a\"}");
   REQUIRE(reported.kind == RendezvousEventKind::kRestartRequested);
   const auto gen1 = joinAll({&a, &b});
   checkConsistent(gen1);
@@ -98,8 +98,9 @@ TEST_CASE("a job moves to a fresh store seeded from its agents' snapshots", "[jo
   checkConsistent(moved);
   CHECK(moved[0].generation == 2);    // continues from the highest generation known
   CHECK(moved[0].restartsUsed == 1);  // the move spent nothing
-  CHECK(a2.rdzv->failureRecords() == sb.failureRecords);
+  CHECK(a2.rdzv->failures().failureRecords() == sb.failureRecords);
   // The restart budget goes on from where it stood: two more, then the job fails.
-  CHECK(a2.rdzv->reportFailure("{\"again\":1}").kind == RendezvousEventKind::kRestartRequested);
+  CHECK(a2.rdzv->failures().reportFailure("{\"again\":1}").kind ==
+        RendezvousEventKind::kRestartRequested);
   CHECK(joinAll({&a2, &b2})[0].restartsUsed == 2);
 }

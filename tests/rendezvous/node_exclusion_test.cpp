@@ -1,4 +1,4 @@
-// Bad-node exclusion in the rendezvous (Rendezvous::claimExclusion, sitOut, markReturned;
+// Bad-node exclusion in the rendezvous (ExclusionBoard::claim, sitOut, markReturned;
 // rendezvous/algorithm/detail/node_exclusion.hpp): the claim rule that never drops a job below
 // min_nodes, spares counted, the job's bounded list, and a node that sits out and comes back.
 #include <catch2/catch.hpp>
@@ -81,8 +81,8 @@ TEST_CASE("exclusion: a node sits out, the others' round ends, it joins again as
   const auto first = joinAll({&a, &b});
   const int64_t g = first[0].generation;
   a.watch();
-  REQUIRE(b.rdzv->claimExclusion(exclusionOf("beta", node("beta").pid, g)).granted);
-  CHECK_FALSE(b.rdzv->sitOut(std::chrono::milliseconds(50)));  // the cooldown passed
+  REQUIRE(b.rdzv->exclusions().claim(exclusionOf("beta", node("beta").pid, g)).granted);
+  CHECK_FALSE(b.rdzv->exclusions().sitOut(std::chrono::milliseconds(50)));  // the cooldown passed
   const auto lost = a.events.waitFor(std::chrono::seconds(10));
   REQUIRE(lost);
   CHECK(lost->kind == RendezvousEventKind::kPeerLost);
@@ -93,9 +93,9 @@ TEST_CASE("exclusion: a node sits out, the others' round ends, it joins again as
   a.watch();
   const auto back = joinAll({&b, &a});
   CHECK(back[0].nodeCount == 2);
-  b.rdzv->markReturned(back[0].generation);
-  const auto list = b.rdzv->exclusions();
+  b.rdzv->exclusions().markReturned(back[0].generation);
+  const auto list = b.rdzv->exclusions().list();
   REQUIRE(list.size() == 1);
   CHECK(list[0].returnedAt == back[0].generation);
-  CHECK(b.rdzv->exclusionCount() == 1);
+  CHECK(b.rdzv->exclusions().count() == 1);
 }

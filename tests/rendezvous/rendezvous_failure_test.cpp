@@ -137,7 +137,7 @@ TEST_CASE("the restart budget is shared by the job", "[rendezvous]") {
   checkConsistent(joinAll({&a, &b, &c}));
   for (Agent* x : {&a, &b, &c}) x->watch();
 
-  CHECK(b.rdzv->reportFailure(R"({"node":"b1","gen":0})").kind ==
+  CHECK(b.rdzv->failures().reportFailure(R"({"node":"b1","gen":0})").kind ==
         RendezvousEventKind::kRestartRequested);
   for (Agent* x : {&a, &c}) {
     const auto event = x->events.waitFor(10s);
@@ -146,7 +146,7 @@ TEST_CASE("the restart budget is shared by the job", "[rendezvous]") {
     CHECK_THAT(event->detail, Catch::Contains("b1") && Catch::Contains("restart 1 of 1"));
   }
   // A second failure in the same generation (a consequence of the first) spends nothing.
-  CHECK(c.rdzv->reportFailure(R"({"node":"b2","gen":0})").kind ==
+  CHECK(c.rdzv->failures().reportFailure(R"({"node":"b2","gen":0})").kind ==
         RendezvousEventKind::kRestartRequested);
   const auto second = joinAll({&a, &b, &c});
   checkConsistent(second);
@@ -154,17 +154,18 @@ TEST_CASE("the restart budget is shared by the job", "[rendezvous]") {
   CHECK(second[0].restartsUsed == 1);
 
   for (Agent* x : {&a, &b, &c}) x->events.clear();
-  CHECK(a.rdzv->reportFailure(R"({"node":"b0","gen":1})").kind == RendezvousEventKind::kJobFailed);
+  CHECK(a.rdzv->failures().reportFailure(R"({"node":"b0","gen":1})").kind ==
+        RendezvousEventKind::kJobFailed);
   for (Agent* x : {&b, &c}) {
     const auto event = x->events.waitFor(10s);
     REQUIRE(event);
     CHECK(event->kind == RendezvousEventKind::kJobFailed);
     CHECK_THAT(event->detail, Catch::Contains("max_restarts=1"));
   }
-  const auto records = a.rdzv->failureRecords();
+  const auto records = a.rdzv->failures().failureRecords();
   CHECK(records.size() == 3);
-  CHECK(records == b.rdzv->failureRecords());
-  CHECK(records == c.rdzv->failureRecords());
+  CHECK(records == b.rdzv->failures().failureRecords());
+  CHECK(records == c.rdzv->failures().failureRecords());
   const JobEnded end = ended(b.rdzv->next());
   CHECK(end.result == JobResult::kFailed);
   CHECK(end.standing == NodeStanding::kMember);
@@ -183,16 +184,17 @@ TEST_CASE("a verdict ends the job instead of a restart, the same way on every no
   checkConsistent(joinAll({&a, &b, &c}));
   for (Agent* x : {&a, &b, &c}) x->watch();
   // Generation 0: a plain report spends a restart; a verdict reported second changes nothing.
-  CHECK(b.rdzv->reportFailure(R"({"node":"v1","gen":0})").kind ==
+  CHECK(b.rdzv->failures().reportFailure(R"({"node":"v1","gen":0})").kind ==
         RendezvousEventKind::kRestartRequested);
-  const RendezvousEvent late = c.rdzv->reportVerdict(R"({"node":"v2","gen":0})", "too late");
+  const RendezvousEvent late =
+      c.rdzv->failures().reportVerdict(R"({"node":"v2","gen":0})", "too late");
   CHECK(late.kind == RendezvousEventKind::kRestartRequested);
   CHECK_FALSE(late.verdict);
   checkConsistent(joinAll({&a, &b, &c}));
   for (Agent* x : {&a, &b, &c}) x->events.clear();
   // Generation 1: the first report carries a verdict.
   const std::string line = "the same failure in 2 generations in a row: rank 1 exit 1";
-  const RendezvousEvent mine = b.rdzv->reportVerdict(R"({"node":"v1","gen":1})", line);
+  const RendezvousEvent mine = b.rdzv->failures().reportVerdict(R"({"node":"v1","gen":1})", line);
   CHECK(mine.kind == RendezvousEventKind::kJobFailed);
   CHECK(mine.verdict);
   CHECK(mine.detail == line);
@@ -204,14 +206,14 @@ TEST_CASE("a verdict ends the job instead of a restart, the same way on every no
     CHECK(event->detail == line);
   }
   // A later report of the generation learns the same; nothing was spent on the verdict.
-  const RendezvousEvent after = c.rdzv->reportFailure(R"({"node":"v2","gen":1})");
+  const RendezvousEvent after = c.rdzv->failures().reportFailure(R"({"node":"v2","gen":1})");
   CHECK(after.kind == RendezvousEventKind::kJobFailed);
   CHECK(after.verdict);
   const JobEnded end = ended(a.rdzv->next());
   CHECK(end.result == JobResult::kFailed);
   CHECK(end.verdict);
   CHECK(end.reason == line);
-  CHECK(a.rdzv->failureRecords().size() == 4);
+  CHECK(a.rdzv->failures().failureRecords().size() == 4);
 }
 
 TEST_CASE("a verdict whose report finds the budget spent: the budget ends the job, not the "
@@ -223,12 +225,13 @@ TEST_CASE("a verdict whose report finds the budget spent: the budget ends the jo
   Agent b(store, settings, node("w1"));
   checkConsistent(joinAll({&a, &b}));
   for (Agent* x : {&a, &b}) x->watch();
-  CHECK(b.rdzv->reportFailure(R"({"node":"w1","gen":0})").kind ==
+  CHECK(b.rdzv->failures().reportFailure(R"({"node":"w1","gen":0})").kind ==
         RendezvousEventKind::kRestartRequested);
   checkConsistent(joinAll({&a, &b}));
   for (Agent* x : {&a, &b}) x->events.clear();
   // Generation 1: the verdict's report is the one that finds the last restart spent.
-  const RendezvousEvent mine = b.rdzv->reportVerdict(R"({"node":"w1","gen":1})", "the same");
+  const RendezvousEvent mine =
+      b.rdzv->failures().reportVerdict(R"({"node":"w1","gen":1})", "the same");
   CHECK(mine.kind == RendezvousEventKind::kJobFailed);
   CHECK_FALSE(mine.verdict);
   CHECK_THAT(mine.detail, Catch::Contains("max_restarts=1"));
@@ -254,7 +257,7 @@ TEST_CASE("exit barrier: all succeed, or a failure elsewhere turns it into a res
   auto fa = std::async(std::launch::async, [&] { return a.rdzv->exitBarrier(10s); });
   auto fb = std::async(std::launch::async, [&] { return b.rdzv->exitBarrier(10s); });
   CHECK(fa.wait_for(300ms) == std::future_status::timeout);  // waits for c
-  CHECK(c.rdzv->reportFailure("{}").kind == RendezvousEventKind::kRestartRequested);
+  CHECK(c.rdzv->failures().reportFailure("{}").kind == RendezvousEventKind::kRestartRequested);
   CHECK(roundEnded(fa.get()).kind == RendezvousEventKind::kRestartRequested);
   CHECK(roundEnded(fb.get()).kind == RendezvousEventKind::kRestartRequested);
 

@@ -22,7 +22,8 @@ TEST_CASE("a run id whose job failed starts a fresh job for a new agent", "[rend
   {
     Agent first(store, settings, node("a"));
     joined(first.rdzv->next());
-    CHECK(first.rdzv->reportFailure(R"({"n":1})").kind == RendezvousEventKind::kJobFailed);
+    CHECK(first.rdzv->failures().reportFailure(R"({"n":1})").kind ==
+          RendezvousEventKind::kJobFailed);
     first.rdzv->leave();
   }
   // What a restarted pod does: same run id, no memory of the job before.
@@ -30,7 +31,7 @@ TEST_CASE("a run id whose job failed starts a fresh job for a new agent", "[rend
   const RendezvousResult r = joined(second.rdzv->next());
   CHECK(r.generation == 0);
   CHECK(r.restartsUsed == 0);
-  CHECK(second.rdzv->failureRecords().empty());
+  CHECK(second.rdzv->failures().failureRecords().empty());
   CHECK(store.get("rdzv/reuse/inc") == "1");
   CHECK(store.check({"rdzv/reuse/0/ended", "rdzv/reuse/0/failures"}));  // still readable
   CHECK(std::holds_alternative<AllSucceeded>(second.rdzv->exitBarrier(5s)));
@@ -51,7 +52,7 @@ TEST_CASE("a long job keeps a bounded number of keys; ended jobs leave a tombsto
   for (int generation = 0; generation < 8; ++generation) {
     checkConsistent(joinAll({&a, &b}));
     keys.push_back(store.numKeys());
-    CHECK(a.rdzv->reportFailure("{}").kind == RendezvousEventKind::kRestartRequested);
+    CHECK(a.rdzv->failures().reportFailure("{}").kind == RendezvousEventKind::kRestartRequested);
   }
   // Two rounds' keys at most: the count stops growing once old rounds are deleted.
   CHECK(keys[7] == keys[3]);

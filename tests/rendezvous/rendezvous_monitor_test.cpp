@@ -243,7 +243,7 @@ TEST_CASE("a round's end is seen at once, not at the next heartbeat tick",
   joinAll({&a, &b});
   a.watch();
   REQUIRE(forA.waitOpened(1));
-  CHECK(b.rdzv->reportFailure("{}").kind == RendezvousEventKind::kRestartRequested);
+  CHECK(b.rdzv->failures().reportFailure("{}").kind == RendezvousEventKind::kRestartRequested);
   const auto event = a.events.waitFor(10s);
   REQUIRE(event);
   CHECK(event->kind == RendezvousEventKind::kRestartRequested);

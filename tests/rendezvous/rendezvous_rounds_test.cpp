@@ -179,7 +179,8 @@ TEST_CASE("a dropped node learns that the job went on without it and how it ende
   const RendezvousResult alone = joined(a.rdzv->next());
   CHECK(alone.nodeCount == 1);
   if (fails) {
-    CHECK(a.rdzv->reportFailure(R"({"from":"a"})").kind == RendezvousEventKind::kJobFailed);
+    CHECK(a.rdzv->failures().reportFailure(R"({"from":"a"})").kind ==
+          RendezvousEventKind::kJobFailed);
   } else {
     CHECK(std::holds_alternative<AllSucceeded>(a.rdzv->exitBarrier(10s)));
   }
@@ -191,5 +192,6 @@ TEST_CASE("a dropped node learns that the job went on without it and how it ende
   CHECK(end.memberGeneration == 0);
   CHECK(end.lastGeneration == 1);
   CHECK(end.result == (fails ? JobResult::kFailed : JobResult::kSucceeded));
-  if (fails) CHECK(b.rdzv->failureRecords() == std::vector<std::string>{R"({"from":"a"})"});
+  if (fails) CHECK(b.rdzv->failures().failureRecords() ==
+        std::vector<std::string>{R"({"from":"a"})"});
 }

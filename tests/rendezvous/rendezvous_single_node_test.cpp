@@ -44,18 +44,21 @@ TEST_CASE("single node: restart budget, generations and failure records", "[rend
   Agent a(store, settings, node("alpha", 2));
   a.watch();
   CHECK(joined(a.rdzv->next()).generation == 0);
-  CHECK(a.rdzv->reportFailure(R"({"n":1})").kind == RendezvousEventKind::kRestartRequested);
+  CHECK(a.rdzv->failures().reportFailure(R"({"n":1})").kind ==
+        RendezvousEventKind::kRestartRequested);
   RendezvousResult r = joined(a.rdzv->next());
   CHECK(r.generation == 1);
   CHECK(r.restartsUsed == 1);
-  CHECK(a.rdzv->reportFailure(R"({"n":2})").kind == RendezvousEventKind::kRestartRequested);
+  CHECK(a.rdzv->failures().reportFailure(R"({"n":2})").kind ==
+        RendezvousEventKind::kRestartRequested);
   r = joined(a.rdzv->next());
   CHECK(r.generation == 2);
   CHECK(r.restartsUsed == 2);
-  const RendezvousEvent spent = a.rdzv->reportFailure(R"({"n":3})");  // budget of 2 spent
+  const RendezvousEvent spent =
+      a.rdzv->failures().reportFailure(R"({"n":3})");  // budget of 2 spent
   CHECK(spent.kind == RendezvousEventKind::kJobFailed);
   CHECK_THAT(spent.detail, Catch::Contains("max_restarts=2"));
-  CHECK(a.rdzv->failureRecords() ==
+  CHECK(a.rdzv->failures().failureRecords() ==
         std::vector<std::string>{R"({"n":1})", R"({"n":2})", R"({"n":3})"});
   const JobEnded end = ended(a.rdzv->next());
   CHECK(end.result == JobResult::kFailed);
@@ -72,7 +75,7 @@ TEST_CASE("single node: the workerStore wait ends when the round ends", "[rendez
   settings.maxRestarts = 1;
   Agent a(store, settings, node("alpha"));
   joined(a.rdzv->next());
-  CHECK(a.rdzv->reportFailure("{}").kind == RendezvousEventKind::kRestartRequested);
+  CHECK(a.rdzv->failures().reportFailure("{}").kind == RendezvousEventKind::kRestartRequested);
   CHECK(roundEnded(a.rdzv->workerStore()).kind == RendezvousEventKind::kRestartRequested);
   CHECK(roundEnded(a.rdzv->exitBarrier(2s)).kind == RendezvousEventKind::kRestartRequested);
 }

@@ -87,7 +87,7 @@ TEST_CASE("four agents over TCP: join, restart, lose one, finish", "[rendezvous]
   }
 
   // A worker failure on one node restarts every node in the same new generation.
-  CHECK(agents[2]->agent.rdzv->reportFailure(R"({"host":"t2"})").kind ==
+  CHECK(agents[2]->agent.rdzv->failures().reportFailure(R"({"host":"t2"})").kind ==
         RendezvousEventKind::kRestartRequested);
   for (size_t i : {0, 1, 3}) {
     const auto event = agents[i]->agent.events.waitFor(10s);
@@ -120,7 +120,8 @@ TEST_CASE("four agents over TCP: join, restart, lose one, finish", "[rendezvous]
                                  [&a] { return a->agent.rdzv->exitBarrier(10s); }));
   }
   for (auto& f : barrier) CHECK(std::holds_alternative<AllSucceeded>(f.get()));
-  CHECK(agents[0]->agent.rdzv->failureRecords() == std::vector<std::string>{R"({"host":"t2"})"});
+  CHECK(agents[0]->agent.rdzv->failures().failureRecords() ==
+        std::vector<std::string>{R"({"host":"t2"})"});
   for (auto& a : agents) a->agent.rdzv->leave();
   // The last agent to leave deleted the job's keys: only the run's tombstone is left (its
   // incarnation counter and `ended`; a succeeded job keeps no failure records).

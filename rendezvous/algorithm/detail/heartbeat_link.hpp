@@ -16,7 +16,7 @@
 #include <mutex>
 
 #include "rendezvous/store/connection_hooks.hpp"
-#include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/algorithm/rendezvous_types.hpp"
 #include "rendezvous/store/store.hpp"
 
 namespace ddp::detail {

@@ -1,5 +1,5 @@
-// Bad-node exclusion over the store (Rendezvous::claimExclusion, sitOut, markReturned,
-// exclusions): the claim rule, the job's list of exclusions and its encoding. Keys:
+// Bad-node exclusion over the store (ExclusionBoard: claim, sitOut, markReturned, list,
+// count): the claim rule, the job's list of exclusions and its encoding. Keys:
 // rendezvous_keys.hpp (`excluded`, `excluded_count`, r/<g>/leaving, r/<g>/spares).
 //
 // Thread safety: free functions; each makes the store calls it says.
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
-#include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/algorithm/rendezvous_types.hpp"
 #include "rendezvous/store/store.hpp"
 
 namespace ddp::detail {
@@ -21,7 +21,7 @@ NodeExclusion decodeExclusion(const std::string& line);
 // The `excluded` value: one line per exclusion, oldest first. Unreadable lines are skipped.
 std::vector<NodeExclusion> decodeExclusions(const std::string& value);
 
-// The claim rule (Rendezvous::claimExclusion) on round g of `members` nodes: adds this node to
+// The claim rule (ExclusionBoard::claim) on round g of `members` nodes: adds this node to
 // r/<g>/leaving, reads r/<g>/spares; granted when members - leaving + spares >= minNodes, then the
 // exclusion is appended to the job's list (the newest kMaxExclusionsKept) and counted; refused:
 // the add is taken back. Three to five store calls, plus compareSet retries on a contended list.

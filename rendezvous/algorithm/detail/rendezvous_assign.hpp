@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/algorithm/rendezvous_types.hpp"
 
 namespace ddp::detail {
 

@@ -54,7 +54,7 @@
 #include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_plan.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_wait.hpp"
-#include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/algorithm/rendezvous_types.hpp"
 #include "rendezvous/store/store.hpp"
 
 namespace ddp::detail {

@@ -24,7 +24,7 @@
 //   low                   the oldest round whose keys may still exist
 //   cleaned               agent-hosted stores only: set by the last agent leaving once it deleted
 //                         the job's keys (the hosting agent waits for it before stopping the store)
-//   excluded              bad-node exclusions (Rendezvous::claimExclusion): the newest
+//   excluded              bad-node exclusions (ExclusionBoard::claim): the newest
 //                         kMaxExclusionsKept, one JSON object per line (node_exclusion.hpp),
 //                         rewritten whole by compareSet. Kept with the tombstone.
 //   excluded_count        every exclusion granted in the job (add). Kept with the tombstone.
@@ -89,7 +89,7 @@
 #include <string_view>
 #include <vector>
 
-#include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/algorithm/rendezvous_types.hpp"
 #include "rendezvous/store/store.hpp"
 
 namespace ddp::detail {

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
-#include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/algorithm/rendezvous_types.hpp"
 
 namespace ddp::detail {
 

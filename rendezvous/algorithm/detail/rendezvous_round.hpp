@@ -21,7 +21,7 @@
 #include "rendezvous/algorithm/detail/rendezvous_join.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_wait.hpp"
-#include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/algorithm/rendezvous_types.hpp"
 #include "rendezvous/store/store.hpp"
 
 namespace ddp::detail {
@@ -50,7 +50,9 @@ class RoundState {
   // next() was called again: ends the current round for everybody unless it already ended.
   void leaveRunningRound();
 
-  // The Rendezvous methods of the same names (rendezvous.hpp says what they do).
+  // The Rendezvous, FailureLedger and ExclusionBoard methods of the same names (rendezvous.hpp,
+  // failure_ledger.hpp and exclusion_board.hpp say what they do; claimExclusion is
+  // ExclusionBoard::claim).
   void publishWorkerStore(const std::string& addr, uint16_t port);
   WorkerStoreResult workerStore();
   std::optional<RendezvousEvent> awaitRoundEnd(std::chrono::milliseconds timeout);
