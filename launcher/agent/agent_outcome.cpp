@@ -74,36 +74,15 @@ PolicyInput Agent::inputFor(const GenerationOutcome& outcome, const RendezvousRe
 
 std::string Agent::judge(const GenerationOutcome& outcome, const RendezvousResult& round) {
   if (config_.verdictAfter < 1) return "";
-  return judgeWith(blocking([this] { return readFailureRecords(); }), outcome.failures, round);
+  FailureRecord record{round.generation, round.nodeRank, host_, outcome.failures};
+  return blocking([&] { return judgeWithLedger(rdzv_->failures(), record, config_.verdictAfter); });
 }
 
 // On InPlaceRecovery's helper thread (nothing else uses the rendezvous meanwhile).
 std::string Agent::verdictInPlace(const std::vector<WorkerFailure>& failures) {
-  if (config_.verdictAfter < 1) return "";
-  return judgeWith(readFailureRecords(), failures, running_);
-}
-
-std::optional<std::vector<FailureRecord>> Agent::readFailureRecords() {
-  std::vector<FailureRecord> records;
-  try {
-    for (const auto& json : rdzv_->failures().failureRecords()) {
-      records.push_back(failureRecordFromJson(json));
-    }
-  } catch (const Error& e) {
-    log_->warn("no verdict: the job's failure records could not be read ({})", e.what());
-    return std::nullopt;
-  }
-  return records;
-}
-
-// The verdict with this node's `failures` as the generation's end (replacements in place are
-// attempts too: generation 0 may repeat).
-std::string Agent::judgeWith(std::optional<std::vector<FailureRecord>> records,
-                             const std::vector<WorkerFailure>& failures,
-                             const RendezvousResult& round) const {
-  if (!records) return "";
-  records->push_back(FailureRecord{round.generation, round.nodeRank, host_, failures});
-  return judgeGenerations(*records, round.generation, config_.verdictAfter).value_or("");
+  return judgeWithLedger(rdzv_->failures(),
+                         FailureRecord{running_.generation, running_.nodeRank, host_, failures},
+                         config_.verdictAfter);
 }
 
 Agent::Step Agent::follow(const RendezvousResult& round, const GenerationOutcome& outcome) {

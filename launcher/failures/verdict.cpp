@@ -3,6 +3,10 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <utility>
+
+#include "rendezvous/base/error.hpp"
+#include "rendezvous/base/logging.hpp"
 
 namespace ddp {
 namespace {
@@ -170,6 +174,21 @@ std::optional<std::string> judgeGenerations(const std::vector<FailureRecord>& re
                      : "no step progress in " + n + " generations in a row") +
          " (the furthest step stays " + std::to_string(bar) + "; last: " +
          causeText(last) + ")" + kStopping;
+}
+
+std::string judgeWithLedger(FailureLedger& ledger, FailureRecord record, int after) {
+  if (after < 1) return "";
+  std::vector<FailureRecord> records;
+  try {
+    for (const auto& json : ledger.failureRecords()) records.push_back(failureRecordFromJson(json));
+  } catch (const Error& e) {
+    logger("agent")->warn("no verdict: the job's failure records could not be read ({})",
+                          e.what());
+    return "";
+  }
+  const int64_t generation = record.generation;
+  records.push_back(std::move(record));
+  return judgeGenerations(records, generation, after).value_or("");
 }
 
 }  // namespace ddp

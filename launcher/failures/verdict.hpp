@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "launcher/failures/failure_summary.hpp"
+#include "rendezvous/algorithm/failure_ledger.hpp"
 
 namespace ddp {
 
@@ -57,6 +58,13 @@ namespace ddp {
 // `after` < 1: never.
 std::optional<std::string> judgeGenerations(const std::vector<FailureRecord>& records,
                                             int64_t generation, int after);
+
+// The verdict on the job's attempts with `failures` as node `record.nodeRank`'s record of
+// `record.generation` (the current one need not be published yet): judgeGenerations over every
+// record `ledger` holds plus this one. "" when none, when `after` < 1 (no store call then), or when
+// the records cannot be read (logged on the `agent` logger). One store call
+// (FailureLedger::failureRecords); blocks as that does. Never throws.
+std::string judgeWithLedger(FailureLedger& ledger, FailureRecord record, int after);
 
 // The summary's line for a verdict that fired on the generation whose failure spent the restart
 // budget: the verdict's judgement, "; the restart budget is spent as well: the exit code is the

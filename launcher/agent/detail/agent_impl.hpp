@@ -78,10 +78,6 @@ class Agent {
   // reading the records; "" when none, when --verdict-after is 0 or the records cannot be read.
   std::string judge(const GenerationOutcome& outcome, const RendezvousResult& round);
   std::string verdictInPlace(const std::vector<WorkerFailure>& failures);
-  std::optional<std::vector<FailureRecord>> readFailureRecords();
-  std::string judgeWith(std::optional<std::vector<FailureRecord>> records,
-                        const std::vector<WorkerFailure>& failures,
-                        const RendezvousResult& round) const;
   // Bad-node exclusion (bad_node_exclusion.cpp). In-place recovery's hook (helper thread): counts
   // a failure about to be replaced against the node; the reason of a granted claim, else "".
   std::string leaveInstead(const std::vector<WorkerFailure>& failures);
