@@ -195,9 +195,9 @@ void StoreConnection::sendRaw(std::string_view bytes, Clock::time_point deadline
   if (const error_code ec = socket_.writeAll(bytes, deadline)) failNetwork(what, ec);
 }
 
-std::optional<StoreReply> StoreConnection::receive(wire::Op op, std::size_t keyCount,
-                                                   Clock::time_point deadline,
-                                                   const std::string& what, int interruptFd) {
+std::optional<wire::OwnedReply> StoreConnection::receive(wire::Op op, std::size_t keyCount,
+                                                         Clock::time_point deadline,
+                                                         const std::string& what, int interruptFd) {
   throwIfFailed();
   for (;;) {
     if (std::string busy = busyNotice(); !busy.empty()) {  // v1: no handshake came first
@@ -207,10 +207,7 @@ std::optional<StoreReply> StoreConnection::receive(wire::Op op, std::size_t keyC
     }
     const auto result = wire::decodeReply(in_, op, keyCount, options_.maxValueBytes);
     if (const auto* reply = std::get_if<wire::Reply>(&result)) {
-      StoreReply owned{reply->integer, reply->status, reply->nonce, reply->version,
-                       reply->capabilities, {}};
-      owned.values.reserve(reply->values.size());
-      for (const auto v : reply->values) owned.values.emplace_back(v);
+      wire::OwnedReply owned = wire::toOwned(*reply);
       in_.erase(0, reply->size);
       return owned;
     }
@@ -226,8 +223,10 @@ std::optional<StoreReply> StoreConnection::receive(wire::Op op, std::size_t keyC
   }
 }
 
-StoreReply StoreConnection::expect(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
-                                   std::chrono::milliseconds budget, const std::string& what) {
+wire::OwnedReply StoreConnection::expect(wire::Op op, std::size_t keyCount,
+                                         Clock::time_point deadline,
+                                         std::chrono::milliseconds budget,
+                                         const std::string& what) {
   if (auto reply = receive(op, keyCount, deadline, what)) return std::move(*reply);
   const std::string message = "timed out after " + durationText(budget) +
                               " waiting for the reply to " + what + " from " + endpoint_;
