@@ -81,25 +81,26 @@ class ElasticGroup::Guard final : public Communicator {
 namespace {
 
 GroupView viewOf(const QuorumRecord& r) {
-  return {r.id,      r.rank,      r.worldSize,      r.localRank, r.localWorldSize,
-          r.groupRank, r.groupWorldSize, r.replaced, r.reason};
+  GroupView view;
+  view.layout() = r.layout();
+  view.id = r.id;
+  view.replaced = r.replaced;
+  view.reason = r.reason;
+  return view;
 }
 
 GroupView viewOf(const WorkerEnv& env) {
-  return {{env.restartCount, 0}, env.rank, env.worldSize, env.localRank, env.localWorldSize,
-          env.groupRank, env.groupWorldSize, {}, ""};
+  GroupView view;
+  view.layout() = env.layout();
+  view.id = {env.restartCount, 0};
+  return view;
 }
 
 // The record a worker started without a board would have had.
 QuorumRecord recordOf(const WorkerEnv& env) {
   QuorumRecord r;
+  r.layout() = env.layout();
   r.id = {env.restartCount, 0};
-  r.rank = env.rank;
-  r.worldSize = env.worldSize;
-  r.localRank = env.localRank;
-  r.localWorldSize = env.localWorldSize;
-  r.groupRank = env.groupRank;
-  r.groupWorldSize = env.groupWorldSize;
   r.masterAddr = env.masterAddr;
   r.masterPort = env.masterPort;
   return r;
@@ -326,12 +327,7 @@ void ElasticGroup::build(const QuorumRecord& record, Clock::time_point deadline)
     storePort_ = record.masterPort;
   }
   WorkerEnv env = env_;
-  env.rank = record.rank;
-  env.worldSize = record.worldSize;
-  env.localRank = record.localRank;
-  env.localWorldSize = record.localWorldSize;
-  env.groupRank = record.groupRank;
-  env.groupWorldSize = record.groupWorldSize;
+  env.layout() = record.layout();
   env.masterAddr = record.masterAddr;
   env.masterPort = record.masterPort;
   env.restartCount = int(record.id.generation);

@@ -71,15 +71,10 @@ namespace ddp {
 
 class QuorumBoardReader;
 
-// What a running worker sees of its membership (the quorum's record, or the env without a board).
-struct GroupView {
-  QuorumId id;             // (generation, quorum)
-  int rank = 0;
-  int worldSize = 1;
-  int localRank = 0;
-  int localWorldSize = 1;
-  int groupRank = 0;
-  int groupWorldSize = 1;
+// What a running worker sees of its membership (the quorum's record, or the env without a board):
+// its RankLayout, then the rest.
+struct GroupView : RankLayout {
+  QuorumId id;                // (generation, quorum)
   std::vector<int> replaced;  // ranks whose process is new in this quorum
   std::string reason;         // why this quorum exists ("" for the one a generation starts with)
 };
