@@ -220,7 +220,8 @@ void ElasticGroup::abortSuperseded(uint32_t op) {
                          toString(view_.id),
                          std::chrono::duration_cast<std::chrono::seconds>(kStuckGrace).count());
   if (building_) {
-    detail::shutDown(detail::connectionsOpenedSince(buildSockets_, storePort_));
+    detail::shutDown(
+        detail::connectionsOpenedSince(buildSockets_, static_cast<uint16_t>(storeEndpoint_.port)));
   } else if (comm_) {
     comm_->abort();
   }
@@ -313,8 +314,8 @@ void ElasticGroup::announceInPlace() {
 void ElasticGroup::build(const QuorumRecord& record, Clock::time_point deadline) {
   const auto budget = std::max(std::chrono::milliseconds(1),
       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-  if (!store_ || record.id.generation != storeGeneration_ || record.masterAddr != storeAddr_ ||
-      record.masterPort != storePort_) {
+  if (!store_ || record.id.generation != storeGeneration_ ||
+      storeEndpoint_ != Endpoint{record.masterAddr, record.masterPort}) {
     store_.reset();
     WorkerEnv env = env_;
     env.masterAddr = record.masterAddr;
@@ -323,8 +324,7 @@ void ElasticGroup::build(const QuorumRecord& record, Clock::time_point deadline)
     env.useAgentStore = env_.useAgentStore || board_ != nullptr;
     store_ = connectWorkerStore(env, std::min(budget, options_.timeout));
     storeGeneration_ = record.id.generation;
-    storeAddr_ = record.masterAddr;
-    storePort_ = record.masterPort;
+    storeEndpoint_ = {record.masterAddr, record.masterPort};
   }
   WorkerEnv env = env_;
   env.layout() = record.layout();

@@ -150,7 +150,7 @@ void ResumableConnection::reconnect(Clock::time_point until, std::exception_ptr 
 }
 
 std::string ResumableConnection::notRegained() const {
-  return "connection to the store at " + formatEndpoint({options_.host, options_.port}) +
+  return "connection to the store at " + formatEndpoint(options_.endpoint) +
          " lost and not regained within " +
          durationText(serverDurable_ ? options_.reconnectBudget : kVolatileReconnect) +
          (serverDurable_ ? "" : " (a store that keeps no data)") + ": ";

@@ -76,7 +76,7 @@ std::string describe(const error_code& ec) {
 StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
     : options_(options),
       tls_(options.tls.enabled() ? makeClientTlsContext(options.tls) : nullptr),
-      endpoint_(formatEndpoint({options.host, options.port})),
+      endpoint_(formatEndpoint(options.endpoint)),
       dialect_(toWire(options.dialect)),
       socket_(io_) {
   const auto deadline = deadlineAfter(options_.connectTimeout);
@@ -86,10 +86,11 @@ StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
   tcp::resolver resolver(io_);
   do {
     error_code ec;
-    const auto results = resolver.resolve(options_.host, std::to_string(options_.port),
-                                          tcp::resolver::numeric_service, ec);
+    const auto results =
+        resolver.resolve(options_.endpoint.host, std::to_string(options_.endpoint.port),
+                         tcp::resolver::numeric_service, ec);
     if (ec) {
-      attempts.failed("resolving '" + options_.host + "'", ec.message());
+      attempts.failed("resolving '" + options_.endpoint.host + "'", ec.message());
       continue;
     }
     resolved = true;
@@ -114,7 +115,7 @@ std::string StoreConnection::attempt(const tcp::endpoint& address, Clock::time_p
   overloaded_ = false;
   if (const error_code ec = socket_.connect(address, deadline)) return describe(ec);
   if (tls_) {
-    std::string failure = socket_.startTls(tls_->native_handle(), options_.host, deadline);
+    std::string failure = socket_.startTls(tls_->native_handle(), options_.endpoint.host, deadline);
     if (!failure.empty()) return failure;
   }
   if (dialect_ != wire::Dialect::kV2) return {};
