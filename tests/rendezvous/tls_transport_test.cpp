@@ -120,7 +120,7 @@ TEST_CASE("the client refuses a server certificate from another CA or for anothe
     options.host = "::";
     StoreServerThread store(options);
     auto client = tlsClient(store.port());
-    client.host = "localhost";
+    client.endpoint.host = "localhost";
     CHECK(TcpStoreClient(client).numKeys() == 0);
   }
 }
