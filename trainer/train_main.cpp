@@ -42,16 +42,14 @@ TrainConfig configWithOverrides(const TrainOptions& o) {
 // store moved), with a 2 s budget for it and for every call.
 std::function<void(const std::string&)> workerStorePublisher(const ElasticGroup& group) {
   struct Connection {
-    std::string host;
-    uint16_t port = 0;
+    Endpoint endpoint;
     std::unique_ptr<Store> store;
   };
   auto c = std::make_shared<Connection>();
   return [c, &group](const std::string& point) {
-    if (!c->store || c->host != group.storeHost() || c->port != group.storePort()) {
+    if (!c->store || c->endpoint != group.storeEndpoint()) {
       TcpStoreClientOptions options;
-      options.host = c->host = group.storeHost();
-      options.port = c->port = group.storePort();
+      options.endpoint = c->endpoint = group.storeEndpoint();
       options.connectTimeout = std::chrono::seconds(2);
       options.timeout = std::chrono::seconds(2);
       c->store.reset();

@@ -81,25 +81,26 @@ class ElasticGroup::Guard final : public Communicator {
 namespace {
 
 GroupView viewOf(const QuorumRecord& r) {
-  return {r.id,      r.rank,      r.worldSize,      r.localRank, r.localWorldSize,
-          r.groupRank, r.groupWorldSize, r.replaced, r.reason};
+  GroupView view;
+  view.layout() = r.layout();
+  view.id = r.id;
+  view.replaced = r.replaced;
+  view.reason = r.reason;
+  return view;
 }
 
 GroupView viewOf(const WorkerEnv& env) {
-  return {{env.restartCount, 0}, env.rank, env.worldSize, env.localRank, env.localWorldSize,
-          env.groupRank, env.groupWorldSize, {}, ""};
+  GroupView view;
+  view.layout() = env.layout();
+  view.id = {env.restartCount, 0};
+  return view;
 }
 
 // The record a worker started without a board would have had.
 QuorumRecord recordOf(const WorkerEnv& env) {
   QuorumRecord r;
+  r.layout() = env.layout();
   r.id = {env.restartCount, 0};
-  r.rank = env.rank;
-  r.worldSize = env.worldSize;
-  r.localRank = env.localRank;
-  r.localWorldSize = env.localWorldSize;
-  r.groupRank = env.groupRank;
-  r.groupWorldSize = env.groupWorldSize;
   r.masterAddr = env.masterAddr;
   r.masterPort = env.masterPort;
   return r;
@@ -219,7 +220,8 @@ void ElasticGroup::abortSuperseded(uint32_t op) {
                          toString(view_.id),
                          std::chrono::duration_cast<std::chrono::seconds>(kStuckGrace).count());
   if (building_) {
-    detail::shutDown(detail::connectionsOpenedSince(buildSockets_, storePort_));
+    detail::shutDown(
+        detail::connectionsOpenedSince(buildSockets_, static_cast<uint16_t>(storeEndpoint_.port)));
   } else if (comm_) {
     comm_->abort();
   }
@@ -312,8 +314,8 @@ void ElasticGroup::announceInPlace() {
 void ElasticGroup::build(const QuorumRecord& record, Clock::time_point deadline) {
   const auto budget = std::max(std::chrono::milliseconds(1),
       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-  if (!store_ || record.id.generation != storeGeneration_ || record.masterAddr != storeAddr_ ||
-      record.masterPort != storePort_) {
+  if (!store_ || record.id.generation != storeGeneration_ ||
+      storeEndpoint_ != Endpoint{record.masterAddr, record.masterPort}) {
     store_.reset();
     WorkerEnv env = env_;
     env.masterAddr = record.masterAddr;
@@ -322,16 +324,10 @@ void ElasticGroup::build(const QuorumRecord& record, Clock::time_point deadline)
     env.useAgentStore = env_.useAgentStore || board_ != nullptr;
     store_ = connectWorkerStore(env, std::min(budget, options_.timeout));
     storeGeneration_ = record.id.generation;
-    storeAddr_ = record.masterAddr;
-    storePort_ = record.masterPort;
+    storeEndpoint_ = {record.masterAddr, record.masterPort};
   }
   WorkerEnv env = env_;
-  env.rank = record.rank;
-  env.worldSize = record.worldSize;
-  env.localRank = record.localRank;
-  env.localWorldSize = record.localWorldSize;
-  env.groupRank = record.groupRank;
-  env.groupWorldSize = record.groupWorldSize;
+  env.layout() = record.layout();
   env.masterAddr = record.masterAddr;
   env.masterPort = record.masterPort;
   env.restartCount = int(record.id.generation);

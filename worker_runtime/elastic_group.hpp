@@ -62,6 +62,7 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/base/endpoint.hpp"
 #include "rendezvous/quorum/quorum_record.hpp"
 #include "rendezvous/store/store.hpp"
 #include "worker_runtime/communicator.hpp"
@@ -71,15 +72,10 @@ namespace ddp {
 
 class QuorumBoardReader;
 
-// What a running worker sees of its membership (the quorum's record, or the env without a board).
-struct GroupView {
-  QuorumId id;             // (generation, quorum)
-  int rank = 0;
-  int worldSize = 1;
-  int localRank = 0;
-  int localWorldSize = 1;
-  int groupRank = 0;
-  int groupWorldSize = 1;
+// What a running worker sees of its membership (the quorum's record, or the env without a board):
+// its RankLayout, then the rest.
+struct GroupView : RankLayout {
+  QuorumId id;                // (generation, quorum)
   std::vector<int> replaced;  // ranks whose process is new in this quorum
   std::string reason;         // why this quorum exists ("" for the one a generation starts with)
 };
@@ -100,8 +96,7 @@ class ElasticGroup {
   Store& store() { return *store_; }
   const GroupView& view() const { return view_; }
   // Where the current generation's worker store is (MASTER_ADDR / MASTER_PORT of the quorum).
-  const std::string& storeHost() const { return storeAddr_; }
-  uint16_t storePort() const { return storePort_; }
+  const Endpoint& storeEndpoint() const { return storeEndpoint_; }
   // True when this process is new in the current quorum and its peers have state (a replacement,
   // or a node added in place): its state must come from a peer, not from disk.
   bool joinedLate() const;
@@ -159,8 +154,7 @@ class ElasticGroup {
   std::unique_ptr<QuorumBoardReader> board_;
   std::unique_ptr<Store> store_;
   int64_t storeGeneration_ = -1;
-  std::string storeAddr_;
-  uint16_t storePort_ = 0;
+  Endpoint storeEndpoint_;
   // Replaced and destroyed on the training thread under commMutex_, which the watchdog holds while
   // it aborts comm_ (the training thread reads comm_ without it: it is the only writer).
   std::mutex commMutex_;

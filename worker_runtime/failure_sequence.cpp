@@ -49,8 +49,7 @@ std::optional<int64_t> takeNumber(std::chrono::milliseconds budget) {
   const int64_t generation = envInteger("TORCHELASTIC_RESTART_COUNT").value_or(0);
   try {
     TcpStoreClientOptions options;
-    options.host = addr;
-    options.port = static_cast<uint16_t>(*port);
+    options.endpoint = {addr, static_cast<uint16_t>(*port)};
     options.connectTimeout = budget;
     options.timeout = budget;
     TcpStoreClient store(options);

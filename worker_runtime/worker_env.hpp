@@ -7,15 +7,13 @@
 #include <cstdint>
 #include <string>
 
+#include "rendezvous/base/rank_layout.hpp"
+
 namespace ddp {
 
-struct WorkerEnv {
-  int rank = 0;              // RANK
-  int localRank = 0;         // LOCAL_RANK
-  int worldSize = 1;         // WORLD_SIZE
-  int localWorldSize = 1;    // LOCAL_WORLD_SIZE
-  int groupRank = 0;         // GROUP_RANK (node rank)
-  int groupWorldSize = 1;    // GROUP_WORLD_SIZE (nodes)
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (node rank), GROUP_WORLD_SIZE
+// (nodes): the RankLayout it embeds.
+struct WorkerEnv : RankLayout {
   std::string masterAddr;    // MASTER_ADDR
   uint16_t masterPort = 0;   // MASTER_PORT
   int restartCount = 0;      // TORCHELASTIC_RESTART_COUNT (the job-wide generation)

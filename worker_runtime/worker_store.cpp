@@ -68,8 +68,7 @@ std::unique_ptr<Store> connectWorkerStore(const WorkerEnv& env, std::chrono::mil
     logger("worker")->info("rank 0 hosts the worker store on port {}", server->port());
   }
   TcpStoreClientOptions options;
-  options.host = env.masterAddr;
-  options.port = env.masterPort;
+  options.endpoint = {env.masterAddr, env.masterPort};
   options.connectTimeout = timeout;
   options.timeout = timeout;
   auto client = std::make_unique<TcpStoreClient>(options);

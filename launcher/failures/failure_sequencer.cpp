@@ -45,8 +45,7 @@ std::optional<int64_t> FailureSequencer::next() {
   try {
     if (!store_) {
       TcpStoreClientOptions options;
-      options.host = addr_;
-      options.port = port_;
+      options.endpoint = {addr_, port_};
       options.connectTimeout = budget_;
       options.timeout = budget_;
       store_ = std::make_unique<TcpStoreClient>(options);

@@ -54,8 +54,7 @@ void QuorumKeeper::beginGeneration(const RendezvousResult& round, const std::str
                                    std::chrono::milliseconds budget, bool inherited) {
   endGeneration();
   TcpStoreClientOptions o;
-  o.host = addr;
-  o.port = port;
+  o.endpoint = {addr, port};
   o.token = token;
   o.connectTimeout = budget;
   o.timeout = budget;

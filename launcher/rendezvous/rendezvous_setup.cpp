@@ -145,8 +145,7 @@ RendezvousStoreHandle tcpHandle(const LaunchConfig& config,
   RendezvousStoreHandle handle;
   handle.server = std::move(server);
   TcpStoreClientOptions options;
-  options.host = host;
-  options.port = handle.server ? handle.server->port() : port;
+  options.endpoint = {host, handle.server ? handle.server->port() : port};
   options.connectTimeout = connectTimeout;
   options.timeout = config.rdzvConf.readTimeout;
   options.onConnectProgress = std::move(progress);
@@ -173,7 +172,7 @@ RendezvousStoreHandle tcpHandle(const LaunchConfig& config,
         connectTcpStore(own, wire::kCapOnClose | wire::kCapRequestId, hello));
   };
   handle.endpointHost = host;
-  handle.endpointPort = options.port;
+  handle.endpointPort = options.endpoint.port;
   return handle;
 }
 

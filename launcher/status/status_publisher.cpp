@@ -218,8 +218,7 @@ void StatusPublisher::relay(Pending& work) {
   }
   if (!workerStore_ || workerStorePort_ != work.relayPort || workerStoreAddr_ != work.relayAddr) {
     TcpStoreClientOptions options;
-    options.host = work.relayAddr;
-    options.port = work.relayPort;
+    options.endpoint = {work.relayAddr, work.relayPort};
     options.connectTimeout = settings_.budget;
     options.timeout = settings_.budget;
     workerStore_ = std::make_unique<TcpStoreClient>(options);

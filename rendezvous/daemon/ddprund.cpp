@@ -56,14 +56,14 @@ std::unique_ptr<DdprundStatus> startStatus(const DdprundOptions& options, StoreS
   HttpServerOptions http;
   // The pages cannot ask for the token or a client certificate: a protected store keeps them on
   // loopback unless --http-host says otherwise.
-  const bool protectedStore = !options.tokenFile.empty() || !options.tls.certFile.empty();
+  const bool protectedStore = !options.tokenFile.empty() || !options.server.tls.certFile.empty();
   http.host = !options.httpHost.empty() ? options.httpHost
               : protectedStore          ? "127.0.0.1"
-                                        : options.host;
+                                        : options.server.host;
   http.name = "ddprund status";
-  http.port = static_cast<uint16_t>(!automatic ? options.httpPort
-                                    : options.port == 0 ? 0
-                                                        : (server.port() + 1) % 65536);
+  http.port = static_cast<uint16_t>(!automatic                 ? options.httpPort
+                                    : options.server.port == 0 ? 0
+                                                               : (server.port() + 1) % 65536);
   try {
     auto status = std::make_unique<DdprundStatus>(server, http);
     if (!options.httpPortFile.empty() &&
@@ -87,52 +87,40 @@ std::unique_ptr<DdprundStatus> startStatus(const DdprundOptions& options, StoreS
 void reportDescriptorLimit(const DdprundOptions& options, const FdLimit& limit) {
   auto log = logger("store");
   const std::size_t room = connectionRoom(limit.soft);
-  log->info("ddprund: file descriptors: {}: up to {} connections{}", limit.describe(),
-            options.maxConnections == 0 ? room : std::min(room, options.maxConnections),
-            options.maxConnections == 0 ? " (--max-connections auto)" : "");
-  if (options.maxConnections > room) {
-    log->warn("ddprund: --max-connections {} is more than RLIMIT_NOFILE {} holds (about {} "
-              "connections): past that, clients are told the store is out of file descriptors; "
-              "raise the hard limit (ulimit -Hn, systemd LimitNOFILE=)",
-              options.maxConnections, limit.soft, room);
-  } else if (options.maxConnections == 0 && room < kLargeJobConnections) {
+  log->info(
+      "ddprund: file descriptors: {}: up to {} connections{}", limit.describe(),
+      options.server.maxConnections == 0 ? room : std::min(room, options.server.maxConnections),
+      options.server.maxConnections == 0 ? " (--max-connections auto)" : "");
+  if (options.server.maxConnections > room) {
+    log->warn(
+        "ddprund: --max-connections {} is more than RLIMIT_NOFILE {} holds (about {} "
+        "connections): past that, clients are told the store is out of file descriptors; "
+        "raise the hard limit (ulimit -Hn, systemd LimitNOFILE=)",
+        options.server.maxConnections, limit.soft, room);
+  } else if (options.server.maxConnections == 0 && room < kLargeJobConnections) {
     log->warn("ddprund: RLIMIT_NOFILE {} holds only {} connections (each ddprun agent holds 2 or "
               "3): raise the hard limit for large jobs (ulimit -Hn, systemd LimitNOFILE=)",
               limit.soft, room);
   }
 }
 
-// The server's options from the daemon's.
-StoreServerOptions serverOptionsOf(const DdprundOptions& options) {
-  StoreServerOptions serverOptions;
-  serverOptions.host = options.host;
-  serverOptions.port = options.port;
-  serverOptions.limits = options.limits;
-  serverOptions.maxConnections = options.maxConnections;
-  serverOptions.maxMemoryBytes = options.maxMemoryBytes;
-  serverOptions.legacyDialect = options.legacyDialect;
-  serverOptions.name = "ddprund";
-  serverOptions.allow = options.allow;
-  serverOptions.allowUnauthenticated = options.allowUnauthenticated;
-  serverOptions.tls = options.tls;
-  serverOptions.durability = options.durability;
-  serverOptions.otherLocalUsers = options.allowAnyLocalUser
-                                      ? StoreServerOptions::OtherLocalUsers::kServe
-                                      : StoreServerOptions::OtherLocalUsers::kAuthenticate;
-  serverOptions.trustedUids = options.allowUsers;
-  serverOptions.helloTimeout = options.helloTimeout;
-  serverOptions.maxUnauthenticatedPerPeer = options.maxUnauthenticatedPerPeer;
-  return serverOptions;
-}
-
 }  // namespace
+
+StoreServerOptions ddprundServerOptions() {
+  StoreServerOptions options;
+  options.port = kDefaultC10dPort;
+  options.name = "ddprund";
+  options.allow = AddressAllowlist::localSubnets();
+  options.otherLocalUsers = StoreServerOptions::OtherLocalUsers::kAuthenticate;
+  return options;
+}
 
 int runDdprund(const DdprundOptions& options) {
   setupLogging(options.logLevel);
   auto log = logger("store");
   boost::asio::io_context io(1);
   const FdLimit limit = raiseFdLimit();  // before the server: its connections count against it
-  StoreServerOptions serverOptions = serverOptionsOf(options);
+  StoreServerOptions serverOptions = options.server;
   try {  // an unreadable token file or unusable TLS files are bad flags (exit 2)
     if (!options.tokenFile.empty()) serverOptions.token = readTokenFile(options.tokenFile);
     if (serverOptions.tls.enabled()) makeServerTlsContext(serverOptions.tls);
@@ -167,7 +155,7 @@ int runDdprund(const DdprundOptions& options) {
   server->start();
   reportDescriptorLimit(options, limit);
   log->info("ddprund: memory budget {} MiB (--max-memory{})", server->stats().memoryLimit >> 20,
-            options.maxMemoryBytes == 0 ? ", default" : "");
+            options.server.maxMemoryBytes == 0 ? ", default" : "");
   std::cout << "listening on " << server->address() << std::endl;
   if (status) std::cout << "status on http://" << status->address() << "/" << std::endl;
   io.run();

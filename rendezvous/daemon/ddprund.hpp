@@ -15,64 +15,32 @@
 // Thread safety: run() owns the calling thread until the daemon stops; call it once per process.
 #pragma once
 
-#include <sys/types.h>
-
-#include <chrono>
-#include <cstddef>
-#include <cstdint>
 #include <string>
-#include <vector>
 
 #include "rendezvous/base/endpoint.hpp"
-#include "rendezvous/security/address_allowlist.hpp"
-#include "rendezvous/security/tls_options.hpp"
-#include "rendezvous/server/durability.hpp"
-#include "rendezvous/wire/wire_codec.hpp"
+#include "rendezvous/server/store_server.hpp"
 
 namespace ddp {
 
+// The store server's options as ddprund sets them before its flags: a bare StoreServer's, but on
+// kDefaultC10dPort (where ddprun's c10d backend looks), named "ddprund", serving loopback and
+// this host's own subnets (--allow local), and other local users only with the token.
+StoreServerOptions ddprundServerOptions();
+
 struct DdprundOptions {
-  // Address to listen on; "::" accepts IPv4 and IPv6 (dual-stack).
-  std::string host = "::";
-  // Port (default kDefaultC10dPort, where ddprun's c10d backend looks); 0 picks a free one (see
-  // portFile).
-  uint16_t port = kDefaultC10dPort;
+  // The store: --host, --port (0 picks a free one; see portFile), the per-request limits,
+  // --max-connections (0 = auto), --max-memory (0 = the default), --legacy-dialect, --data-dir,
+  // --fsync, --compact-after, and who may connect (docs/security.md): --allow,
+  // --allow-unauthenticated, --allow-users (trustedUids), --allow-any-local-user
+  // (otherLocalUsers kServe), --hello-timeout, --max-unauthenticated-per-peer, --tls-*.
+  // StoreServerOptions has the rules; `token` is read from tokenFile at start.
+  StoreServerOptions server = ddprundServerOptions();
   // When set, the bound port is written here (atomically, by rename) once listening.
   std::string portFile;
   // spdlog level; empty = $DDP_LOG_LEVEL, else info.
   std::string logLevel;
-  // Per-request limits.
-  WireLimits limits;
-  // Most simultaneous connections; 0 (--max-connections auto) = what the descriptor limit leaves
-  // (StoreServerOptions::maxConnections).
-  std::size_t maxConnections = 0;
-  // Memory budget for stored data, partial requests and pending replies (--max-memory);
-  // 0 = the default of StoreServerOptions::maxMemoryBytes (a quarter of RAM, at most half of
-  // RLIMIT_AS and of the cgroup's memory.max).
-  std::size_t maxMemoryBytes = 0;
-  // How torch <= 2.1 connections are read (--legacy-dialect=auto|1.13|2.1).
-  wire::LegacyDialect legacyDialect = wire::LegacyDialect::kAuto;
-  // --data-dir, --fsync, --compact-after: keep the data across a restart (durability.hpp).
-  DurabilityOptions durability;
-
-  // ---- Security (docs/security.md; StoreServerOptions has the rules) -------------------------
-  // --allow: addresses served at all (default: loopback and this host's own subnets).
-  AddressAllowlist allow = AddressAllowlist::localSubnets();
   // --token-file: ddprun agents must present the token it holds ("" = no token).
   std::string tokenFile;
-  // --allow-unauthenticated: addresses served without a token and, under TLS, in plain TCP.
-  AddressAllowlist allowUnauthenticated;
-  // Local processes of other users than ddprund's and root: refused unless they present the
-  // token (StoreServerOptions::OtherLocalUsers::kAuthenticate); --allow-users: these users count
-  // as ddprund's own; --allow-any-local-user: everyone is judged by address alone.
-  std::vector<uid_t> allowUsers;
-  bool allowAnyLocalUser = false;
-  // With a token: --hello-timeout (0: none) and --max-unauthenticated-per-peer
-  // (StoreServerOptions has the rules).
-  std::chrono::milliseconds helloTimeout{10000};
-  std::size_t maxUnauthenticatedPerPeer = 64;
-  // --tls-cert/--tls-key/--tls-ca.
-  TlsServerOptions tls;
 
   // Status pages (--http-*; docs/status.md).
   // Port of /, /status and /metrics: kHttpPortAuto = the store's port + 1 (a free port when

@@ -39,9 +39,11 @@ struct DdprundFlags {
 // Where ddprund listens and how much it takes from one client.
 void addStoreFlags(CLI::App& app, DdprundFlags& f) {
   auto& o = f.options;
-  app.add_option("--host", o.host, "address to listen on; '::' = every IPv4 and IPv6 address")
+  auto& server = f.options.server;
+  app.add_option("--host", server.host, "address to listen on; '::' = every IPv4 and IPv6 address")
       ->capture_default_str();
-  app.add_option("--port", o.port, "port to listen on; 0 picks a free one")->capture_default_str();
+  app.add_option("--port", server.port, "port to listen on; 0 picks a free one")
+      ->capture_default_str();
   app.add_option("--port-file", o.portFile,
                  "write the bound port to this file (atomically) once listening");
   app.add_option("--log-level", o.logLevel,
@@ -49,13 +51,13 @@ void addStoreFlags(CLI::App& app, DdprundFlags& f) {
                  "else info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   const auto sizes = CLI::AsSizeValue(false);  // 64KiB, 256MiB, 1G ...
-  app.add_option("--max-key-bytes", o.limits.maxKeyBytes, "longest key accepted")
+  app.add_option("--max-key-bytes", server.limits.maxKeyBytes, "longest key accepted")
       ->transform(sizes)
       ->capture_default_str();
-  app.add_option("--max-value-bytes", o.limits.maxValueBytes, "largest value accepted")
+  app.add_option("--max-value-bytes", server.limits.maxValueBytes, "largest value accepted")
       ->transform(sizes)
       ->capture_default_str();
-  app.add_option("--max-keys-per-request", o.limits.maxKeysPerRequest,
+  app.add_option("--max-keys-per-request", server.limits.maxKeysPerRequest,
                  "most keys in one CHECK/WAIT/MULTI_GET/MULTI_SET")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -68,7 +70,7 @@ void addStoreFlags(CLI::App& app, DdprundFlags& f) {
         return v == "auto" ? "" : CLI::PositiveNumber(v);
       })
       ->capture_default_str();
-  app.add_option("--max-memory", o.maxMemoryBytes,
+  app.add_option("--max-memory", server.maxMemoryBytes,
                  "memory for stored keys and values, partially received requests and pending "
                  "replies; past it the offending connection is closed (default: a quarter of RAM, "
                  "at most half of RLIMIT_AS and of the cgroup memory limit)")
@@ -84,6 +86,7 @@ void addStoreFlags(CLI::App& app, DdprundFlags& f) {
 // Who may connect, and over what (docs/security.md).
 void addSecurityFlags(CLI::App& app, DdprundFlags& f) {
   auto& o = f.options;
+  auto& server = f.options.server;
   app.add_option("--allow", f.allow,
                  "addresses served at all: CIDR blocks or addresses, comma-separated, or the words "
                  "any, loopback, local (loopback + this host's subnets); others are closed at once "
@@ -109,22 +112,22 @@ void addSecurityFlags(CLI::App& app, DdprundFlags& f) {
                  "closed (0 = no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--max-unauthenticated-per-peer", o.maxUnauthenticatedPerPeer,
+  app.add_option("--max-unauthenticated-per-peer", server.maxUnauthenticatedPerPeer,
                  "with --token-file: most connections without the token at once from one local "
                  "user or one remote address (one more closes that peer's oldest); all of them "
                  "together hold at most half of --max-connections")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--tls-cert", o.tls.certFile,
+  app.add_option("--tls-cert", server.tls.certFile,
                  "serve TLS with this PEM certificate (chain); needs --tls-key");
-  app.add_option("--tls-key", o.tls.keyFile, "the PEM private key of --tls-cert");
-  app.add_option("--tls-ca", o.tls.caFile,
+  app.add_option("--tls-key", server.tls.keyFile, "the PEM private key of --tls-cert");
+  app.add_option("--tls-ca", server.tls.caFile,
                  "require client certificates signed by this PEM CA (mutual TLS)");
 }
 
 // Keeping the data across a restart (docs/ddprund.md "Durability").
 void addDurabilityFlags(CLI::App& app, DdprundFlags& f) {
-  auto& d = f.options.durability;
+  auto& d = f.options.server.durability;
   app.add_option("--data-dir", d.dataDir,
                  "keep the store in this directory (a journal of every change plus snapshots), "
                  "replayed at start, so a restarted daemon has every acknowledged write; "
@@ -199,15 +202,18 @@ std::vector<uid_t> parseUsers(const std::string& list) {
 
 // The allowlists and local-user rules. Throws ConfigError.
 void resolveSecurityFlags(const DdprundFlags& flags, ddp::DdprundOptions& options) {
-  options.allow = ddp::AddressAllowlist::parse(flags.allow);
-  options.allowUnauthenticated = ddp::AddressAllowlist::parse(flags.allowUnauthenticated);
-  options.allowUsers = parseUsers(flags.allowUsers);
-  options.allowAnyLocalUser = flags.allowAnyLocalUser;
-  if (options.allowAnyLocalUser && !options.allowUsers.empty()) {
+  auto& server = options.server;
+  server.allow = ddp::AddressAllowlist::parse(flags.allow);
+  server.allowUnauthenticated = ddp::AddressAllowlist::parse(flags.allowUnauthenticated);
+  server.trustedUids = parseUsers(flags.allowUsers);
+  if (flags.allowAnyLocalUser && !server.trustedUids.empty()) {
     throw ddp::ConfigError("--allow-users and --allow-any-local-user contradict each other");
   }
-  options.helloTimeout = std::chrono::milliseconds(std::llround(flags.helloTimeoutS * 1000));
-  const auto& tls = options.tls;
+  server.otherLocalUsers = flags.allowAnyLocalUser
+                               ? ddp::StoreServerOptions::OtherLocalUsers::kServe
+                               : ddp::StoreServerOptions::OtherLocalUsers::kAuthenticate;
+  server.helloTimeout = std::chrono::milliseconds(std::llround(flags.helloTimeoutS * 1000));
+  const auto& tls = server.tls;
   if (tls.certFile.empty() != tls.keyFile.empty() ||
       (!tls.caFile.empty() && tls.certFile.empty())) {
     throw ddp::ConfigError("--tls-cert and --tls-key go together, and --tls-ca needs them");
@@ -223,17 +229,18 @@ std::optional<ddp::DdprundOptions> resolveFlags(const DdprundFlags& flags) {
     std::cerr << "ddprund: " << e.what() << " (see ddprund --help)" << std::endl;
     return std::nullopt;
   }
-  options.maxConnections = flags.maxConnections == "auto" ? 0 : std::stoull(flags.maxConnections);
-  options.limits.maxRequestBytes =
-      std::max(options.limits.maxRequestBytes, 2 * options.limits.maxValueBytes + (1u << 20));
-  options.durability.fsync = flags.fsync == "always" ? ddp::FsyncMode::kAlways
-                             : flags.fsync == "off"  ? ddp::FsyncMode::kOff
-                                                     : ddp::FsyncMode::kBatch;
+  auto& server = options.server;
+  server.maxConnections = flags.maxConnections == "auto" ? 0 : std::stoull(flags.maxConnections);
+  server.limits.maxRequestBytes =
+      std::max(server.limits.maxRequestBytes, 2 * server.limits.maxValueBytes + (1u << 20));
+  server.durability.fsync = flags.fsync == "always" ? ddp::FsyncMode::kAlways
+                            : flags.fsync == "off"  ? ddp::FsyncMode::kOff
+                                                    : ddp::FsyncMode::kBatch;
   options.httpPort = flags.httpPort == "auto" ? ddp::DdprundOptions::kHttpPortAuto
                                               : std::stoi(flags.httpPort);
-  options.legacyDialect = flags.dialect == "1.13"  ? ddp::wire::LegacyDialect::kTorch113
-                          : flags.dialect == "2.1" ? ddp::wire::LegacyDialect::kTorch21
-                                                   : ddp::wire::LegacyDialect::kAuto;
+  server.legacyDialect = flags.dialect == "1.13"  ? ddp::wire::LegacyDialect::kTorch113
+                         : flags.dialect == "2.1" ? ddp::wire::LegacyDialect::kTorch21
+                                                  : ddp::wire::LegacyDialect::kAuto;
   return options;
 }
 

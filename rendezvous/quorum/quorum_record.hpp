@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/base/rank_layout.hpp"
+
 namespace ddp {
 
 struct QuorumId {
@@ -28,14 +30,9 @@ struct QuorumId {
   auto operator<=>(const QuorumId&) const = default;
 };
 
-struct QuorumRecord {
+// The worker's RankLayout in this quorum (a worker's local rank never changes), then the rest.
+struct QuorumRecord : RankLayout {
   QuorumId id;
-  int rank = 0;            // RANK in this quorum
-  int worldSize = 1;       // WORLD_SIZE
-  int localRank = 0;       // LOCAL_RANK (a worker's local rank never changes)
-  int localWorldSize = 1;  // LOCAL_WORLD_SIZE
-  int groupRank = 0;       // GROUP_RANK (node rank)
-  int groupWorldSize = 1;  // GROUP_WORLD_SIZE
   // The worker store of this quorum's generation (MASTER_ADDR / MASTER_PORT).
   std::string masterAddr;
   uint16_t masterPort = 0;

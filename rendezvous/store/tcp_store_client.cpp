@@ -67,9 +67,8 @@ class TcpStoreClient::Impl {
   }
 
   // Sends `op` and reads its reply within timeout().
-  detail::StoreReply call(Op op, const std::vector<std::string>& keys,
-                          const std::string& value = {}, const std::string& desired = {},
-                          int64_t number = 0) {
+  wire::OwnedReply call(Op op, const std::vector<std::string>& keys, const std::string& value = {},
+                        const std::string& desired = {}, int64_t number = 0) {
     send(op, keys, value, desired, number);
     const std::size_t keyCount = op == Op::kMultiGet ? keys.size() : 0;
     return conn_.expect(op, keyCount, deadline(), timeout(), describeOp(op, keys));
@@ -297,7 +296,7 @@ std::optional<ServerHello> TcpStoreClient::Impl::hello(uint64_t capabilities,
   request.capabilities = capabilities;
   request.keys = views;
   conn_.send(request, deadline(), "HELLO");
-  std::optional<detail::StoreReply> reply;
+  std::optional<wire::OwnedReply> reply;
   try {
     reply = conn_.expect(Op::kHello, 0, deadline(), timeout(), "HELLO");
   } catch (const NetworkError&) {

@@ -74,10 +74,9 @@ struct ConnectProgress {
 };
 
 struct TcpStoreClientOptions {
-  // Server host name or address (IPv4, IPv6 or a name that resolves).
-  std::string host = "127.0.0.1";
-  // Server port (torch's TCPStore default, kDefaultC10dPort).
-  uint16_t port = kDefaultC10dPort;
+  // The server: a host name or address (IPv4, IPv6 or a name that resolves) and a port (torch's
+  // TCPStore default, kDefaultC10dPort).
+  Endpoint endpoint{"127.0.0.1", kDefaultC10dPort};
   // Budget for connecting (with exponential backoff and jitter between attempts).
   std::chrono::milliseconds connectTimeout{std::chrono::seconds(30)};
   // Budget for blocking ops without an explicit timeout (get, multiGet, wait(keys)).

@@ -58,6 +58,18 @@ void encodeRequest(std::string& out, Dialect dialect, const Request& r) {
   }
 }
 
+OwnedReply toOwned(const Reply& reply) {
+  OwnedReply owned;
+  owned.integer = reply.integer;
+  owned.status = reply.status;
+  owned.nonce = reply.nonce;
+  owned.version = reply.version;
+  owned.capabilities = reply.capabilities;
+  owned.values.assign(reply.values.begin(), reply.values.end());
+  owned.size = reply.size;
+  return owned;
+}
+
 ReplyResult decodeReply(std::string_view bytes, Op op, std::size_t keyCount,
                         std::size_t maxValueBytes) {
   Reply reply;

@@ -322,17 +322,26 @@ void encodeHelloReply(std::string& out, uint8_t status, uint64_t capabilities,
 void encodeRequest(std::string& out, Dialect dialect, const Request& request);
 
 // A decoded reply. Integer replies fill `integer`, u8 replies `status`, PING `nonce`, value
-// replies `values` (views into the bytes given to decodeReply()). HELLO fills `status`,
-// `version`, `capabilities` and `values` (field name, value, name, value, ...).
-struct Reply {
+// replies `values`. HELLO fills `status`, `version`, `capabilities` and `values` (field name,
+// value, name, value, ...). `size` is the bytes it took on the wire. `Value` is std::string_view
+// in the Reply decodeReply() gives (views into the bytes given to it), std::string in an
+// OwnedReply, which outlives them.
+template <class Value>
+struct BasicReply {
   int64_t integer = 0;
   uint8_t status = 0;
   uint32_t nonce = 0;
   uint32_t version = 0;
   uint64_t capabilities = 0;
-  std::vector<std::string_view> values;
+  std::vector<Value> values;
   std::size_t size = 0;
 };
+using Reply = BasicReply<std::string_view>;
+using OwnedReply = BasicReply<std::string>;
+
+// A copy of `reply` that owns its values. Never throws (except std::bad_alloc).
+OwnedReply toOwned(const Reply& reply);
+
 using ReplyResult = std::variant<Reply, NeedMore, Malformed>;
 
 // Decodes the reply to a request of kind `op` from the front of `bytes`. `keyCount` is the number

@@ -212,8 +212,7 @@ int runDetect(const Options& o) {
   std::vector<std::unique_ptr<ddp::Rendezvous>> agents;
   for (int i = 0; i < o.nodes; ++i) {
     ddp::TcpStoreClientOptions c;
-    c.host = o.host;
-    c.port = static_cast<uint16_t>(o.port);
+    c.endpoint = {o.host, static_cast<uint16_t>(o.port)};
     c.timeout = 120s;
     clients.push_back(std::make_unique<ddp::TcpStoreClient>(c));
     agents.push_back(ddp::makeRendezvous(*clients.back(), settingsFor(o, o.nodes - 1, o.nodes),

@@ -31,8 +31,7 @@ std::vector<std::unique_ptr<ddp::TcpStoreClient>> connectAll(const HostSpec& spe
   std::vector<std::unique_ptr<ddp::TcpStoreClient>> clients;
   for (int i = 0; i < spec.count; ++i) {
     ddp::TcpStoreClientOptions c;
-    c.host = spec.host;
-    c.port = static_cast<uint16_t>(spec.port);
+    c.endpoint = {spec.host, static_cast<uint16_t>(spec.port)};
     c.timeout = 120s;
     clients.push_back(std::make_unique<ddp::TcpStoreClient>(c));
   }

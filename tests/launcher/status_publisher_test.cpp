@@ -36,7 +36,7 @@ TEST_CASE("the publisher closes its store connection once idle and opens one to 
   serverOptions.host = "127.0.0.1";
   StoreServerThread server(serverOptions);
   TcpStoreClientOptions clientOptions;
-  clientOptions.port = server.port();
+  clientOptions.endpoint.port = server.port();
   TcpStoreClient reader(clientOptions);  // the test's own connection: always 1 open
   StatusPublisherSettings settings;
   settings.runId = "job";

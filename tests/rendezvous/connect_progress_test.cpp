@@ -35,8 +35,8 @@ TcpStoreClientOptions failingFast(std::vector<ConnectProgress>& reports) {
 TEST_CASE("a refused connect reports progress from the first failure on", "[connect_progress]") {
   std::vector<ConnectProgress> reports;
   TcpStoreClientOptions options = failingFast(reports);
-  options.port = closedPort();
-  const std::string endpoint = "127.0.0.1:" + std::to_string(options.port);
+  options.endpoint.port = closedPort();
+  const std::string endpoint = "127.0.0.1:" + std::to_string(options.endpoint.port);
   std::string message;
   try {
     TcpStoreClient client(options);
@@ -64,7 +64,7 @@ TEST_CASE("a refused connect reports progress from the first failure on", "[conn
 TEST_CASE("a name that does not resolve is a NetworkError, not a usage error", "[connect_progress]") {
   std::vector<ConnectProgress> reports;
   TcpStoreClientOptions options = failingFast(reports);
-  options.host = "nosuchhost.invalid";  // RFC 6761: never resolves
+  options.endpoint.host = "nosuchhost.invalid";  // RFC 6761: never resolves
   options.connectTimeout = 300ms;
   try {
     TcpStoreClient client(options);

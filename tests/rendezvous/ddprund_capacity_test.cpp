@@ -138,7 +138,7 @@ TEST_CASE("out of descriptors, every client is told so, and ddprund serves again
     CHECK(count(all, "echo") + busy == 100);  // nobody left waiting
     // A store client learns why it is refused, and which limit.
     ddp::TcpStoreClientOptions options;
-    options.port = d.port;
+    options.endpoint.port = d.port;
     options.connectTimeout = 1s;
     try {
       ddp::TcpStoreClient client(options);

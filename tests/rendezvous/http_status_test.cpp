@@ -106,7 +106,7 @@ void writeJob(ddp::Store& store) {
 TEST_CASE("ddprund's /status shows a job's nodes, heartbeats, records and points", "[unit]") {
   Daemon d;
   ddp::TcpStoreClientOptions o;
-  o.port = d.store.port();
+  o.endpoint.port = d.store.port();
   ddp::TcpStoreClient client(o);
   writeJob(client);
   const Reply r = request(d.status->port(), http::verb::get, "/status");
@@ -137,7 +137,7 @@ TEST_CASE("ddprund's /status shows a job's nodes, heartbeats, records and points
 TEST_CASE("ddprund's /metrics counts the store's requests and shows the job", "[unit]") {
   Daemon d;
   ddp::TcpStoreClientOptions o;
-  o.port = d.store.port();
+  o.endpoint.port = d.store.port();
   ddp::TcpStoreClient client(o);
   writeJob(client);
   const Reply r = request(d.status->port(), http::verb::get, "/metrics");
@@ -167,7 +167,7 @@ TEST_CASE("ddprund's /metrics counts the store's requests and shows the job", "[
 TEST_CASE("/status and /metrics show a job's node exclusions, out and back", "[unit]") {
   Daemon d;
   ddp::TcpStoreClientOptions o;
-  o.port = d.store.port();
+  o.endpoint.port = d.store.port();
   ddp::TcpStoreClient client(o);
   writeJob(client);
   const ddp::detail::RendezvousKeys keys("job7", 0);
@@ -198,7 +198,7 @@ TEST_CASE("/status and /metrics show a job's node exclusions, out and back", "[u
 TEST_CASE("the page embeds the status; unknown paths and methods are refused", "[unit]") {
   Daemon d;
   ddp::TcpStoreClientOptions o;
-  o.port = d.store.port();
+  o.endpoint.port = d.store.port();
   ddp::TcpStoreClient client(o);
   writeJob(client);
   const Reply page = request(d.status->port(), http::verb::get, "/");
@@ -215,7 +215,7 @@ TEST_CASE("the page embeds the status; unknown paths and methods are refused", "
 TEST_CASE("a value cannot close the page's script element", "[unit]") {
   Daemon d;
   ddp::TcpStoreClientOptions o;
-  o.port = d.store.port();
+  o.endpoint.port = d.store.port();
   ddp::TcpStoreClient client(o);
   client.set(ddp::detail::RendezvousKeys::incarnationOf("</script><b>x"), "0");
   REQUIRE(client.check({ddp::detail::RendezvousKeys::incarnationOf("</script><b>x")}));
@@ -252,7 +252,7 @@ TEST_CASE("bad HTTP requests get one line and a closed connection; the store ser
   const std::string garbage = rawExchange(d.status->port(), "\x01\x02 nonsense\r\n\r\n");
   CHECK(garbage.starts_with("HTTP/1.1 400 "));
   ddp::TcpStoreClientOptions o;
-  o.port = d.store.port();
+  o.endpoint.port = d.store.port();
   ddp::TcpStoreClient client(o);
   client.set("k", "v");
   CHECK(client.get("k") == "v");
@@ -262,7 +262,7 @@ TEST_CASE("bad HTTP requests get one line and a closed connection; the store ser
 TEST_CASE("a snapshot copies the rendezvous keys only, with heartbeat times", "[unit]") {
   Daemon d;
   ddp::TcpStoreClientOptions o;
-  o.port = d.store.port();
+  o.endpoint.port = d.store.port();
   ddp::TcpStoreClient client(o);
   for (int i = 0; i < 1000; ++i) client.set("torch/key" + std::to_string(i), "v");
   const ddp::detail::RendezvousKeys keys("job", 0);

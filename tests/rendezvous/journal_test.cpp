@@ -70,8 +70,7 @@ StoreServerOptions durableServer(const std::string& dir, FsyncMode mode = FsyncM
 
 TcpStoreClientOptions clientFor(uint16_t port) {
   TcpStoreClientOptions options;
-  options.host = "127.0.0.1";
-  options.port = port;
+  options.endpoint = {"127.0.0.1", port};
   options.connectTimeout = 30s;
   options.timeout = 30s;
   return options;

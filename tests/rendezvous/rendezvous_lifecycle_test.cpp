@@ -86,8 +86,7 @@ TEST_CASE("a store hosted by an agent of another run is refused at once",
   options.initialKeys = {{rendezvousOwnerKey(), "59.0"}};
   StoreServerThread server(options);
   TcpStoreClientOptions client;
-  client.host = "127.0.0.1";
-  client.port = server.port();
+  client.endpoint = {"127.0.0.1", server.port()};
   TcpStoreClient store(client);
   Agent stranger(store, fastSettings("159.0", 1, 1), node("n2"));
   CHECK_THROWS_WITH(stranger.rdzv->next(), Catch::Contains("belongs to run '59.0'") &&

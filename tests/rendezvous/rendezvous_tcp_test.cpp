@@ -19,8 +19,7 @@ namespace {
 StoreConnector heartbeatConnector(uint16_t port) {
   return [port](std::chrono::milliseconds budget) -> std::unique_ptr<Store> {
     TcpStoreClientOptions o;
-    o.host = "127.0.0.1";
-    o.port = port;
+    o.endpoint = {"127.0.0.1", port};
     o.connectTimeout = budget;
     o.timeout = budget;
     return connectTcpStore(o, wire::kCapOnClose, {{"client", "test"}});
@@ -37,8 +36,7 @@ struct TcpAgent {
               heartbeat ? heartbeatConnector(port) : StoreConnector()) {}
   static TcpStoreClientOptions options(uint16_t port) {
     TcpStoreClientOptions o;
-    o.host = "127.0.0.1";
-    o.port = port;
+    o.endpoint = {"127.0.0.1", port};
     o.connectTimeout = 10s;
     o.timeout = 30s;
     return o;

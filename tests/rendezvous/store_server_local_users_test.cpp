@@ -46,7 +46,7 @@ StoreServerOptions server(Others others, const std::string& token = "") {
 
 std::unique_ptr<TcpStoreClient> hello(uint16_t port, const std::string& token) {
   TcpStoreClientOptions o;
-  o.port = port;
+  o.endpoint.port = port;
   o.token = token;
   o.connectTimeout = 10s;
   o.timeout = 10s;

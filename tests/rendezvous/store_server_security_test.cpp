@@ -44,7 +44,7 @@ StoreServerOptions server(const std::string& token = "") {
 
 TcpStoreClientOptions client(uint16_t port, const std::string& token = "") {
   TcpStoreClientOptions o;
-  o.port = port;
+  o.endpoint.port = port;
   o.token = token;
   o.connectTimeout = 10s;  // refusals answer at once; only a busy machine needs the room
   o.timeout = 10s;

@@ -34,8 +34,7 @@ StoreServerOptions loopbackServer() {
 
 TcpStoreClientOptions optionsFor(uint16_t port, std::chrono::milliseconds timeout = 30s) {
   TcpStoreClientOptions options;
-  options.host = "127.0.0.1";
-  options.port = port;
+  options.endpoint = {"127.0.0.1", port};
   options.connectTimeout = 30s;
   options.timeout = timeout;
   return options;

@@ -31,7 +31,7 @@ int runClient(uint16_t port, int id, std::latch& start, std::string& error) {
   int wrong = 0;
   try {
     TcpStoreClientOptions options;
-    options.port = port;
+    options.endpoint.port = port;
     options.timeout = 60s;
     TcpStoreClient client(options);
     start.arrive_and_wait();
@@ -72,7 +72,7 @@ TEST_CASE("64 clients x 1000 ops against one server are all answered correctly",
     CHECK(wrong[id] == 0);
   }
   TcpStoreClientOptions options;
-  options.port = server.port();
+  options.endpoint.port = server.port();
   TcpStoreClient checker(options);
   CHECK(checker.get("counter") == std::to_string(kClients * kRounds));
   CHECK(checker.numKeys() == 2 * kClients * kRounds + 1);

@@ -31,8 +31,7 @@ StoreServerOptions loopbackServer() {
 
 TcpStoreClientOptions clientOptions(uint16_t port, std::chrono::milliseconds reconnect) {
   TcpStoreClientOptions options;
-  options.host = "127.0.0.1";
-  options.port = port;
+  options.endpoint = {"127.0.0.1", port};
   options.connectTimeout = 30s;
   options.timeout = 60s;
   options.reconnectBudget = reconnect;

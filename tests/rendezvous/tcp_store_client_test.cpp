@@ -44,8 +44,7 @@ StoreServerOptions loopbackServer() {
 
 std::unique_ptr<TcpStoreClient> connect(uint16_t port, const std::string& host = "127.0.0.1") {
   TcpStoreClientOptions options;
-  options.host = host;
-  options.port = port;
+  options.endpoint = {host, port};
   options.connectTimeout = 30s;
   options.timeout = 30s;
   return std::make_unique<TcpStoreClient>(options);
@@ -60,7 +59,7 @@ TEST_CASE("v2 client: a wrong PING echo fails the connect attempt", "[tcp_store_
     boost::asio::write(socket, boost::asio::buffer(&wrong, sizeof(wrong)));
   });
   TcpStoreClientOptions options;
-  options.port = server.port();
+  options.endpoint.port = server.port();
   options.connectTimeout = 300ms;
   try {
     TcpStoreClient client(options);
@@ -87,7 +86,7 @@ TEST_CASE("v2 client: a malformed reply is a sticky ProtocolError", "[tcp_store_
     ~Release() { done.set_value(); }
   } release{done};
   TcpStoreClientOptions options;
-  options.port = server.port();
+  options.endpoint.port = server.port();
   TcpStoreClient client(options);
   try {
     client.check({"k"});
@@ -170,7 +169,7 @@ TEST_CASE("v2 client: host names and IPv6 resolve", "[tcp_store_client]") {
 TEST_CASE("v2 client: connect gives up at its budget with one line counting the attempts",
           "[tcp_store_client]") {
   TcpStoreClientOptions options;
-  options.port = closedPort();
+  options.endpoint.port = closedPort();
   options.connectTimeout = 500ms;
   const auto start = Clock::now();
   try {
@@ -178,7 +177,7 @@ TEST_CASE("v2 client: connect gives up at its budget with one line counting the 
     FAIL("connected to a closed port");
   } catch (const TimeoutError& e) {
     const std::string message = e.what();
-    const std::string endpoint = "127.0.0.1:" + std::to_string(options.port);
+    const std::string endpoint = "127.0.0.1:" + std::to_string(options.endpoint.port);
     CHECK_THAT(message, Catch::StartsWith("timed out after 500 ms connecting to " + endpoint + " ("));
     CHECK_THAT(message, Catch::Contains(" attempts: ") &&
                             Catch::Contains("x " + endpoint + ": Connection refused"));
@@ -193,7 +192,7 @@ TEST_CASE("v2 client: connect retries until a late server comes up", "[tcp_store
   const uint16_t port = closedPort();
   auto client = std::async(std::launch::async, [port] {
     TcpStoreClientOptions options;
-    options.port = port;
+    options.endpoint.port = port;
     options.connectTimeout = 60s;
     return std::make_unique<TcpStoreClient>(options);
   });

@@ -23,7 +23,7 @@ test::TorchStoreProcess& torchServer() {
 
 std::unique_ptr<TcpStoreClient> connectV1a() {
   TcpStoreClientOptions options;
-  options.port = torchServer().port();
+  options.endpoint.port = torchServer().port();
   options.dialect = WireDialect::kV1a;
   options.connectTimeout = 30s;
   options.timeout = 30s;

@@ -54,7 +54,7 @@ StoreServerOptions tlsServer(bool mutual = false, const std::string& cert = "ser
 // failure is expected (refused()); one that must succeed gets room for a busy machine.
 TcpStoreClientOptions tlsClient(uint16_t port, const std::string& ca = "ca.pem", bool withCert = false) {
   TcpStoreClientOptions o;
-  o.port = port;
+  o.endpoint.port = port;
   o.connectTimeout = 10s;
   o.timeout = 5s;
   if (!ca.empty()) o.tls.caFile = pem(ca);
@@ -120,7 +120,7 @@ TEST_CASE("the client refuses a server certificate from another CA or for anothe
     options.host = "::";
     StoreServerThread store(options);
     auto client = tlsClient(store.port());
-    client.host = "localhost";
+    client.endpoint.host = "localhost";
     CHECK(TcpStoreClient(client).numKeys() == 0);
   }
 }

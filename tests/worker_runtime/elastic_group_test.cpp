@@ -32,8 +32,7 @@ namespace {
 
 int64_t inPlaceCount(uint16_t port) {
   ddp::TcpStoreClientOptions o;
-  o.host = "127.0.0.1";
-  o.port = port;
+  o.endpoint = {"127.0.0.1", port};
   ddp::TcpStoreClient client(o);
   return client.add(ddp::inPlaceCountKey(0), 0);
 }
@@ -144,8 +143,7 @@ TEST_CASE("a quorum superseded while it is being built is left for the newest", 
       group.rebuild(20s);  // starts on quorum 1, which rank 1 never joins
     } else {
       ddp::TcpStoreClientOptions o;
-      o.host = "127.0.0.1";
-      o.port = server.port();
+      o.endpoint = {"127.0.0.1", server.port()};
       ddp::TcpStoreClient watcher(o);
       const int64_t keys = watcher.numKeys();
       publishQuorum(board, kWorld, server.port(), 1);
@@ -212,8 +210,7 @@ TEST_CASE("a rank that finished the job: a replacement waiting for it gives up a
     auto group = std::make_unique<ddp::ElasticGroup>(env, ddp::test::glooOptions(20s));
     group->comm().barrier();
     ddp::TcpStoreClientOptions o;
-    o.host = "127.0.0.1";
-    o.port = server.port();
+    o.endpoint = {"127.0.0.1", server.port()};
     ddp::TcpStoreClient watcher(o);
     if (rank == 0) {
       if (!finishedFirst) {
@@ -245,7 +242,6 @@ TEST_CASE("a rank that finished the job: a replacement waiting for it gives up a
              Catch::Contains("rank 0 of quorum 0.0 finished the job while this rank waited to build "
                              "quorum 0.1"));
   ddp::TcpStoreClientOptions o;
-  o.host = "127.0.0.1";
-  o.port = server.port();
+  o.endpoint = {"127.0.0.1", server.port()};
   CHECK(ddp::TcpStoreClient(o).get(ddp::finishedKey(0)) == "rank 0 of quorum 0.0");
 }

@@ -50,7 +50,7 @@ TEST_CASE("a failing worker numbers its failure once, in its error file", "[fail
   options.host = "127.0.0.1";
   ddp::StoreServerThread server(options);
   ddp::TcpStoreClientOptions clientOptions;
-  clientOptions.port = server.port();
+  clientOptions.endpoint.port = server.port();
   ddp::TcpStoreClient store(clientOptions);
   store.add(ddp::failureSequenceKey(3), 1);  // a peer failed first: this worker is #2
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);

@@ -60,7 +60,7 @@ TEST_CASE("ranks meet through the agent's store under /worker/attempt_<n>/", "[w
   CHECK(results == std::vector<float>(3, 6.0f));
 
   ddp::TcpStoreClientOptions options;
-  options.port = server.port();
+  options.endpoint.port = server.port();
   ddp::TcpStoreClient observer(options);
   CHECK(observer.check({"/worker/attempt_2/ddp/comm/gloo/0"}));
   CHECK_FALSE(observer.check({"ddp/comm/gloo/0"}));

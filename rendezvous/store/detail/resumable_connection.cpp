@@ -66,16 +66,19 @@ void ResumableConnection::send(const wire::Request& request, Clock::time_point d
   }
 }
 
-std::optional<StoreReply> ResumableConnection::receive(Op op, std::size_t keyCount,
-                                                       Clock::time_point deadline,
-                                                       const std::string& what, int interruptFd) {
+std::optional<wire::OwnedReply> ResumableConnection::receive(Op op, std::size_t keyCount,
+                                                             Clock::time_point deadline,
+                                                             const std::string& what,
+                                                             int interruptFd) {
   auto reply = conn_->receive(op, keyCount, deadline, what, interruptFd);
   if (reply) acknowledged();
   return reply;
 }
 
-StoreReply ResumableConnection::expect(Op op, std::size_t keyCount, Clock::time_point deadline,
-                                       std::chrono::milliseconds budget, const std::string& what) {
+wire::OwnedReply ResumableConnection::expect(Op op, std::size_t keyCount,
+                                             Clock::time_point deadline,
+                                             std::chrono::milliseconds budget,
+                                             const std::string& what) {
   auto reply = conn_->expect(op, keyCount, deadline, budget, what);
   acknowledged();
   return reply;
@@ -147,7 +150,7 @@ void ResumableConnection::reconnect(Clock::time_point until, std::exception_ptr 
 }
 
 std::string ResumableConnection::notRegained() const {
-  return "connection to the store at " + formatEndpoint({options_.host, options_.port}) +
+  return "connection to the store at " + formatEndpoint(options_.endpoint) +
          " lost and not regained within " +
          durationText(serverDurable_ ? options_.reconnectBudget : kVolatileReconnect) +
          (serverDurable_ ? "" : " (a store that keeps no data)") + ": ";

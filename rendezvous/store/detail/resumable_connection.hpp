@@ -41,10 +41,11 @@ class ResumableConnection {
   void throwIfFailed() const { conn_->throwIfFailed(); }
   bool failed() const { return conn_->failed(); }
   void send(const wire::Request& request, Clock::time_point deadline, const std::string& what);
-  std::optional<StoreReply> receive(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
-                                    const std::string& what, int interruptFd = -1);
-  StoreReply expect(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
-                    std::chrono::milliseconds budget, const std::string& what);
+  std::optional<wire::OwnedReply> receive(wire::Op op, std::size_t keyCount,
+                                          Clock::time_point deadline, const std::string& what,
+                                          int interruptFd = -1);
+  wire::OwnedReply expect(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
+                          std::chrono::milliseconds budget, const std::string& what);
   void markFailed(std::exception_ptr error) { conn_->markFailed(std::move(error)); }
   void setFarewell(std::string bytes);
   bool closedByServer() const { return conn_->closedByServer(); }

@@ -76,7 +76,7 @@ std::string describe(const error_code& ec) {
 StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
     : options_(options),
       tls_(options.tls.enabled() ? makeClientTlsContext(options.tls) : nullptr),
-      endpoint_(formatEndpoint({options.host, options.port})),
+      endpoint_(formatEndpoint(options.endpoint)),
       dialect_(toWire(options.dialect)),
       socket_(io_) {
   const auto deadline = deadlineAfter(options_.connectTimeout);
@@ -86,10 +86,11 @@ StoreConnection::StoreConnection(const TcpStoreClientOptions& options)
   tcp::resolver resolver(io_);
   do {
     error_code ec;
-    const auto results = resolver.resolve(options_.host, std::to_string(options_.port),
-                                          tcp::resolver::numeric_service, ec);
+    const auto results =
+        resolver.resolve(options_.endpoint.host, std::to_string(options_.endpoint.port),
+                         tcp::resolver::numeric_service, ec);
     if (ec) {
-      attempts.failed("resolving '" + options_.host + "'", ec.message());
+      attempts.failed("resolving '" + options_.endpoint.host + "'", ec.message());
       continue;
     }
     resolved = true;
@@ -114,7 +115,7 @@ std::string StoreConnection::attempt(const tcp::endpoint& address, Clock::time_p
   overloaded_ = false;
   if (const error_code ec = socket_.connect(address, deadline)) return describe(ec);
   if (tls_) {
-    std::string failure = socket_.startTls(tls_->native_handle(), options_.host, deadline);
+    std::string failure = socket_.startTls(tls_->native_handle(), options_.endpoint.host, deadline);
     if (!failure.empty()) return failure;
   }
   if (dialect_ != wire::Dialect::kV2) return {};
@@ -195,9 +196,9 @@ void StoreConnection::sendRaw(std::string_view bytes, Clock::time_point deadline
   if (const error_code ec = socket_.writeAll(bytes, deadline)) failNetwork(what, ec);
 }
 
-std::optional<StoreReply> StoreConnection::receive(wire::Op op, std::size_t keyCount,
-                                                   Clock::time_point deadline,
-                                                   const std::string& what, int interruptFd) {
+std::optional<wire::OwnedReply> StoreConnection::receive(wire::Op op, std::size_t keyCount,
+                                                         Clock::time_point deadline,
+                                                         const std::string& what, int interruptFd) {
   throwIfFailed();
   for (;;) {
     if (std::string busy = busyNotice(); !busy.empty()) {  // v1: no handshake came first
@@ -207,10 +208,7 @@ std::optional<StoreReply> StoreConnection::receive(wire::Op op, std::size_t keyC
     }
     const auto result = wire::decodeReply(in_, op, keyCount, options_.maxValueBytes);
     if (const auto* reply = std::get_if<wire::Reply>(&result)) {
-      StoreReply owned{reply->integer, reply->status, reply->nonce, reply->version,
-                       reply->capabilities, {}};
-      owned.values.reserve(reply->values.size());
-      for (const auto v : reply->values) owned.values.emplace_back(v);
+      wire::OwnedReply owned = wire::toOwned(*reply);
       in_.erase(0, reply->size);
       return owned;
     }
@@ -226,8 +224,10 @@ std::optional<StoreReply> StoreConnection::receive(wire::Op op, std::size_t keyC
   }
 }
 
-StoreReply StoreConnection::expect(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
-                                   std::chrono::milliseconds budget, const std::string& what) {
+wire::OwnedReply StoreConnection::expect(wire::Op op, std::size_t keyCount,
+                                         Clock::time_point deadline,
+                                         std::chrono::milliseconds budget,
+                                         const std::string& what) {
   if (auto reply = receive(op, keyCount, deadline, what)) return std::move(*reply);
   const std::string message = "timed out after " + durationText(budget) +
                               " waiting for the reply to " + what + " from " + endpoint_;

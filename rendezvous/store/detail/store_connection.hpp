@@ -30,16 +30,6 @@
 
 namespace ddp::detail {
 
-// A decoded reply that owns its bytes.
-struct StoreReply {
-  int64_t integer = 0;
-  uint8_t status = 0;
-  uint32_t nonce = 0;
-  uint32_t version = 0;
-  uint64_t capabilities = 0;
-  std::vector<std::string> values;
-};
-
 // now + budget, saturating (a budget of milliseconds::max() means "no deadline").
 std::chrono::steady_clock::time_point deadlineAfter(std::chrono::milliseconds budget);
 // "[a, b]" with non-printable bytes escaped and long keys shortened.
@@ -71,13 +61,14 @@ class StoreConnection {
   // Reads the reply to a request of kind `op`. nullopt when `deadline` passes first, or when
   // `interruptFd` (-1: none) becomes readable first (the connection stays open: the caller
   // decides). Throws NetworkError / ProtocolError (sticky).
-  std::optional<StoreReply> receive(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
-                                    const std::string& what, int interruptFd = -1);
+  std::optional<wire::OwnedReply> receive(wire::Op op, std::size_t keyCount,
+                                          Clock::time_point deadline, const std::string& what,
+                                          int interruptFd = -1);
 
   // receive(), but a passed deadline throws TimeoutError naming `what` and `budget` and leaves
   // the connection failed (a late reply would be read as the answer to the next request).
-  StoreReply expect(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
-                    std::chrono::milliseconds budget, const std::string& what);
+  wire::OwnedReply expect(wire::Op op, std::size_t keyCount, Clock::time_point deadline,
+                          std::chrono::milliseconds budget, const std::string& what);
 
   // Closes the socket (after the farewell bytes); later calls throw `error` (a NetworkError or
   // ProtocolError).
