@@ -1,5 +1,5 @@
 // RestartPolicy: what the agent does once a generation's workers stopped — a pure function of
-// what happened, tested as a table (tests/launcher/restart_policy_test.cpp).
+// what happened, tested as a table (tests/launcher/recovery/restart_policy_test.cpp).
 //
 // The agent's loop is a small state machine: join a round, run the workers, then ask decide();
 // an action that is a rendezvous call (the exit barrier, waiting for a peer's cause, reporting a

@@ -41,7 +41,7 @@ BIN = os.environ["DDP_BIN_DIR"]
 SRC = os.environ["DDP_SOURCE_DIR"]
 TMP = os.environ["DDP_TEST_TMP"]
 DDPRUN = os.path.join(BIN, "ddprun")
-WORKER = os.path.join(SRC, "tests", "launcher", "terminal_worker.py")
+WORKER = os.path.join(SRC, "tests", "launcher", "workers", "terminal_worker.py")
 TEST_WORKER = os.path.join(BIN, "ddp_test_worker")
 PY = "/usr/bin/python3"
 sys.path.insert(0, os.path.join(SRC, "tests", "integration"))

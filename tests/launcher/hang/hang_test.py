@@ -41,7 +41,7 @@ from multinode_harness import (BIN, PY, RDZV_CONF, SRC, TMP, Harness, TestFailur
 
 TRAIN = os.path.join(BIN, "train")
 DDPRUN = os.path.join(BIN, "ddprun")
-WORKER = os.path.join(SRC, "tests", "launcher", "hang_worker.py")
+WORKER = os.path.join(SRC, "tests", "launcher", "hang", "hang_worker.py")
 MARK = re.compile(r"from monotonic (\d+\.\d+)")
 TRAIN_S = 5  # --hang-timeout for train
 TORCH_S = 8  # and for torch scripts (see the header)
