@@ -202,7 +202,7 @@ struct LaunchConfig {
   // its compute time is taken over (the median of its beats in the window). At least 1 s.
   std::chrono::milliseconds stragglerWindow{std::chrono::seconds(30)};
   // --exclude-stragglers (DDP_EXCLUDE_STRAGGLERS): a flagged straggler makes its node leave the
-  // job for --exclude-cooldown, as bad-node exclusion does (launcher/agent/agent_exclusion.cpp).
+  // job for --exclude-cooldown, as bad-node exclusion does (launcher/agent/bad_node_exclusion.hpp).
   bool excludeStragglers = false;
   // --local-addr: the address other nodes reach this one at ("" = detect).
   std::string localAddr;

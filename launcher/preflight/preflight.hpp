@@ -7,7 +7,7 @@
 // flags of preflight_report.hpp and publishes a verdict: warn goes on, strict makes every node of
 // the round stop with kPreflightFailedExitCode and one line naming the check and the node —
 // unless every flag blames particular nodes (clock, gpus, port) and the agents' bad-node exclusion
-// lets those leave the job for a cooldown (launcher/agent/agent_exclusion.cpp): then the others
+// lets those leave the job for a cooldown (launcher/agent/bad_node_exclusion.hpp): then the others
 // form the next round without them.
 //
 // The round's exchange, over Rendezvous round records (deleted with the round):

@@ -2,7 +2,7 @@
 // store. Each node reports its workers' failures here: a report spends one restart of the job's
 // budget (--max-restarts) and ends the round for every node (kRestartRequested), or ends the job
 // when the budget is spent (kJobFailed) or when the reporting agent's verdict judges restarting
-// hopeless (launcher/agent/verdict.hpp); a recovery in place (docs/recovery.md) spends one
+// hopeless (launcher/failures/verdict.hpp); a recovery in place (docs/recovery.md) spends one
 // restart and the round goes on. Every report and recovery publishes the node's failure record
 // (opaque JSON), so that every node can print the same job-wide summary from all of them.
 //
@@ -45,7 +45,8 @@ class FailureLedger {
                                         const std::string& verdict) = 0;
   // This node's workers failed and are replaced in place (docs/recovery.md): the round goes on.
   // Spends one restart of the job budget and, when granted, publishes the record (kept job-wide,
-  // like reportFailure's); every recovery counts, concurrent ones on different nodes each spend one.
+  // like reportFailure's); every recovery counts, concurrent ones on different nodes each spend
+  // one.
   // Returns RecoveryGranted, or RoundEnded: the round had already ended (nothing spent), or this
   // recovery found the budget spent (kJobFailed on every node). Throws NetworkError.
   virtual RecoveryResult recordRecovery(const std::string& failureRecordJson) = 0;
