@@ -26,7 +26,7 @@ import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import BIN, RDZV_CONF, TMP, c10d, check, poll  # noqa: E402
+from multinode_harness import BIN, TMP, c10d, check, poll  # noqa: E402
 import multinode_test  # noqa: E402
 
 AGENTS = 40

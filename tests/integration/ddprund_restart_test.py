@@ -21,8 +21,8 @@ import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import (BIN, SRC, TMP, Harness, TestFailure, c10d, check,  # noqa: E402
-                               json_lines, poll)
+from multinode_harness import (BIN, SRC, TMP, TestFailure, c10d, check,  # noqa: E402
+                               json_lines, poll, run_scenario)
 
 CONF = ("join_timeout=60,last_call_timeout=0.5,close_timeout=10,keep_alive_interval=0.5,"
         "heartbeat_timeout=10,read_timeout=30")
@@ -137,27 +137,8 @@ def scenario(h, fsync):
 
 def main(argv):
     fsync = argv[2] if len(argv) == 3 and argv[1] == "--fsync" else "batch"
-    h = Harness()
-
-    def interrupted(sig, _frame):
-        raise TestFailure("%s: the scenario is stopped" % signal.Signals(sig).name)
-
-    for sig in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, interrupted)
-    signal.alarm(420)
-    try:
-        scenario(h, fsync)
-        return 0
-    except TestFailure as e:
-        h.log("FAIL: %s" % e)
-        for name, _ in h.procs:
-            print("---- %s.log (tail) ----\n%s" % (name, h.output(name)[-2500:]))
-        return 1
-    finally:
-        signal.alarm(0)
-        for sig in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
-        h.stop_all()
+    return run_scenario([argv[0], "restart"], {"restart": lambda h: scenario(h, fsync)},
+                        budget_s=420, tails=2500)
 
 
 if __name__ == "__main__":

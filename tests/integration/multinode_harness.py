@@ -221,6 +221,47 @@ class Harness:
             subprocess.run(["ip", "link", "del", self.bridge], stderr=subprocess.DEVNULL)
 
 
+def run_scenario(argv, scenarios, budget_s=None, tails=0):
+    """The main() of a scenario test: runs scenarios[argv[1]](harness, *argv[2:]) with a fresh
+    Harness and returns the exit code (0 pass, 1 fail, 2 usage). It prints "PASS <name>", or
+    "FAIL <name>: <why>" and then the last `tails` characters of every process's output. With
+    budget_s, SIGALRM (armed for budget_s), SIGTERM, SIGINT and SIGHUP fail the scenario instead of
+    killing this script, so that it still cleans up before CTest's TIMEOUT would kill it uncleaned.
+    Pass or fail, every process it started is stopped by pid and every namespace deleted, with
+    those signals ignored meanwhile."""
+    if len(argv) < 2 or argv[1] not in scenarios:
+        print("usage: %s %s [ARG...]" % (argv[0], "|".join(scenarios)), file=sys.stderr)
+        return 2
+    name = argv[1]
+    stops = (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    h = Harness()
+
+    def interrupted(sig, _frame):
+        raise TestFailure("%s: the scenario is stopped (its budget is %s s; CTest allows more)" %
+                          (signal.Signals(sig).name, budget_s))
+
+    if budget_s:
+        for sig in stops:
+            signal.signal(sig, interrupted)
+        signal.alarm(budget_s)
+    try:
+        scenarios[name](h, *argv[2:])
+        h.log("PASS %s" % name)
+        return 0
+    except TestFailure as e:
+        h.log("FAIL %s: %s" % (name, e))
+        for proc, _ in h.procs if tails else ():
+            print("---- %s.log (tail) ----\n%s" % (proc, h.output(proc)[-tails:]), flush=True)
+        return 1
+    finally:
+        if budget_s:
+            signal.alarm(0)
+            for sig in stops:
+                signal.signal(sig, signal.SIG_IGN)  # nothing interrupts the clean-up
+        h.stop_all()
+        h.delete_netns()
+
+
 @contextlib.contextmanager
 def netns_lock():
     """Serialises namespace set-up and tear-down between tests running in parallel: concurrent

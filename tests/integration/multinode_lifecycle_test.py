@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import multinode_test  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
-from multinode_harness import (PY, RDZV_CONF, SRC, TMP, alive, c10d, check,  # noqa: E402
+from multinode_harness import (PY, RDZV_CONF, SRC, TMP, c10d, check,  # noqa: E402
                                failure_summary, poll, root_cause, store_values)
 
 JOB_ENDED_BY_RENDEZVOUS_EXIT = 85  # docs/running.md "Exit codes"

@@ -12,8 +12,8 @@ import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import (HEARTBEAT_TIMEOUT, RDZV_CONF, TMP, Harness,  # noqa: E402
-                               TestFailure, alive, c10d, check, poll)
+from multinode_harness import (HEARTBEAT_TIMEOUT, RDZV_CONF, TMP, alive, c10d,  # noqa: E402
+                               check, poll, run_scenario)
 
 
 SCENARIO_BUDGET_S = 75  # below every TIMEOUT in CMakeLists.txt (90 s and more)
@@ -231,34 +231,7 @@ SCENARIOS = {
 
 
 def main(argv, scenarios):
-    if len(argv) != 2 or argv[1] not in scenarios:
-        print("usage: %s %s" % (argv[0], "|".join(scenarios)), file=sys.stderr)
-        return 2
-    h = Harness()
-
-    def interrupted(sig, _frame):
-        raise TestFailure("%s: the scenario is stopped (its budget is %d s; CTest allows more)" %
-                          (signal.Signals(sig).name, SCENARIO_BUDGET_S))
-
-    # Fail (and clean up) on our own well before CTest's TIMEOUT would SIGKILL us uncleaned.
-    for sig in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, interrupted)
-    signal.alarm(SCENARIO_BUDGET_S)
-    try:
-        scenarios[argv[1]](h)
-        h.log("PASS %s" % argv[1])
-        return 0
-    except TestFailure as e:
-        h.log("FAIL %s: %s" % (argv[1], e))
-        for name, _ in h.procs:
-            print("---- %s.log (tail) ----\n%s" % (name, h.output(name)[-2500:]))
-        return 1
-    finally:
-        signal.alarm(0)
-        for sig in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)  # nothing interrupts the clean-up
-        h.stop_all()
-        h.delete_netns()
+    return run_scenario(argv, scenarios, budget_s=SCENARIO_BUDGET_S, tails=2500)
 
 
 if __name__ == "__main__":

@@ -288,13 +288,13 @@ def node_cut(h):
 
 def main():
     return run({
-        "node_loss": lambda h, a: node_loss(h, spare=False),
-        "node_loss_spare": lambda h, a: node_loss(h, spare=True),
-        "node_stop": lambda h, a: node_stop(h),
-        "node_cut": lambda h, a: node_cut(h),
-        "excluded_in_place": lambda h, a: excluded_in_place(h),
-        "kill_after_form": lambda h, a: kill_after_form(h),
-        "round_ended": lambda h, a: round_ended(h),
+        "node_loss": lambda h: node_loss(h, spare=False),
+        "node_loss_spare": lambda h: node_loss(h, spare=True),
+        "node_stop": node_stop,
+        "node_cut": node_cut,
+        "excluded_in_place": excluded_in_place,
+        "kill_after_form": kill_after_form,
+        "round_ended": round_ended,
     })
 
 

@@ -49,9 +49,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import (BIN, TMP, Harness, TestFailure, alive, c10d,  # noqa: E402
-                               check, failure_summary, is_standby, json_lines, poll, process_tree,
-                               root_cause, train_config, workers)
+from multinode_harness import (BIN, TMP, TestFailure, alive, c10d, check,  # noqa: E402
+                               failure_summary, is_standby, json_lines, poll, process_tree,
+                               root_cause, run_scenario, train_config, workers)
 
 TRAIN = os.path.join(BIN, "train")
 
@@ -539,45 +539,32 @@ def sigstop(h):
 
 
 def run(scenarios):
-    """Runs the scenario argv[1] names (`scenarios`: name -> function(harness, argv[2:])); every
-    process it started is stopped and every namespace deleted, pass or fail. Returns the exit code."""
-    name = sys.argv[1]
+    """Runs the scenario argv[1] names (`scenarios`: name -> function(harness, *argv[2:])) with
+    random seeded by this pid (multinode_harness.run_scenario). Returns the exit code."""
     random.seed(os.getpid())
-    h = Harness()
-    try:
-        if name not in scenarios:
-            raise TestFailure("unknown scenario " + name)
-        scenarios[name](h, sys.argv[2:])
-        h.log("PASS")
-        return 0
-    except TestFailure as e:
-        print("FAIL: %s" % e, flush=True)
-        return 1
-    finally:
-        h.stop_all()
-        h.delete_netns()
+    return run_scenario(sys.argv, scenarios)
 
 
 def main():
     def kills(args, default):
         return int(args[0]) if args else default
     return run({
-        "kills_1x4": lambda h, a: bit_identical(h, 1, 4, kills(a, 100),
+        "kills_1x4": lambda h, *a: bit_identical(h, 1, 4, kills(a, 100),
                                                 epochs=max(24, kills(a, 100) * 12 // 5)),
-        "kills_2x2": lambda h, a: bit_identical(h, 2, 2, kills(a, 20), epochs=80),
-        "second_failure": lambda h, a: second_failure(h),
-        "all_state_lost": lambda h, a: all_state_lost(h),
-        "lone_worker": lambda h, a: lone_worker(h),
-        "replacement_crash": lambda h, a: replacement_crash(h),
-        "standby": lambda h, a: standby(h),
-        "standby_agent_kill": lambda h, a: standby_agent_kill(h),
-        "metrics_lines": lambda h, a: metrics_lines(h, kills(a, 30)),
-        "budget": lambda h, a: budget(h),
-        "not_capable": lambda h, a: not_capable(h),
-        "donor_killed": lambda h, a: donor_killed(h, kills(a, 5)),
-        "hopeless_verdict": lambda h, a: hopeless(h, verdict=True),
-        "hopeless_budget": lambda h, a: hopeless(h, verdict=False),
-        "sigstop": lambda h, a: sigstop(h),
+        "kills_2x2": lambda h, *a: bit_identical(h, 2, 2, kills(a, 20), epochs=80),
+        "second_failure": lambda h, *a: second_failure(h),
+        "all_state_lost": lambda h, *a: all_state_lost(h),
+        "lone_worker": lambda h, *a: lone_worker(h),
+        "replacement_crash": lambda h, *a: replacement_crash(h),
+        "standby": lambda h, *a: standby(h),
+        "standby_agent_kill": lambda h, *a: standby_agent_kill(h),
+        "metrics_lines": lambda h, *a: metrics_lines(h, kills(a, 30)),
+        "budget": lambda h, *a: budget(h),
+        "not_capable": lambda h, *a: not_capable(h),
+        "donor_killed": lambda h, *a: donor_killed(h, kills(a, 5)),
+        "hopeless_verdict": lambda h, *a: hopeless(h, verdict=True),
+        "hopeless_budget": lambda h, *a: hopeless(h, verdict=False),
+        "sigstop": lambda h, *a: sigstop(h),
     })
 
 

@@ -40,8 +40,8 @@ import tempfile
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import (BIN, RDZV_CONF, TMP, Harness, TestFailure, check,  # noqa: E402
-                               poll, workers)
+from multinode_harness import (BIN, RDZV_CONF, TMP, TestFailure, check,  # noqa: E402
+                               poll, run_scenario, workers)
 
 RUN_ID = "status-demo"
 # --disable-dev-shm-usage: a container's /dev/shm (64 MiB by default) is too small for Chromium's
@@ -242,41 +242,25 @@ def standalone(h):
     h.log("standalone: the agent's pages show %s with %d points" % (RUN_ID, len(job["points"])))
 
 
-def main():
-    scenario = sys.argv[1]
-    if scenario in ("standalone", "torch"):
-        h = Harness()
-        try:
-            standalone(h) if scenario == "standalone" else torch_script(h)
-            print("PASS")
-            return 0
-        except TestFailure as e:
-            print("FAIL: %s\n---- agent0 ----\n%s" % (e, h.output("agent0")[-3000:]))
-            return 1
-        finally:
-            h.stop_all()
+def job_scenario(h, scenario):
+    """The 2-node job against ddprund, then the check `scenario` names."""
     generation = 1 if scenario == "page" else 0
-    h = Harness()
-    try:
-        scope = ["--restart-scope=failed"] if scenario == "recovery" else []
-        base, agent = start_job(h, fail=scenario == "page", extra_flags=scope)
-        job = poll("the job running generation %d with both nodes and metric points on "
-                   "ddprund's /status" % generation,
-                   lambda: running_with_points(status_of(base), generation), 120)
-        h.log("ddprund shows %s: generation %s, %d points" %
-              (RUN_ID, job["generation"], len(job["points"])))
-        {"page": check_page, "promtool": check_promtool,
-         "recovery": check_recovery}[scenario](h, base, agent)
-        print("PASS")
-        return 0
-    except TestFailure as e:
-        print("FAIL: %s" % e)
-        for name in ("ddprund", "agent0", "agent1"):
-            print("---- %s ----\n%s" % (name, h.output(name)[-3000:]))
-        return 1
-    finally:
-        h.stop_all()
+    scope = ["--restart-scope=failed"] if scenario == "recovery" else []
+    base, agent = start_job(h, fail=scenario == "page", extra_flags=scope)
+    job = poll("the job running generation %d with both nodes and metric points on "
+               "ddprund's /status" % generation,
+               lambda: running_with_points(status_of(base), generation), 120)
+    h.log("ddprund shows %s: generation %s, %d points" %
+          (RUN_ID, job["generation"], len(job["points"])))
+    {"page": check_page, "promtool": check_promtool,
+     "recovery": check_recovery}[scenario](h, base, agent)
+
+
+SCENARIOS = {"standalone": standalone, "torch": torch_script,
+             "page": lambda h: job_scenario(h, "page"),
+             "promtool": lambda h: job_scenario(h, "promtool"),
+             "recovery": lambda h: job_scenario(h, "recovery")}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_scenario(sys.argv, SCENARIOS, tails=3000))

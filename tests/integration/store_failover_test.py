@@ -17,8 +17,7 @@ import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import (HEARTBEAT_TIMEOUT, RDZV_CONF, TMP, Harness,  # noqa: E402
-                               TestFailure, alive, check, poll)
+from multinode_harness import RDZV_CONF, TMP, alive, check, poll  # noqa: E402
 from multinode_test import check_ranks, main  # noqa: E402
 
 

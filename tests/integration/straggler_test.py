@@ -35,8 +35,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import (BIN, RDZV_CONF, TMP, Harness, TestFailure, check,  # noqa: E402
-                               poll)
+from multinode_harness import BIN, RDZV_CONF, TMP, check, poll, run_scenario  # noqa: E402
 from status_page_test import dump_dom  # noqa: E402
 
 RUN_ID = "straggler-demo"
@@ -210,21 +209,8 @@ def python_helper(h):
     h.log("ddprun.report_progress's beats flag rank 2 (%s)" % got)
 
 
-def main():
-    scenario = sys.argv[1]
-    h = Harness()
-    try:
-        {"slow": slow, "even": even, "python": python_helper, "exclude": exclude}[scenario](h)
-        print("PASS")
-        return 0
-    except TestFailure as e:
-        print("FAIL: %s" % e)
-        for name, _ in h.procs:
-            print("---- %s ----\n%s" % (name, h.output(name)[-3000:]))
-        return 1
-    finally:
-        h.stop_all()
+SCENARIOS = {"slow": slow, "even": even, "python": python_helper, "exclude": exclude}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_scenario(sys.argv, SCENARIOS, tails=3000))

@@ -49,8 +49,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_harness import (BIN, PY, SRC, TMP, Harness, TestFailure, alive, c10d,  # noqa: E402
-                               check, poll, workers)
+from multinode_harness import (BIN, PY, SRC, TMP, TestFailure, alive, c10d,  # noqa: E402
+                               check, poll, run_scenario, workers)
 
 WORKER = os.path.join(SRC, "tests", "integration", "torch_in_place_worker.py")
 PACKAGE = os.path.join(SRC, "worker_runtime", "python")
@@ -579,7 +579,6 @@ def torchrun(h):
 
 def main():
     random.seed(os.getpid())
-    name = sys.argv[1]
     arg = int(sys.argv[2]) if len(sys.argv) > 2 else None
     scenarios = {
         "kills_1x4": lambda h: kills(h, 1, 4, arg or 8, 600 if (arg or 8) <= 10 else 60 * (arg or 8)),
@@ -596,18 +595,7 @@ def main():
     }
     for bad in BAD:
         scenarios[bad] = lambda h, bad=bad: bad_input(h, bad)
-    h = Harness()
-    try:
-        if name not in scenarios:
-            raise TestFailure("unknown scenario " + name)
-        scenarios[name](h)
-        h.log("PASS")
-        return 0
-    except TestFailure as e:
-        print("FAIL: %s" % e, flush=True)
-        return 1
-    finally:
-        h.stop_all()
+    return run_scenario(sys.argv[:2], scenarios)
 
 
 if __name__ == "__main__":

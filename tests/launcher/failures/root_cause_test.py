@@ -43,8 +43,8 @@ import sys
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.environ["DDP_SOURCE_DIR"], "tests", "integration"))
-from multinode_harness import (BIN, RDZV_CONF, TMP, Harness, TestFailure, check,  # noqa: E402
-                               failure_summary, poll, root_cause, train_config)
+from multinode_harness import (BIN, RDZV_CONF, TMP, check, failure_summary,  # noqa: E402
+                               poll, root_cause, run_scenario, train_config)
 
 TRAIN = os.path.join(BIN, "train")
 DDPRUN = os.path.join(BIN, "ddprun")
@@ -277,23 +277,12 @@ def scenario_verdict_cross_node(h):
     h.log("2 agents: the same verdict, exit 87 on both")
 
 
-def main():
-    scenario = sys.argv[1]
-    h = Harness()
-    try:
-        {"fail_at_step": scenario_fail_at_step, "cross_node": scenario_cross_node,
-         "one_node_comm": scenario_one_node_comm, "verdict_same": scenario_verdict_same,
-         "verdict_progress": scenario_verdict_progress,
-         "verdict_no_progress": scenario_verdict_no_progress,
-         "verdict_cross_node": scenario_verdict_cross_node}[scenario](h)
-        print("PASS")
-        return 0
-    except TestFailure as e:
-        print("FAIL: %s" % e)
-        return 1
-    finally:
-        h.stop_all()
+SCENARIOS = {"fail_at_step": scenario_fail_at_step, "cross_node": scenario_cross_node,
+             "one_node_comm": scenario_one_node_comm, "verdict_same": scenario_verdict_same,
+             "verdict_progress": scenario_verdict_progress,
+             "verdict_no_progress": scenario_verdict_no_progress,
+             "verdict_cross_node": scenario_verdict_cross_node}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_scenario(sys.argv, SCENARIOS))

@@ -36,8 +36,8 @@ import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.environ["DDP_SOURCE_DIR"], "tests", "integration"))
-from multinode_harness import (BIN, PY, RDZV_CONF, SRC, TMP, Harness, TestFailure, check,  # noqa: E402
-                               failure_summary, poll, root_cause, train_config)
+from multinode_harness import (BIN, PY, RDZV_CONF, SRC, TMP, check, failure_summary,  # noqa: E402
+                               poll, root_cause, run_scenario, train_config)
 
 TRAIN = os.path.join(BIN, "train")
 DDPRUN = os.path.join(BIN, "ddprun")
@@ -206,22 +206,11 @@ def scenario_no_code(h):
     h.log("the sleeping rank was found; the talking and the computing ones were not")
 
 
-def main():
-    scenario = sys.argv[1]
-    h = Harness()
-    try:
-        {"train_summary": scenario_train_summary, "train_restart": scenario_train_restart,
-         "train_cross_node": scenario_train_cross_node,
-         "torch_gloo": scenario_torch_gloo, "file_timer": scenario_file_timer,
-         "no_code": scenario_no_code}[scenario](h)
-        print("PASS")
-        return 0
-    except TestFailure as e:
-        print("FAIL: %s" % e)
-        return 1
-    finally:
-        h.stop_all()
+SCENARIOS = {"train_summary": scenario_train_summary, "train_restart": scenario_train_restart,
+             "train_cross_node": scenario_train_cross_node,
+             "torch_gloo": scenario_torch_gloo, "file_timer": scenario_file_timer,
+             "no_code": scenario_no_code}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_scenario(sys.argv, SCENARIOS))

@@ -25,8 +25,7 @@ import sys
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.environ["DDP_SOURCE_DIR"], "tests", "integration"))
-from multinode_harness import (BIN, TMP, Harness, TestFailure, check,  # noqa: E402
-                               failure_summary, root_cause)
+from multinode_harness import BIN, TMP, check, failure_summary, root_cause, run_scenario  # noqa: E402
 
 DDPRUN = os.path.join(BIN, "ddprun")
 MESSAGE = "ValueError: bad learning rate"
@@ -121,22 +120,11 @@ def scenario_verdict_at_budget(h):
     h.log("--verdict-after=3 --max-restarts=2: exit 7 after 3 generations, the verdict a line")
 
 
-def main():
-    scenario = sys.argv[1]
-    h = Harness()
-    try:
-        {"torchrun_budget": scenario_torchrun_budget,
-         "budget_exit_code": scenario_budget_exit_code,
-         "verdict_opt_in": scenario_verdict_opt_in,
-         "verdict_at_budget": scenario_verdict_at_budget}[scenario](h)
-        print("PASS")
-        return 0
-    except TestFailure as e:
-        print("FAIL: %s" % e)
-        return 1
-    finally:
-        h.stop_all()
+SCENARIOS = {"torchrun_budget": scenario_torchrun_budget,
+             "budget_exit_code": scenario_budget_exit_code,
+             "verdict_opt_in": scenario_verdict_opt_in,
+             "verdict_at_budget": scenario_verdict_at_budget}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_scenario(sys.argv, SCENARIOS))

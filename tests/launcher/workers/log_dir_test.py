@@ -18,7 +18,7 @@ import sys
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.environ["DDP_SOURCE_DIR"], "tests", "integration"))
-from multinode_harness import BIN, RDZV_CONF, TMP, Harness, TestFailure, check, poll  # noqa: E402
+from multinode_harness import BIN, RDZV_CONF, TMP, check, poll, run_scenario  # noqa: E402
 
 DDPRUN = os.path.join(BIN, "ddprun")
 WORKER = os.path.join(BIN, "ddp_test_worker")
@@ -113,19 +113,8 @@ def scenario_shared(h):
     h.log("two agents, one log dir, two generations: every file in place")
 
 
-def main():
-    scenario = sys.argv[1]
-    h = Harness()
-    try:
-        {"temp": scenario_temp, "shared": scenario_shared}[scenario](h)
-        print("PASS")
-        return 0
-    except TestFailure as e:
-        print("FAIL: %s" % e)
-        return 1
-    finally:
-        h.stop_all()
+SCENARIOS = {"temp": scenario_temp, "shared": scenario_shared}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_scenario(sys.argv, SCENARIOS))

@@ -32,7 +32,6 @@ import re
 import select
 import shutil
 import signal
-import subprocess
 import sys
 import time
 
