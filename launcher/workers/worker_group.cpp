@@ -11,7 +11,7 @@
 #include "launcher/config/log_prefix.hpp"
 #include "launcher/workers/detail/group_worker.hpp"
 #include "launcher/failures/failure_sequencer.hpp"
-#include "launcher/workers/stack_collector.hpp"
+#include "launcher/hang/stack_collector.hpp"
 #include "launcher/workers/standby_pool.hpp"
 #include "launcher/workers/worker_process.hpp"
 #include "rendezvous/base/logging.hpp"

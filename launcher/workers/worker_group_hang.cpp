@@ -9,7 +9,7 @@
 
 #include "launcher/workers/detail/group_worker.hpp"
 #include "launcher/workers/proc_info.hpp"
-#include "launcher/workers/stack_collector.hpp"
+#include "launcher/hang/stack_collector.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp {
