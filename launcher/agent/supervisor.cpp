@@ -38,7 +38,6 @@ Supervisor::Supervisor(GroupSettings settings, const std::vector<int>& extraSign
     logger("agent")->debug("{} was ignored when ddprun started (nohup?); it stays ignored",
                            signalName(sig));
   }
-  settings_.stackBound = hang_.stackBound;
   if (!hang_.enabled()) return;
   timerServer_ = std::make_unique<FileTimerServer>(io_, hang_.fileTimer ? hang_.timerFile : "");
   // Only the beats of straggler detection, or torch's file timers, need the FIFO: say so plainly.
@@ -268,7 +267,7 @@ GenerationOutcome Supervisor::runGeneration(std::vector<WorkerSpec> specs, const
   group.start(std::move(specs), [this](int localRank) { onWorkerExit(localRank); });
   group_ = &group;
   std::optional<HangMonitor> monitor;  // destroyed before the group
-  if (hang_.enabled()) monitor.emplace(io_, group, hang_, timerServer_.get());
+  if (hang_.enabled()) monitor.emplace(io_, reaper_, group, hang_, timerServer_.get());
   monitor_ = monitor ? &*monitor : nullptr;
   if (observer_) observer_(group.states());
   if (pendingSignal_) {  // arrived before the start

@@ -65,8 +65,7 @@ class Supervisor final : public GenerationControl {
   // until destruction, except those ignored at start (nohup) unless `extraNamed` (the user gave
   // --signals-to-handle) and the list has them. Throws Error when a signal cannot be handled,
   // ConfigError when the timer FIFO cannot be created.
-  // `hang`: hang detection (hang_monitor.hpp; off by default); its stackBound replaces the
-  // group's.
+  // `hang`: hang detection (hang_monitor.hpp; off by default).
   Supervisor(GroupSettings settings, const std::vector<int>& extraSignals,
              bool extraNamed = false, HangSettings hang = {});
   ~Supervisor();

@@ -22,7 +22,7 @@ std::vector<pid_t> pidsOf(const std::vector<WorkerGroup::Watched>& workers) {
 
 }  // namespace
 
-HangMonitor::HangMonitor(boost::asio::io_context& io, WorkerGroup& group,
+HangMonitor::HangMonitor(boost::asio::io_context& io, ChildReaper& reaper, WorkerGroup& group,
                          const HangSettings& settings, FileTimerServer* timers)
     : group_(group),
       settings_(settings),
@@ -30,7 +30,8 @@ HangMonitor::HangMonitor(boost::asio::io_context& io, WorkerGroup& group,
       watch_(settings.timeout, pidsOf(group.watched()), Clock::now()),
       timer_(io),
       tick_(std::clamp<std::chrono::milliseconds>(settings.timeout / 4, std::chrono::milliseconds(100),
-                                                  std::chrono::seconds(1))) {
+                                                  std::chrono::seconds(1))),
+      hung_(io, reaper, group, settings.stackBound) {
   samples_.resize(watch_.size());
   if (settings_.stragglers) settings_.stragglers->startGeneration(int(watch_.size()));
   const auto now = Clock::now();
@@ -46,6 +47,7 @@ HangMonitor::~HangMonitor() {
 }
 
 void HangMonitor::onWorkerExit(int localRank) {
+  hung_.onExit(localRank);
   if (localRank < 0 || static_cast<std::size_t>(localRank) >= watch_.size()) return;
   watch_.exited(localRank);
   if (settings_.stragglers) settings_.stragglers->forget(localRank);
@@ -56,6 +58,7 @@ void HangMonitor::onWorkerReplaced(int localRank) {
   for (const auto& w : group_.watched()) {
     if (w.localRank != localRank) continue;
     const auto now = Clock::now();
+    hung_.forget(localRank);
     watch_.restarted(localRank, w.pid, now);
     if (settings_.stragglers) settings_.stragglers->forget(localRank);
     samples_[std::size_t(localRank)] = Sample{};
@@ -144,7 +147,7 @@ void HangMonitor::onTimer() {
     log->debug("{} worker(s) fell silent while the group was being stopped; not taken as hung",
                due.hangs.size());
   } else {
-    for (const auto& verdict : due.hangs) group_.takeHung(verdict);
+    for (const auto& verdict : due.hangs) hung_.take(verdict);
   }
   arm();
 }

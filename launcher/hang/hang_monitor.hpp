@@ -9,14 +9,16 @@
 //     CPU time grown by at least a tenth of a core since the last sample, is activity (less is the
 //     housekeeping of idle runtime threads); so is waiting for a CPU at least half the time (a
 //     worker starved on a loaded machine wants to run: it is not hung);
-// and hands each verdict to WorkerGroup::takeHung (with --straggler-threshold it also hands the
-// beats' compute times to the settings' StragglerWatch, afresh each generation) (stacks, then the end of the worker). One
+// and hands each verdict to its HungWorkers (hung_workers.hpp: the stacks, then the end of the
+// worker); with --straggler-threshold it also hands the beats' compute times to the settings'
+// StragglerWatch, afresh each generation. One
 // steady_timer on the io_context, armed for the next deadline or sample: nothing polls, and with
 // no deadline pending nothing runs. Verdicts that fall due while the group is being stopped are
 // dropped: those workers are ending anyway.
 //
 // Thread safety: use from the io_context's thread only. Construct after the group started; destroy
-// before the group.
+// before the group (that kills any gdb still taking stacks and ends the hung workers not ended yet:
+// hung_workers.hpp).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -32,20 +34,24 @@
 #include "launcher/hang/file_timer_server.hpp"
 #include "launcher/hang/hang_settings.hpp"
 #include "launcher/hang/hang_watch.hpp"
+#include "launcher/hang/hung_workers.hpp"
+#include "launcher/workers/child_reaper.hpp"
 #include "launcher/workers/worker_group.hpp"
 
 namespace ddp {
 
 class HangMonitor {
  public:
-  // `timers` may be null (no FIFO). Subscribes to it until destruction.
-  HangMonitor(boost::asio::io_context& io, WorkerGroup& group, const HangSettings& settings,
-              FileTimerServer* timers);
+  // `timers` may be null (no FIFO). Subscribes to it until destruction. `reaper`: the group's
+  // (gdb runs under a guardian it watches).
+  HangMonitor(boost::asio::io_context& io, ChildReaper& reaper, WorkerGroup& group,
+              const HangSettings& settings, FileTimerServer* timers);
   ~HangMonitor();
   HangMonitor(const HangMonitor&) = delete;
   HangMonitor& operator=(const HangMonitor&) = delete;
 
-  // The worker exited: it is no longer watched. Non-blocking.
+  // The worker exited: it is no longer watched (stacks still being taken end with it). Call before
+  // the group's failures are read. Non-blocking.
   void onWorkerExit(int localRank);
   // The worker's local rank runs a new process (replaced in place): watched from now, as at the
   // start of a generation. Non-blocking.
@@ -74,6 +80,7 @@ class HangMonitor {
   Clock::time_point nextSample_;
   std::vector<Sample> samples_;
   std::map<pid_t, int> senders_;  // request pid -> local rank (-1: none of ours)
+  HungWorkers hung_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // expires with the monitor
 };
 

@@ -11,7 +11,6 @@
 #include "launcher/config/log_prefix.hpp"
 #include "launcher/workers/detail/group_worker.hpp"
 #include "launcher/failures/failure_sequencer.hpp"
-#include "launcher/workers/stack_collector.hpp"
 #include "launcher/workers/standby_pool.hpp"
 #include "launcher/workers/worker_process.hpp"
 #include "rendezvous/base/logging.hpp"
@@ -45,11 +44,9 @@ WorkerGroup::WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, Group
       settings_(std::move(settings)),
       logs_(logs),
       generation_(generation),
-      graceTimer_(io),
-      stacks_(std::make_unique<StackCollector>(io, reaper, settings_.stackBound)) {}
+      graceTimer_(io) {}
 
 WorkerGroup::~WorkerGroup() {
-  stacks_.reset();  // first: a worker under gdb's ptrace is not reported to its guardian
   standby_.reset();
   for (auto& w : workers_) killAndReap(*w);
 }
@@ -152,10 +149,6 @@ void WorkerGroup::watchOne(Worker& w, bool append) {
 
 void WorkerGroup::onReaped(Worker& w, int status) {
   w.exited = true;
-  if (w.collecting) {  // a Python dump ends with the worker; gdb's did not finish
-    finishHang(w, w.err->endCapture() +
-                      (w.dumpBound ? "" : "(the worker exited while gdb was taking its stacks)\n"));
-  }
   w.status = status;
   w.unixMs = unixNowMs();
   w.monotonicMs = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -207,8 +200,7 @@ void WorkerGroup::notify(int signal) {
 
 void WorkerGroup::signalLive(int signal, SignalDelivery delivery) {
   for (auto& w : workers_) {
-    const bool hungNotEnded = w->collecting || w->pendingEnd;  // ended after the stacks
-    if (w->exited || (hungNotEnded && signal != SIGKILL)) continue;
+    if (w->exited || (w->hangHeld && signal != SIGKILL)) continue;  // ended after the stacks
     if (!w->signalledBeforeExit) w->signalledBeforeExit = !hasExited(w->proc);
     if (delivery == SignalDelivery::kForward) signalWorker(w->pid, signal);
   }
@@ -277,9 +269,9 @@ WorkerFailure WorkerGroup::failureOf(const Worker& w) const {
   f.stoppedByAgent = w.signalledBeforeExit && !w.seqByWorker && !w.hang;
   if (w.hang) {
     f.hang = w.hang->reason;
-    f.stacks = w.stacks;
-    f.stacksFile = w.stacksFile;
-    f.waitsForPeer = w.waitsForPeer;
+    f.stacks = w.stacks.shown;
+    f.stacksFile = w.stacks.file;
+    f.waitsForPeer = w.stacks.waitsForPeer;
   }
   return f;
 }

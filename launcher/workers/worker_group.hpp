@@ -15,7 +15,9 @@
 // outlives the worker.
 //
 // Thread safety: use from the io_context's thread only. Destroying a group with live workers kills
-// and reaps them synchronously.
+// and reaps them synchronously; whatever debugs a worker (hang detection's gdb, launcher/hang/)
+// must be gone by then, as a worker under ptrace is not reported to its guardian: hang detection's
+// objects are destroyed before the group (hang_monitor.hpp).
 #pragma once
 
 #include <sys/types.h>
@@ -70,12 +72,8 @@ struct GroupSettings {
   TerminalPlan terminal;
   // Last stderr lines kept per worker for the failure summary.
   std::size_t stderrTailLines = 20;
-  // How long taking one hung worker's stacks may take (gdb, or a Python dump) before it is ended
-  // anyway (takeHung; HangSettings::stackBound).
-  std::chrono::milliseconds stackBound{std::chrono::seconds(20)};
 };
 
-class StackCollector;
 class StandbyPool;
 
 // Whether stop() sends its signal, or the workers got it already: at a terminal they share
@@ -141,24 +139,40 @@ class WorkerGroup {
   // Every worker, by local rank.
   std::vector<WorkerState> states() const;
 
-  // -- hang detection: hang_monitor.hpp decides, these carry it out --
+  // -- hang detection: launcher/hang/ decides and takes the stacks (hung_workers.hpp); these are
+  // the steps it asks of the group. On the io_context's thread, like the rest; an unknown local
+  // rank changes nothing. --
   struct Watched {
     int localRank = 0;
+    int globalRank = 0;
     pid_t pid = 0;
     bool exited = false;
     uint64_t outputBytes = 0;  // stdout + stderr bytes read so far
   };
   std::vector<Watched> watched() const;
-  // Takes the verdict's worker as hung (once; an exited worker is left alone): numbers its failure
-  // now (so hung workers keep the order of the verdicts), keeps stop signals other than SIGKILL
-  // away from it until it is ended, takes the stacks of verdict.target (stack_collector.hpp; a
-  // native process is frozen with SIGSTOP for gdb; a Python process's dump is its captured
-  // stderr, and the SIGABRT that asks for it ends it),
-  // writes them whole to <worker dir>/stacks.txt and logs them trimmed. Once no hung worker's
-  // stacks are still being taken, ends every hung worker: SIGKILL to the worker's process group, or
-  // the timer's signal to the timer's process. Its failure then shows the hang and the stacks.
-  // Non-blocking (the failure number may block up to 1 s, as when reaping).
-  void takeHung(const HangVerdict& verdict);
+  // Marks the worker of verdict.localRank hung: numbers its failure now (so hung workers keep the
+  // order of the verdicts; may block up to 1 s, as when reaping), keeps stop signals other than
+  // SIGKILL away from it until endHung(), and keeps the verdict: its reason for the failure, its
+  // target and signal for endHung(). Returns false, changing nothing, when that worker exited or
+  // is hung already.
+  bool markHung(const HangVerdict& verdict);
+  // From now on the worker's stderr lines are kept apart, out of its failure's tail (a Python
+  // worker's faulthandler dump; OutputPump::beginCapture). Non-blocking.
+  void beginStderrCapture(int localRank);
+  // Ends that and returns what was kept, with what the pipe holds now (read without waiting; "" for
+  // an unknown rank). Non-blocking.
+  std::string endStderrCapture(int localRank) const;
+  // The worker's log folder in the current generation (LogLayout::workerDir; "" for an unknown
+  // rank).
+  std::string workerDir(int localRank) const;
+  // What the stacks of a worker marked hung showed: its failure carries them (failures(),
+  // replaced()). Ignored for a worker not marked hung.
+  void setHungStacks(int localRank, RecordedStacks stacks);
+  // Ends a worker marked hung and not ended yet: SIGKILL to its process group when the verdict's
+  // signal is 0, else that signal to the verdict's target, then SIGCONT (it may have been frozen
+  // for gdb). Stop signals reach it again from then on; nothing is sent to one that exited.
+  // Non-blocking.
+  void endHung(int localRank);
 
  private:
   struct Worker;
@@ -174,9 +188,7 @@ class WorkerGroup {
   void shareTerminal(WorkerSpec& spec, int localRank) const;
   void maybeStopped();
   int64_t takeFailureNumber();
-  void awaitPythonDump(Worker& worker);
-  void finishHang(Worker& worker, const std::string& stacks);
-  void endHungWorkers();
+  Worker* workerAt(int localRank) const;
 
   boost::asio::io_context& io_;
   ChildReaper& reaper_;
@@ -194,11 +206,7 @@ class WorkerGroup {
   int64_t reaped_ = 0;
   std::unique_ptr<FailureSequencer> sequencer_;
   std::vector<WorkerFailure> replaced_;
-  // Expires with the group: completions of hang handling that were already queued then do nothing.
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   std::unique_ptr<StandbyPool> standby_;  // ended as the group stops
-  // Declared last: destroyed first, killing any gdb still attached to a worker.
-  std::unique_ptr<StackCollector> stacks_;
 };
 
 }  // namespace ddp

@@ -1,14 +1,12 @@
 // The record WorkerGroup keeps of each of its workers (worker_group.hpp), shared by the files that
 // implement WorkerGroup: worker_group.cpp (start, exits, stop, failures) and worker_group_hang.cpp
-// (hang detection's side: stacks, then the end of a hung worker).
+// (the steps hang detection asks for: marking a worker hung, its stderr capture, its end).
 //
 // Thread safety: the group's (its io_context's thread only).
 #pragma once
 
 #include <sys/types.h>
 
-#include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -39,15 +37,11 @@ struct WorkerGroup::Worker {
   std::optional<ErrorFileContents> errorFile;
   int64_t monotonicMs = 0;  // display only
   int64_t unixMs = 0;       // display only
-  // Hang detection (takeHung): the verdict, and while its stacks are being taken, `collecting`.
+  // Hang detection (markHung): the verdict; until endHung(), `hangHeld` keeps stop signals other
+  // than SIGKILL away (its stacks are being taken, or those of another hung worker).
   std::optional<HangVerdict> hang;
-  bool collecting = false;
-  bool pendingEnd = false;  // stacks taken; ended once no other hung worker's are being taken
-  std::unique_ptr<boost::asio::posix::stream_descriptor> dumpWait;  // a Python dump: target's pidfd
-  std::unique_ptr<boost::asio::steady_timer> dumpBound;
-  std::string stacks;  // trimmed
-  std::string stacksFile;
-  bool waitsForPeer = false;
+  bool hangHeld = false;
+  RecordedStacks stacks;
 };
 
 }  // namespace ddp

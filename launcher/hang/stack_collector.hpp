@@ -23,6 +23,7 @@
 #include <string>
 
 #include "launcher/workers/child_reaper.hpp"
+#include "launcher/workers/hang_verdict.hpp"
 
 namespace ddp {
 
@@ -51,13 +52,6 @@ class StackCollector {
   std::chrono::milliseconds bound_;
   std::map<pid_t, std::unique_ptr<Job>> jobs_;  // by gdb's guardian pid
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // expires with the collector
-};
-
-// What a hung worker's failure shows of its stacks (failure_summary.hpp).
-struct RecordedStacks {
-  std::string shown;  // the first lines (stack_text.hpp: trimStacks), for the log and the summary
-  std::string file;   // where the whole text is ("" when it could not be written)
-  bool waitsForPeer = false;
 };
 
 // Writes `stacks` whole to `path` (a first line "# <reason>"), and returns what to show: a Python

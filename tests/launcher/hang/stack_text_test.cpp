@@ -1,6 +1,6 @@
 // What hang detection makes of collected stacks: gdb's chatter dropped and the main thread first,
 // Python's dump without its noise, trimming, and "waiting for its peers" from the frames.
-#include "launcher/workers/stack_text.hpp"
+#include "launcher/hang/stack_text.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "launcher/workers/stack_text.hpp"
+#include "launcher/hang/stack_text.hpp"
 
 #include <algorithm>
 #include <iterator>

@@ -1,4 +1,4 @@
-#include "launcher/workers/stack_collector.hpp"
+#include "launcher/hang/stack_collector.hpp"
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -10,8 +10,8 @@
 #include <fstream>
 #include <utility>
 
+#include "launcher/hang/stack_text.hpp"
 #include "launcher/workers/output_pump.hpp"
-#include "launcher/workers/stack_text.hpp"
 #include "launcher/workers/worker_env_builder.hpp"
 #include "launcher/workers/worker_process.hpp"
 
