@@ -2,8 +2,8 @@
 // key is a heartbeat counter. rendezvous/algorithm/detail/rendezvous_keys.hpp builds the names
 // (that table is the layout); this header only recognises the two shapes the store server and the
 // status pages need, so that the server — which does not link the rendezvous algorithm — can tell
-// heartbeats apart on its io thread. tests/rendezvous/rendezvous_key_names_test.cpp checks both
-// against the names RendezvousKeys builds.
+// heartbeats apart on its io thread. tests/rendezvous/store/rendezvous_key_names_test.cpp checks
+// both against the names RendezvousKeys builds.
 //
 //   rdzv/<runId>/inc                      the run's incarnation counter: one per run id
 //   rdzv/<runId>/<N>/r/<g>/hb/<rank>      a node's heartbeat counter in round g

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "ddprund_process.hpp"
-#include "raw_socket.hpp"
+#include "tests/rendezvous/daemon/ddprund_process.hpp"
+#include "tests/rendezvous/raw_socket.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
 

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "rendezvous/store/in_memory_store.hpp"
-#include "rendezvous_harness.hpp"
+#include "tests/rendezvous/rendezvous_harness.hpp"
 
 using namespace ddp;
 using namespace ddp::test;

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "rendezvous/store/in_memory_store.hpp"
-#include "rendezvous_harness.hpp"
+#include "tests/rendezvous/rendezvous_harness.hpp"
 
 using namespace ddp;
 using namespace ddp::test;

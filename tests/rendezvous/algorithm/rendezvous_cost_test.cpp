@@ -11,10 +11,10 @@
 #include <future>
 #include <memory>
 
-#include "pausable_store.hpp"
+#include "tests/rendezvous/algorithm/pausable_store.hpp"
 #include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous/store/prefix_store.hpp"
-#include "rendezvous_harness.hpp"
+#include "tests/rendezvous/rendezvous_harness.hpp"
 
 using namespace ddp;
 using namespace ddp::test;

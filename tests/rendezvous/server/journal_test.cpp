@@ -21,7 +21,7 @@
 #include "rendezvous/server/detail/journal_format.hpp"
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
-#include "tests/rendezvous/store_server_client.hpp"
+#include "tests/rendezvous/server/store_server_client.hpp"
 #include "tests/rendezvous/temp_dir.hpp"
 
 namespace ddp {

@@ -8,7 +8,7 @@
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
-#include "rendezvous_harness.hpp"
+#include "tests/rendezvous/rendezvous_harness.hpp"
 
 using namespace ddp;
 using namespace ddp::test;

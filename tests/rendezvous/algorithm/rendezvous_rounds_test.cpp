@@ -6,9 +6,9 @@
 
 #include <future>
 
-#include "pausable_store.hpp"
+#include "tests/rendezvous/algorithm/pausable_store.hpp"
 #include "rendezvous/store/in_memory_store.hpp"
-#include "rendezvous_harness.hpp"
+#include "tests/rendezvous/rendezvous_harness.hpp"
 
 using namespace ddp;
 using namespace ddp::test;

@@ -5,7 +5,7 @@
 
 #include "rendezvous/algorithm/detail/node_exclusion.hpp"
 #include "rendezvous/store/in_memory_store.hpp"
-#include "rendezvous_harness.hpp"
+#include "tests/rendezvous/rendezvous_harness.hpp"
 
 using namespace ddp;
 using namespace ddp::test;

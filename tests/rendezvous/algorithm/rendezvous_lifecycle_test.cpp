@@ -11,7 +11,7 @@
 #include "rendezvous/store/in_memory_store.hpp"
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
-#include "rendezvous_harness.hpp"
+#include "tests/rendezvous/rendezvous_harness.hpp"
 
 using namespace ddp;
 using namespace ddp::test;

@@ -9,7 +9,7 @@
 #include "rendezvous/store/tcp_store_client.hpp"
 #include "tests/rendezvous/raw_socket.hpp"
 #include "tests/rendezvous/store_contract.hpp"
-#include "tests/rendezvous/torch_store_process.hpp"
+#include "tests/rendezvous/store/torch_store_process.hpp"
 
 namespace ddp {
 namespace {

@@ -18,7 +18,7 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
-#include "tests/rendezvous/closed_port.hpp"
+#include "tests/rendezvous/store/closed_port.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"

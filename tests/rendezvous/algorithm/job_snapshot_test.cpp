@@ -8,7 +8,7 @@
 #include "rendezvous/algorithm/job_snapshot.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/store/in_memory_store.hpp"
-#include "rendezvous_harness.hpp"
+#include "tests/rendezvous/rendezvous_harness.hpp"
 
 using namespace ddp;
 using namespace ddp::test;

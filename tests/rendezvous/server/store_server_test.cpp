@@ -18,7 +18,7 @@
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/wire/wire_codec.hpp"
 #include "tests/rendezvous/raw_socket.hpp"
-#include "tests/rendezvous/store_server_client.hpp"
+#include "tests/rendezvous/server/store_server_client.hpp"
 
 using namespace ddp;
 using wire::Dialect;

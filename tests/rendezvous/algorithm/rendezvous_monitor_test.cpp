@@ -13,7 +13,7 @@
 
 #include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
 #include "rendezvous/store/in_memory_store.hpp"
-#include "rendezvous_harness.hpp"
+#include "tests/rendezvous/rendezvous_harness.hpp"
 #include "tests/fakes/controlled_store.hpp"
 
 using namespace ddp;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "rendezvous/server/store_server.hpp"
-#include "tests/rendezvous/store_server_client.hpp"
+#include "tests/rendezvous/server/store_server_client.hpp"
 
 using namespace ddp;
 using test::Client;

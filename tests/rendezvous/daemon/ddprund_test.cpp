@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "ddprund_process.hpp"
-#include "raw_socket.hpp"
+#include "tests/rendezvous/daemon/ddprund_process.hpp"
+#include "tests/rendezvous/raw_socket.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
-#include "tests/rendezvous/closed_port.hpp"
+#include "tests/rendezvous/store/closed_port.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
 
