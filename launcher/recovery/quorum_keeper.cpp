@@ -120,13 +120,8 @@ void QuorumKeeper::publishLocked(const QuorumChange& change) {
   std::vector<std::pair<int, QuorumRecord>> records;
   for (int lr = 0; lr < localWorkers_; ++lr) {
     QuorumRecord r;
+    r.layout() = layoutOf(round_, lr, localWorkers_);
     r.id = change.id;
-    r.rank = round_.baseRank + lr;
-    r.worldSize = round_.worldSize;
-    r.localRank = lr;
-    r.localWorldSize = localWorkers_;
-    r.groupRank = round_.nodeRank;
-    r.groupWorldSize = round_.nodeCount;
     r.masterAddr = addr_;
     r.masterPort = port_;
     r.reason = change.reason;

@@ -41,10 +41,9 @@ namespace ddp {
 
 class FailureSequencer;
 
-// One worker as the status pages show it (launcher/status/status_publisher.hpp).
-struct WorkerState {
-  int localRank = 0;
-  int globalRank = 0;
+// One worker as the status pages show it (launcher/status/status_publisher.hpp): its WorkerSpec's
+// RankLayout (the pages show rank and localRank), then its process.
+struct WorkerState : RankLayout {
   pid_t pid = -1;
   bool exited = false;
   int status = 0;              // wait status once exited

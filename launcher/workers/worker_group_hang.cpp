@@ -38,7 +38,7 @@ void WorkerGroup::takeHung(const HangVerdict& v) {
   w.collecting = true;
   const bool python = isPythonProcess(v.target);
   logger("agent")->warn("worker rank {} (local {}, pid {}) hangs: {}; taking the stacks of pid {} "
-                        "({})", w.spec.globalRank, w.spec.localRank, w.pid, v.reason, v.target,
+                        "({})", w.spec.rank, w.spec.localRank, w.pid, v.reason, v.target,
                         python ? "Python: SIGABRT, faulthandler prints them" : "gdb");
   if (!python) {
     // Frozen first: gdb reads symbols for seconds before it attaches, and a peer ended meanwhile
@@ -86,7 +86,7 @@ void WorkerGroup::finishHang(Worker& w, const std::string& text) {
   w.stacks = r.shown;
   w.stacksFile = r.file;
   w.waitsForPeer = r.waitsForPeer;
-  logger("agent")->warn("stacks of worker rank {} (pid {}){}:\n{}", w.spec.globalRank,
+  logger("agent")->warn("stacks of worker rank {} (pid {}){}:\n{}", w.spec.rank,
                         w.hang->target, w.stacksFile.empty() ? "" : ", whole in " + w.stacksFile,
                         w.stacks);
   w.pendingEnd = true;
