@@ -71,8 +71,7 @@ void QuorumKeeper::beginGeneration(const RendezvousResult& round, const std::str
   {
     std::lock_guard<std::mutex> lock(mutex_);
     round_ = round;
-    addr_ = addr;
-    port_ = port;
+    master_ = o.endpoint;
     current_ = {-1, -1};
     publishLocked({{round.generation, 0}, "", {}, -1});
   }
@@ -122,8 +121,7 @@ void QuorumKeeper::publishLocked(const QuorumChange& change) {
     QuorumRecord r;
     r.layout() = layoutOf(round_, lr, localWorkers_);
     r.id = change.id;
-    r.masterAddr = addr_;
-    r.masterPort = port_;
+    r.master = master_;
     r.reason = change.reason;
     r.replaced = change.replaced;
     records.emplace_back(lr, std::move(r));

@@ -112,8 +112,7 @@ class QuorumKeeper {
   mutable std::mutex mutex_;
   // Guarded by mutex_:
   RendezvousResult round_;
-  std::string addr_;
-  uint16_t port_ = 0;
+  Endpoint master_;  // the worker store's
   QuorumId current_{-1, -1};
 };
 
