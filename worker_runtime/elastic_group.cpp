@@ -101,8 +101,7 @@ QuorumRecord recordOf(const WorkerEnv& env) {
   QuorumRecord r;
   r.layout() = env.layout();
   r.id = {env.restartCount, 0};
-  r.masterAddr = env.masterAddr;
-  r.masterPort = env.masterPort;
+  r.master = env.master;
   return r;
 }
 
@@ -315,21 +314,19 @@ void ElasticGroup::build(const QuorumRecord& record, Clock::time_point deadline)
   const auto budget = std::max(std::chrono::milliseconds(1),
       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   if (!store_ || record.id.generation != storeGeneration_ ||
-      storeEndpoint_ != Endpoint{record.masterAddr, record.masterPort}) {
+      storeEndpoint_ != record.master) {
     store_.reset();
     WorkerEnv env = env_;
-    env.masterAddr = record.masterAddr;
-    env.masterPort = record.masterPort;
+    env.master = record.master;
     env.restartCount = int(record.id.generation);
     env.useAgentStore = env_.useAgentStore || board_ != nullptr;
     store_ = connectWorkerStore(env, std::min(budget, options_.timeout));
     storeGeneration_ = record.id.generation;
-    storeEndpoint_ = {record.masterAddr, record.masterPort};
+    storeEndpoint_ = record.master;
   }
   WorkerEnv env = env_;
   env.layout() = record.layout();
-  env.masterAddr = record.masterAddr;
-  env.masterPort = record.masterPort;
+  env.master = record.master;
   env.restartCount = int(record.id.generation);
   CommOptions options = options_;
   if (board_) options.storePrefix = options_.storePrefix + "/q" + std::to_string(record.id.quorum);

@@ -68,7 +68,7 @@ GlooCommunicator::GlooCommunicator(const WorkerEnv& env, Store& store, const Com
       abortSwitch_(std::make_shared<detail::AbortSwitch>()) {
   if (timeout_.count() <= 0) throw ConfigError("communicator timeout must be positive");
   bindAddress_ = options.bindAddress.empty()
-                     ? localAddressTowards(env.masterAddr, env.masterPort)
+                     ? localAddressTowards(env.master.host, static_cast<uint16_t>(env.master.port))
                      : options.bindAddress;
   auto start = std::chrono::steady_clock::now();
   const detail::SocketTable before = detail::socketDescriptors();
@@ -86,7 +86,7 @@ GlooCommunicator::GlooCommunicator(const WorkerEnv& env, Store& store, const Com
                     " could not build the Gloo communicator (bound to " + bindAddress_ +
                     ", budget " + std::to_string(timeout_.count()) + " ms): " + e.what());
   }
-  pairSockets_ = detail::connectionsOpenedSince(before, static_cast<uint16_t>(env.masterPort));
+  pairSockets_ = detail::connectionsOpenedSince(before, static_cast<uint16_t>(env.master.port));
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - start);
   logger("worker")->debug("gloo communicator rank {} of {} on {} connected in {} ms", rank_, size_,

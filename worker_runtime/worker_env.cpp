@@ -79,9 +79,9 @@ void readTopology(WorkerEnv& env) {
 }
 
 void readMaster(WorkerEnv& env) {
-  env.masterAddr = requireVar("MASTER_ADDR");
-  env.masterPort = static_cast<uint16_t>(parseInteger("MASTER_PORT", requireVar("MASTER_PORT"), 1,
-                                                      std::numeric_limits<uint16_t>::max()));
+  env.master.host = requireVar("MASTER_ADDR");
+  env.master.port = static_cast<int>(parseInteger("MASTER_PORT", requireVar("MASTER_PORT"), 1,
+                                                  std::numeric_limits<uint16_t>::max()));
 }
 
 void readElastic(WorkerEnv& env) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "rendezvous/base/endpoint.hpp"
 #include "rendezvous/base/rank_layout.hpp"
 
 namespace ddp {
@@ -14,8 +15,7 @@ namespace ddp {
 // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (node rank), GROUP_WORLD_SIZE
 // (nodes): the RankLayout it embeds.
 struct WorkerEnv : RankLayout {
-  std::string masterAddr;    // MASTER_ADDR
-  uint16_t masterPort = 0;   // MASTER_PORT
+  Endpoint master;           // MASTER_ADDR, MASTER_PORT (1..65535)
   int restartCount = 0;      // TORCHELASTIC_RESTART_COUNT (the job-wide generation)
   int maxRestarts = 0;       // TORCHELASTIC_MAX_RESTARTS
   std::string runId;         // TORCHELASTIC_RUN_ID

@@ -62,13 +62,13 @@ std::unique_ptr<Store> connectWorkerStore(const WorkerEnv& env, std::chrono::mil
   std::unique_ptr<StoreServerThread> server;
   if (!env.useAgentStore && env.rank == 0) {
     StoreServerOptions serverOptions;
-    serverOptions.port = env.masterPort;
+    serverOptions.port = static_cast<uint16_t>(env.master.port);
     serverOptions.name = "worker-store (rank 0)";
     server = std::make_unique<StoreServerThread>(serverOptions);
     logger("worker")->info("rank 0 hosts the worker store on port {}", server->port());
   }
   TcpStoreClientOptions options;
-  options.endpoint = {env.masterAddr, env.masterPort};
+  options.endpoint = env.master;
   options.connectTimeout = timeout;
   options.timeout = timeout;
   auto client = std::make_unique<TcpStoreClient>(options);

@@ -139,7 +139,7 @@ void Supervisor::stopForFailure(const std::string& note) {
                           : first.signal != 0 ? "was killed by " + signalName(first.signal)
                                               : "exited with " + std::to_string(first.exitCode);
   logger("agent")->info("worker rank {} (local {}, pid {}) {}; stopping the other workers{}",
-                        first.globalRank, first.localRank, first.pid, how,
+                        first.rank, first.localRank, first.pid, how,
                         note.empty() ? "" : " (" + note + ")");
   group_->stop(SIGTERM, [this] { finish(pending_.kind); });
 }

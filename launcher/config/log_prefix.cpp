@@ -42,7 +42,7 @@ std::string valueOf(const std::string& name, const LogPrefixValues& v) {
   if (name == "role") return v.role;
   if (name == "host") return v.host;
   if (name == "pid") return std::to_string(v.pid);
-  if (name == "node_rank") return std::to_string(v.nodeRank);
+  if (name == "node_rank") return std::to_string(v.groupRank);
   return std::to_string(v.restartCount);  // restart_count: the only other known name
 }
 

@@ -25,16 +25,17 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/base/rank_layout.hpp"
+
 namespace ddp {
 
-// What a worker's prefix is made of.
-struct LogPrefixValues {
-  int rank = 0;
-  int localRank = 0;
+// What a worker's prefix is made of: its WorkerSpec's RankLayout (rank, local_rank and node_rank
+// are its rank, localRank and groupRank; the sizes are known, but no variable shows them), then
+// the rest of the table.
+struct LogPrefixValues : RankLayout {
   std::string role;
   std::string host;
   int64_t pid = 0;
-  int nodeRank = 0;
   int64_t restartCount = 0;
 };
 

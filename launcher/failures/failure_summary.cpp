@@ -49,7 +49,7 @@ std::optional<int64_t> positiveInteger(const json& value) {
 }
 
 json workerToJson(const WorkerFailure& f) {
-  return json{{"global_rank", f.globalRank},
+  return json{{"global_rank", f.rank},
               {"local_rank", f.localRank},
               {"host", f.host},
               {"pid", f.pid},
@@ -74,7 +74,7 @@ json workerToJson(const WorkerFailure& f) {
 
 WorkerFailure workerFromJson(const json& j) {
   WorkerFailure f;
-  f.globalRank = j.at("global_rank").get<int>();
+  f.rank = j.at("global_rank").get<int>();
   f.localRank = j.at("local_rank").get<int>();
   f.host = j.at("host").get<std::string>();
   f.pid = j.at("pid").get<int>();
@@ -144,9 +144,9 @@ void appendFailure(std::ostringstream& out, std::size_t index, const WorkerFailu
   appendField(out, "time",
               formatTime(f.unixMs) + " (+" + std::to_string(f.monotonicMs) +
                   " ms after the workers started)");
-  appendField(out, "host", f.host + " (node rank " + std::to_string(f.nodeRank) + ")");
+  appendField(out, "host", f.host + " (node rank " + std::to_string(f.groupRank) + ")");
   appendField(out, "rank",
-              std::to_string(f.globalRank) + " (local_rank: " + std::to_string(f.localRank) + ")");
+              std::to_string(f.rank) + " (local_rank: " + std::to_string(f.localRank) + ")");
   const std::string code = f.signal != 0
                                ? std::to_string(-f.signal) + " (" + signalName(f.signal) + ")"
                                : std::to_string(f.exitCode);
@@ -177,10 +177,10 @@ void appendFailure(std::ostringstream& out, std::size_t index, const WorkerFailu
   }
   if (f.collateral && root != nullptr && !f.hang.empty()) {
     appendField(out, "note", "collateral: its stacks show it waiting for its peers while rank " +
-                                 std::to_string(root->globalRank) + " failed on its own");
+                                 std::to_string(root->rank) + " failed on its own");
   } else if (f.collateral && root != nullptr) {
     appendField(out, "note", "collateral: a communication error in the generation in which rank " +
-                                 std::to_string(root->globalRank) + " failed on its own");
+                                 std::to_string(root->rank) + " failed on its own");
   }
 }
 
@@ -198,7 +198,7 @@ std::vector<WorkerFailure> lastGeneration(const std::vector<FailureRecord>& reco
     if (std::find(seenNodes.begin(), seenNodes.end(), r.nodeRank) != seenNodes.end()) continue;
     seenNodes.push_back(r.nodeRank);
     for (WorkerFailure f : r.failures) {
-      f.nodeRank = r.nodeRank;
+      f.groupRank = r.nodeRank;
       f.collateral = false;
       all.push_back(std::move(f));
     }
@@ -305,8 +305,8 @@ FailureRecord failureRecordFromJson(const std::string& text) {
 bool failsBefore(const WorkerFailure& a, const WorkerFailure& b) {
   const auto key = [](const WorkerFailure& f) {
     const bool numbered = f.failureSeq > 0;
-    return std::make_tuple(!numbered, numbered ? f.failureSeq : 0, numbered ? 0 : f.nodeRank,
-                           numbered ? 0 : f.reapSeq, f.globalRank);
+    return std::make_tuple(!numbered, numbered ? f.failureSeq : 0, numbered ? 0 : f.groupRank,
+                           numbered ? 0 : f.reapSeq, f.rank);
   };
   return key(a) < key(b);
 }
@@ -316,7 +316,7 @@ FailureSummary summarize(const std::vector<FailureRecord>& records) {
   for (const auto& r : records) {
     if (!r.recoveredInPlace()) continue;
     for (WorkerFailure f : r.failures) {
-      f.nodeRank = r.nodeRank;
+      f.groupRank = r.nodeRank;
       summary.recovered.push_back({std::move(f), r.generation, r.quorum});
     }
   }
@@ -367,7 +367,7 @@ std::string formatTable(const FailureSummary& summary, const std::string& entryp
       const WorkerFailure& f = r.failure;
       const std::string how = !f.hang.empty() ? "hung" : f.signal != 0 ? signalName(f.signal)
                                                         : "exitcode " + std::to_string(f.exitCode);
-      out << "  rank " << f.globalRank << " on " << f.host << " (node rank " << f.nodeRank
+      out << "  rank " << f.rank << " on " << f.host << " (node rank " << f.groupRank
           << ", pid " << f.pid << "): " << how << "; replaced, quorum " << r.generation << "."
           << r.quorum << "\n";
     }

@@ -30,13 +30,17 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/base/rank_layout.hpp"
 #include "rendezvous/base/signal_name.hpp"
 
 namespace ddp {
 
-struct WorkerFailure {
-  int globalRank = 0;
-  int localRank = 0;
+// A failed worker: where it sat (the RankLayout it embeds, its WorkerSpec's), then how and when
+// it failed. The published JSON carries rank and localRank only ("global_rank", "local_rank"),
+// the node rank once per record: a failure read back (failureRecordFromJson) gets groupRank from
+// summarize() (the record's nodeRank), and the sizes (worldSize, localWorldSize, groupWorldSize)
+// are not known there — they keep RankLayout's defaults.
+struct WorkerFailure : RankLayout {
   std::string host;
   int pid = 0;
   int exitCode = 0;         // the exit status when it exited, else 0
@@ -64,8 +68,7 @@ struct WorkerFailure {
   std::string stacks;
   std::string stacksFile;
   bool waitsForPeer = false;
-  // Set by summarize(): the node rank of the record it came from, and whether it is collateral.
-  int nodeRank = 0;
+  // Set by summarize(): whether it is collateral.
   bool collateral = false;
 };
 
@@ -100,7 +103,7 @@ FailureRecord failureRecordFromJson(const std::string& json);
 
 // A failure recovered in place: the worker, and the quorum its replacement joined.
 struct RecoveredFailure {
-  WorkerFailure failure;  // nodeRank set
+  WorkerFailure failure;  // groupRank set
   int64_t generation = 0;
   int64_t quorum = 0;
 };

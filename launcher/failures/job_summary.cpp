@@ -63,7 +63,7 @@ std::vector<FailureRecord> gatherRecords(Rendezvous& rdzv, const FailedJob& job,
 // An error file or stacks file of this node is shown only while it exists; a temporary log dir
 // holding one that is shown is kept.
 void checkLocalFiles(WorkerFailure& f, const FailedJob& job, KeptLogs& logs) {
-  if (!job.round || f.nodeRank != job.round->nodeRank) return;
+  if (!job.round || f.groupRank != job.round->nodeRank) return;
   for (std::string* path : {&f.errorFile, &f.stacksFile}) {
     if (path->empty()) continue;
     std::error_code ec;

@@ -86,7 +86,7 @@ std::vector<Attempt> attemptsUpTo(const std::vector<FailureRecord>& records, int
 }
 
 bool sameFailure(const WorkerFailure& a, const WorkerFailure& b) {
-  return a.globalRank == b.globalRank && a.exitCode == b.exitCode && a.signal == b.signal &&
+  return a.rank == b.rank && a.exitCode == b.exitCode && a.signal == b.signal &&
          a.message == b.message && a.step == b.step;
 }
 
@@ -117,7 +117,7 @@ bool countsForVerdict(const WorkerFailure& f) {
 }
 
 std::string causeText(const WorkerFailure& f) {
-  std::string text = "rank " + std::to_string(f.globalRank);
+  std::string text = "rank " + std::to_string(f.rank);
   text += f.signal != 0 ? " " + signalName(f.signal) : " exit " + std::to_string(f.exitCode);
   if (!f.hang.empty()) text += " (hung)";
   if (!f.message.empty()) text += " '" + shortText(f.message) + "'";

@@ -22,7 +22,7 @@ constexpr std::size_t kShownStackLines = 40;
 struct HungWorkers::Hung {
   uint64_t take = 0;
   HangVerdict verdict;
-  int globalRank = 0;
+  int rank = 0;  // RANK, for the log lines
   bool collecting = true;   // its stacks are being taken
   bool pendingEnd = false;  // stacks taken; ended once no other hung worker's are being taken
   std::unique_ptr<boost::asio::posix::stream_descriptor> dumpWait;  // a Python dump: target's pidfd
@@ -52,10 +52,10 @@ void HungWorkers::take(const HangVerdict& v) {
   h = std::make_unique<Hung>();  // a replaced worker's record, if any, goes
   h->take = ++takes_;
   h->verdict = v;
-  h->globalRank = worker->globalRank;
+  h->rank = worker->rank;
   const bool python = isPythonProcess(v.target);
   logger("agent")->warn("worker rank {} (local {}, pid {}) hangs: {}; taking the stacks of pid {} "
-                        "({})", worker->globalRank, v.localRank, worker->pid, v.reason, v.target,
+                        "({})", worker->rank, v.localRank, worker->pid, v.reason, v.target,
                         python ? "Python: SIGABRT, faulthandler prints them" : "gdb");
   if (!python) {
     // Frozen first: gdb reads symbols for seconds before it attaches, and a peer ended meanwhile
@@ -121,7 +121,7 @@ void HungWorkers::finish(int localRank, uint64_t take, const std::string& text) 
   if (h.dumpWait) h.dumpWait->close(ignored);
   RecordedStacks r = recordStacks(group_.workerDir(localRank) + "/stacks.txt", h.verdict.reason,
                                   text, h.dumpBound != nullptr, kShownStackLines);
-  logger("agent")->warn("stacks of worker rank {} (pid {}){}:\n{}", h.globalRank, h.verdict.target,
+  logger("agent")->warn("stacks of worker rank {} (pid {}){}:\n{}", h.rank, h.verdict.target,
                         r.file.empty() ? "" : ", whole in " + r.file, r.shown);
   group_.setHungStacks(localRank, std::move(r));
   h.pendingEnd = true;

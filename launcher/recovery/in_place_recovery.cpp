@@ -16,7 +16,7 @@ std::string howItFailed(const WorkerFailure& f) {
 std::string describe(const std::vector<WorkerFailure>& failures) {
   std::string out;
   for (const auto& f : failures) {
-    out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(f.globalRank) +
+    out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(f.rank) +
            " (pid " + std::to_string(f.pid) + ") " + howItFailed(f);
   }
   return out;
@@ -211,7 +211,7 @@ void InPlaceRecovery::decide(std::vector<WorkerFailure> failures, bool workerFin
     }
     const int used = std::get<RecoveryGranted>(spent).restartsUsed;
     std::vector<int> ranks;
-    for (const auto& f : failures) ranks.push_back(f.globalRank);
+    for (const auto& f : failures) ranks.push_back(f.rank);
     const std::string reason = describe(failures) + ": replaced in place";
     const QuorumChange change = keeper_->makeQuorum(ranks, reason);
     log->warn("{}; replacing in place (quorum {}, restart {} of {}); the other workers keep running",

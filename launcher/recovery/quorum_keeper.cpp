@@ -71,8 +71,7 @@ void QuorumKeeper::beginGeneration(const RendezvousResult& round, const std::str
   {
     std::lock_guard<std::mutex> lock(mutex_);
     round_ = round;
-    addr_ = addr;
-    port_ = port;
+    master_ = o.endpoint;
     current_ = {-1, -1};
     publishLocked({{round.generation, 0}, "", {}, -1});
   }
@@ -95,10 +94,6 @@ QuorumId QuorumKeeper::current() const {
   return current_;
 }
 
-void QuorumKeeper::onQuorum(std::function<void(const QuorumChange&)> callback) {
-  callback_ = std::move(callback);
-}
-
 void QuorumKeeper::onAllInPlace(std::function<void(bool standbyCapable)> callback) {
   allInPlaceCallback_ = std::move(callback);
 }
@@ -119,27 +114,20 @@ bool QuorumKeeper::workerFinished() {
   return calls_->check({finishedKey(round_.generation)});
 }
 
-bool QuorumKeeper::publishLocked(const QuorumChange& change) {
-  if (change.id <= current_) return false;
+void QuorumKeeper::publishLocked(const QuorumChange& change) {
+  if (change.id <= current_) return;
   std::vector<std::pair<int, QuorumRecord>> records;
   for (int lr = 0; lr < localWorkers_; ++lr) {
     QuorumRecord r;
+    r.layout() = layoutOf(round_, lr, localWorkers_);
     r.id = change.id;
-    r.rank = round_.baseRank + lr;
-    r.worldSize = round_.worldSize;
-    r.localRank = lr;
-    r.localWorldSize = localWorkers_;
-    r.groupRank = round_.nodeRank;
-    r.groupWorldSize = round_.nodeCount;
-    r.masterAddr = addr_;
-    r.masterPort = port_;
+    r.master = master_;
     r.reason = change.reason;
     r.replaced = change.replaced;
     records.emplace_back(lr, std::move(r));
   }
   board_.publish(records);
   current_ = change.id;
-  return true;
 }
 
 QuorumChange QuorumKeeper::makeQuorum(const std::vector<int>& replaced, const std::string& reason) {
@@ -157,12 +145,10 @@ QuorumChange QuorumKeeper::makeQuorum(const std::vector<int>& replaced, const st
     const std::string key = quorumKey(change.id.generation, change.id.quorum);
     if (calls_->compareSet(key, "", mine) == mine) break;
   }
-  bool published = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    published = publishLocked(change);
+    publishLocked(change);
   }
-  if (published && callback_) callback_(change);
   return change;
 }
 
@@ -190,12 +176,8 @@ void QuorumKeeper::watch() {
       watcher_->wait({key}, allInPlace_ ? std::chrono::seconds(30) : std::chrono::milliseconds(100));
       if (stop_) return;
       const QuorumChange change = decodeChange({g, next}, watcher_->get(key));
-      bool published = false;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        published = publishLocked(change);
-      }
-      if (published && callback_) callback_(change);
+      std::lock_guard<std::mutex> lock(mutex_);
+      publishLocked(change);
     } catch (const TimeoutError&) {
       // Nothing new (or interrupted by endGeneration): wait again.
     } catch (const Error& e) {

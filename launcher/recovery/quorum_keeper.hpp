@@ -14,8 +14,8 @@
 // rank that made it), "claim" (a random token: who won a contested number)}.
 //
 // Thread safety: beginGeneration()/endGeneration()/makeQuorum() from one thread (the agent's or
-// one helper at a time); the watcher is the keeper's own thread; onQuorum's callback runs on it
-// (or on the caller of makeQuorum) and must not block.
+// one helper at a time); the watcher is the keeper's own thread; onAllInPlace's callback runs on
+// it and must not block.
 #pragma once
 
 #include <atomic>
@@ -88,8 +88,6 @@ class QuorumKeeper {
   // The newest quorum on this node's board.
   QuorumId current() const;
 
-  // Called for every quorum written on this node's board after quorum 0 (made here or relayed).
-  void onQuorum(std::function<void(const QuorumChange&)> callback);
   // Called once per generation (not an inherited one) when every worker announced that it
   // recovers in place, with whether every one can also wait as a standby process
   // (worker_runtime/standby.hpp). Runs on the watcher thread; must not block.
@@ -98,11 +96,10 @@ class QuorumKeeper {
  private:
   void watch();
   // Writes `change` on the board unless an equal or newer one is there. Guarded by mutex_.
-  bool publishLocked(const QuorumChange& change);
+  void publishLocked(const QuorumChange& change);
 
   QuorumBoard board_;
   const int localWorkers_;
-  std::function<void(const QuorumChange&)> callback_;
   std::function<void(bool)> allInPlaceCallback_;
   std::unique_ptr<TcpStoreClient> calls_;   // makeQuorum, workersInPlace
   std::unique_ptr<TcpStoreClient> watcher_;  // the watcher thread's
@@ -115,8 +112,7 @@ class QuorumKeeper {
   mutable std::mutex mutex_;
   // Guarded by mutex_:
   RendezvousResult round_;
-  std::string addr_;
-  uint16_t port_ = 0;
+  Endpoint master_;  // the worker store's
   QuorumId current_{-1, -1};
 };
 

@@ -23,7 +23,7 @@ json workerJson(const WorkerState& w) {
   json exitCode = nullptr, signal = nullptr;
   if (w.exited && WIFEXITED(w.status)) exitCode = WEXITSTATUS(w.status);
   if (w.exited && WIFSIGNALED(w.status)) signal = signalName(WTERMSIG(w.status));
-  return {{"local_rank", w.localRank}, {"rank", w.globalRank}, {"pid", w.pid},
+  return {{"local_rank", w.localRank}, {"rank", w.rank}, {"pid", w.pid},
           {"state", workerStateName(w)}, {"exit_code", exitCode}, {"signal", signal}};
 }
 
@@ -56,7 +56,7 @@ std::string nodeStatusJson(const NodeStatus& s) {
 }
 
 std::string describeFailure(const WorkerFailure& f) {
-  std::string text = "rank " + std::to_string(f.globalRank) + " on " + f.host + " (pid " +
+  std::string text = "rank " + std::to_string(f.rank) + " on " + f.host + " (pid " +
                      std::to_string(f.pid) + ") " +
                      (f.signal != 0 ? "was killed by " + signalName(f.signal)
                                     : "exited with " + std::to_string(f.exitCode));

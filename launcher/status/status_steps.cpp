@@ -44,7 +44,7 @@ void StatusPublisher::publishSteps(const std::string& runId, int64_t incarnation
   std::vector<int> ranks(steps.computeS.size(), -1);
   for (const auto& w : node.workers) {
     if (w.localRank >= 0 && std::size_t(w.localRank) < ranks.size()) {
-      ranks[std::size_t(w.localRank)] = w.globalRank;
+      ranks[std::size_t(w.localRank)] = w.rank;
     }
   }
   const auto judged = watch.judge(steps.computeS, median, ranks, now);

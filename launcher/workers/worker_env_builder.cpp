@@ -74,23 +74,21 @@ WorkerSpec WorkerEnvBuilder::build(int localRank, const RendezvousResult& round,
                                    const WorkerStoreAddress& store,
                                    const std::string& errorFile) const {
   WorkerSpec spec;
-  spec.localRank = localRank;
-  spec.globalRank = round.baseRank + localRank;
+  spec.layout() = layoutOf(round, localRank, config_.nprocPerNode);
   spec.roleRank = round.baseRoleRank + localRank;
-  spec.nodeRank = round.nodeRank;
   spec.errorFile = errorFile;
   for (const auto& arg : config_.command) spec.argv.push_back(substituteLocalRank(arg, localRank));
 
   EnvMap& env = spec.env;
   env = parentEnv_;
-  env["LOCAL_RANK"] = std::to_string(localRank);
-  env["RANK"] = std::to_string(spec.globalRank);
-  env["GROUP_RANK"] = std::to_string(round.nodeRank);
+  env["LOCAL_RANK"] = std::to_string(spec.localRank);
+  env["RANK"] = std::to_string(spec.rank);
+  env["GROUP_RANK"] = std::to_string(spec.groupRank);
   env["ROLE_RANK"] = std::to_string(spec.roleRank);
   env["ROLE_NAME"] = config_.role;
-  env["LOCAL_WORLD_SIZE"] = std::to_string(config_.nprocPerNode);
-  env["WORLD_SIZE"] = std::to_string(round.worldSize);
-  env["GROUP_WORLD_SIZE"] = std::to_string(round.nodeCount);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(spec.localWorldSize);
+  env["WORLD_SIZE"] = std::to_string(spec.worldSize);
+  env["GROUP_WORLD_SIZE"] = std::to_string(spec.groupWorldSize);
   env["ROLE_WORLD_SIZE"] = std::to_string(round.roleWorldSize);
   env["MASTER_ADDR"] = store.addr;
   env["MASTER_PORT"] = std::to_string(store.port);

@@ -21,6 +21,7 @@
 #include "launcher/numa/cpu_binding.hpp"
 #include "launcher/workers/terminal.hpp"
 #include "rendezvous/algorithm/rendezvous.hpp"
+#include "rendezvous/base/rank_layout.hpp"
 
 namespace ddp {
 
@@ -31,11 +32,11 @@ using EnvMap = std::map<std::string, std::string>;
 EnvMap currentEnvironment();
 
 // One worker of this node for one generation: what to exec, with which env, and its ranks.
-struct WorkerSpec {
-  int localRank = 0;
-  int globalRank = 0;
-  int roleRank = 0;
-  int nodeRank = 0;  // GROUP_RANK
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK and GROUP_WORLD_SIZE are the
+// RankLayout it embeds, the numbers its env holds — except with --virtual-local-rank, where the
+// env says LOCAL_RANK=0 and localRank stays the worker's real local rank.
+struct WorkerSpec : RankLayout {
+  int roleRank = 0;  // ROLE_RANK
   std::vector<std::string> argv;  // argv[0] is looked up on PATH when it has no '/'
   EnvMap env;                     // the complete environment of the worker
   std::string errorFile;          // TORCHELASTIC_ERROR_FILE ("" = none)

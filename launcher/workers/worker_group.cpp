@@ -94,8 +94,8 @@ bool WorkerGroup::onConsole(int localRank, StdStreams which) const {
 
 std::string WorkerGroup::prefixOf(const WorkerSpec& spec, pid_t pid) const {
   return formatLogPrefix(settings_.prefixTemplate,
-                         LogPrefixValues{spec.globalRank, spec.localRank, settings_.role,
-                                         settings_.host, pid, spec.nodeRank, generation_});
+                         LogPrefixValues{spec.layout(), settings_.role, settings_.host, pid,
+                                         generation_});
 }
 
 // A console stream that is a terminal gets a pseudo-terminal as wide as the console less the
@@ -188,7 +188,7 @@ int64_t WorkerGroup::takeFailureNumber() {
 void WorkerGroup::onGuardianLost(Worker& w) {
   logger("agent")->warn("the guardian (pid {}) of worker rank {} (pid {}) was killed; the worker "
                         "and everything it started are killed too",
-                        w.proc.guardianPid, w.spec.globalRank, w.pid);
+                        w.proc.guardianPid, w.spec.rank, w.pid);
   reaper_.sweepStrays();
 }
 
@@ -247,8 +247,7 @@ bool WorkerGroup::allSucceeded() const {
 
 WorkerFailure WorkerGroup::failureOf(const Worker& w) const {
   WorkerFailure f;
-  f.globalRank = w.spec.globalRank;
-  f.localRank = w.spec.localRank;
+  f.layout() = w.spec.layout();
   f.host = settings_.host;
   f.pid = w.pid;
   f.exitCode = WIFEXITED(w.status) ? WEXITSTATUS(w.status) : 0;
@@ -313,7 +312,7 @@ void WorkerGroup::replace(WorkerSpec spec) {
   if (standby_) proc = standby_->take(spec.argv, spec.env);
   if (proc) {
     logger("agent")->info("standby process {} takes the place of local rank {} (rank {})",
-                          proc->pid, spec.localRank, spec.globalRank);
+                          proc->pid, spec.localRank, spec.rank);
   } else {
     proc = spawnWorkers({spec})[0];  // throws with nothing started
   }
@@ -345,8 +344,7 @@ void WorkerGroup::keepStandby(WorkerSpec spec, int count) {
 std::vector<WorkerState> WorkerGroup::states() const {
   std::vector<WorkerState> out;
   for (const auto& w : workers_) {
-    out.push_back({w->spec.localRank, w->spec.globalRank, w->pid, w->exited, w->status,
-                   w->signalledBeforeExit});
+    out.push_back({w->spec.layout(), w->pid, w->exited, w->status, w->signalledBeforeExit});
   }
   return out;
 }

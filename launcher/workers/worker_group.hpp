@@ -43,10 +43,9 @@ namespace ddp {
 
 class FailureSequencer;
 
-// One worker as the status pages show it (launcher/status/status_publisher.hpp).
-struct WorkerState {
-  int localRank = 0;
-  int globalRank = 0;
+// One worker as the status pages show it (launcher/status/status_publisher.hpp): its WorkerSpec's
+// RankLayout (the pages show rank and localRank), then its process.
+struct WorkerState : RankLayout {
   pid_t pid = -1;
   bool exited = false;
   int status = 0;              // wait status once exited
@@ -144,7 +143,7 @@ class WorkerGroup {
   // rank changes nothing. --
   struct Watched {
     int localRank = 0;
-    int globalRank = 0;
+    int rank = 0;  // RANK
     pid_t pid = 0;
     bool exited = false;
     uint64_t outputBytes = 0;  // stdout + stderr bytes read so far

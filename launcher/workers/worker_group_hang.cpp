@@ -15,7 +15,7 @@ namespace ddp {
 std::vector<WorkerGroup::Watched> WorkerGroup::watched() const {
   std::vector<Watched> out;
   for (const auto& w : workers_) {
-    out.push_back({w->spec.localRank, w->spec.globalRank, w->pid, w->exited,
+    out.push_back({w->spec.localRank, w->spec.rank, w->pid, w->exited,
                    w->out->bytesRead() + w->err->bytesRead()});
   }
   return out;

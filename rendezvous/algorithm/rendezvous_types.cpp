@@ -13,4 +13,13 @@ const char* endName(RendezvousEventKind kind) {
   return "ended";
 }
 
+RankLayout layoutOf(const RendezvousResult& round, int localRank, int localWorldSize) {
+  return {.rank = round.baseRank + localRank,
+          .worldSize = round.worldSize,
+          .localRank = localRank,
+          .localWorldSize = localWorldSize,
+          .groupRank = round.nodeRank,
+          .groupWorldSize = round.nodeCount};
+}
+
 }  // namespace ddp

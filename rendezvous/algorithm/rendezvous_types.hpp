@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "rendezvous/base/error.hpp"
+#include "rendezvous/base/rank_layout.hpp"
 
 
 namespace ddp {
@@ -96,6 +97,10 @@ struct RendezvousResult {
   // closing agent computes them all once). MASTER_ADDR comes from the worker store node rank 0
   // publishes (publishWorkerStore / workerStore).
 };
+
+// The RankLayout of this node's local rank `localRank` in `round`, the node running
+// `localWorldSize` workers (0 <= localRank < localWorldSize). Pure.
+RankLayout layoutOf(const RendezvousResult& round, int localRank, int localWorldSize);
 
 enum class RendezvousEventKind {
   kScaleUp,           // a node waits to join: stop workers and call next() (free)

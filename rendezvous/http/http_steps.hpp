@@ -18,13 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/base/rank_layout.hpp"
 #include "rendezvous/http/http_job_view.hpp"
 
 namespace ddp {
 
-struct RankStep {
-  int rank = 0;
-  int nodeRank = 0;
+// One rank's figure. Its RankLayout comes from the newest round (JobView::nodes: groupRank, the
+// nodes' localWorldSize and their count and sum) and its agent's status record (rank, localRank).
+struct RankStep : RankLayout {
   std::string host;
   double computeS = 0;
   bool straggler = false;

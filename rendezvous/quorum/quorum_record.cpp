@@ -35,7 +35,7 @@ std::string encodeQuorumRecord(const QuorumRecord& r) {
             {"rank", r.rank},                  {"world_size", r.worldSize},
             {"local_rank", r.localRank},       {"local_world_size", r.localWorldSize},
             {"group_rank", r.groupRank},       {"group_world_size", r.groupWorldSize},
-            {"master_addr", r.masterAddr},     {"master_port", r.masterPort},
+            {"master_addr", r.master.host},    {"master_port", r.master.port},
             {"reason", r.reason},              {"replaced", r.replaced}};
   return j.dump();
 }
@@ -52,7 +52,7 @@ QuorumRecord decodeQuorumRecord(const std::string& text) {
   r.localWorldSize = field<int>(j, "local_world_size");
   r.groupRank = field<int>(j, "group_rank");
   r.groupWorldSize = field<int>(j, "group_world_size");
-  r.masterAddr = field<std::string>(j, "master_addr");
+  r.master.host = field<std::string>(j, "master_addr");
   const int port = field<int>(j, "master_port");
   if (j.contains("reason")) r.reason = field<std::string>(j, "reason");
   if (j.contains("replaced")) r.replaced = field<std::vector<int>>(j, "replaced");
@@ -63,8 +63,8 @@ QuorumRecord decodeQuorumRecord(const std::string& text) {
         "local rank outside the node");
   check(r.groupWorldSize >= 1 && r.groupRank >= 0 && r.groupRank < r.groupWorldSize,
         "group rank outside the job");
-  check(port >= 1 && port <= 65535 && !r.masterAddr.empty(), "no usable worker store address");
-  r.masterPort = static_cast<uint16_t>(port);
+  check(port >= 1 && port <= 65535 && !r.master.host.empty(), "no usable worker store address");
+  r.master.port = port;
   for (int rank : r.replaced) check(rank >= 0 && rank < r.worldSize, "replaced rank outside the world");
   return r;
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/base/endpoint.hpp"
 #include "rendezvous/base/rank_layout.hpp"
 
 namespace ddp {
@@ -33,9 +34,8 @@ struct QuorumId {
 // The worker's RankLayout in this quorum (a worker's local rank never changes), then the rest.
 struct QuorumRecord : RankLayout {
   QuorumId id;
-  // The worker store of this quorum's generation (MASTER_ADDR / MASTER_PORT).
-  std::string masterAddr;
-  uint16_t masterPort = 0;
+  // The worker store of this quorum's generation (MASTER_ADDR / MASTER_PORT; 1..65535).
+  Endpoint master;
   // One line: why this quorum exists ("rank 3 (pid 4242) exited with 1: replaced in place").
   std::string reason;
   // Global ranks whose process is new in this quorum (their state comes from a peer).

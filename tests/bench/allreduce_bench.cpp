@@ -69,8 +69,8 @@ class RankBench {
     ddp::WorkerEnv env;
     env.rank = env.localRank = rank;
     env.worldSize = env.localWorldSize = opt.ranks;
-    env.masterAddr = "127.0.0.1";
-    env.masterPort = 29500;  // not dialled: the store is in memory
+    env.master.host = "127.0.0.1";
+    env.master.port = 29500;  // not dialled: the store is in memory
     ddp::CommOptions co;
     co.backend = ddp::CommBackend::kGloo;
     co.bindAddress = "127.0.0.1";

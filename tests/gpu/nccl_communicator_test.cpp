@@ -35,8 +35,8 @@ ddp::WorkerEnv env(int rank, int size) {
   e.localRank = rank;
   e.worldSize = size;
   e.localWorldSize = size;
-  e.masterAddr = "127.0.0.1";
-  e.masterPort = 29500;
+  e.master.host = "127.0.0.1";
+  e.master.port = 29500;
   return e;
 }
 

@@ -71,8 +71,8 @@ struct Agent {
       q.id = {generation, quorum};
       q.rank = q.localRank = r;
       q.worldSize = q.localWorldSize = world;
-      q.masterAddr = "127.0.0.1";
-      q.masterPort = store.port();
+      q.master.host = "127.0.0.1";
+      q.master.port = store.port();
       q.replaced = replaced;
       q.reason = "test";
       records.emplace_back(r, q);
@@ -84,8 +84,8 @@ struct Agent {
     WorkerEnv e;
     e.rank = e.localRank = rank;
     e.worldSize = e.localWorldSize = world;
-    e.masterAddr = "127.0.0.1";
-    e.masterPort = store.port();
+    e.master.host = "127.0.0.1";
+    e.master.port = store.port();
     e.useAgentStore = true;
     e.quorumBoard = board.path();
     e.quorumSlot = rank;

@@ -170,7 +170,7 @@ TEST_CASE("no newer quorum within the budget, or no board: rebuild() is a CommEr
              Catch::Contains("found no quorum to recover into within 100 ms"));
 
   auto plain = ddp::test::loopbackEnv(0, 1);
-  plain.masterPort = server.port();
+  plain.master.port = server.port();
   plain.useAgentStore = true;
   ddp::ElasticGroup without(plain, ddp::test::glooOptions(5s));
   CHECK_FALSE(without.recoversInPlace());

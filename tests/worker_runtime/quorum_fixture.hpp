@@ -22,8 +22,8 @@ inline QuorumRecord recordFor(int rank, int world, uint16_t port, int64_t quorum
   r.worldSize = world;
   r.localRank = rank;
   r.localWorldSize = world;
-  r.masterAddr = "127.0.0.1";
-  r.masterPort = port;
+  r.master.host = "127.0.0.1";
+  r.master.port = port;
   r.reason = quorum == 0 ? "" : "the last rank exited: replaced in place";
   if (quorum > 0) r.replaced = {world - 1};
   return r;
@@ -37,7 +37,7 @@ inline void publishQuorum(QuorumBoard& board, int world, uint16_t port, int64_t 
 
 inline WorkerEnv envFor(int rank, int world, uint16_t port, const QuorumBoard& board) {
   auto env = loopbackEnv(rank, world);
-  env.masterPort = port;
+  env.master.port = port;
   env.useAgentStore = true;
   env.quorumBoard = board.path();
   env.quorumSlot = rank;

@@ -25,8 +25,8 @@ inline WorkerEnv loopbackEnv(int rank, int size) {
   env.localRank = rank;
   env.worldSize = size;
   env.localWorldSize = size;
-  env.masterAddr = "127.0.0.1";
-  env.masterPort = 29500;  // only used to find the route; nothing listens there
+  env.master.host = "127.0.0.1";
+  env.master.port = 29500;  // only used to find the route; nothing listens there
   return env;
 }
 

@@ -83,8 +83,8 @@ TEST_CASE("a full torchrun environment is read field by field", "[worker_env]") 
   CHECK(w.localWorldSize == 4);
   CHECK(w.groupRank == 1);
   CHECK(w.groupWorldSize == 2);
-  CHECK(w.masterAddr == "node0.example.com");
-  CHECK(w.masterPort == 41234);
+  CHECK(w.master.host == "node0.example.com");
+  CHECK(w.master.port == 41234);
   CHECK(w.restartCount == 3);
   CHECK(w.maxRestarts == 5);
   CHECK(w.runId == "job7");

@@ -36,7 +36,7 @@ std::vector<float> allreduceThroughStore(int size, uint16_t port, bool useAgentS
   std::vector<float> results(size, -1.0f);
   auto errors = ddp::test::runThreads(size, [&](int rank, ddp::Store&) {
     auto env = ddp::test::loopbackEnv(rank, size);
-    env.masterPort = port;
+    env.master.port = port;
     env.useAgentStore = useAgentStore;
     env.restartCount = restartCount;
     auto store = ddp::connectWorkerStore(env, 20s);
@@ -89,7 +89,7 @@ TEST_CASE("an unreachable worker store fails within the connect budget", "[worke
   holder.open(boost::asio::ip::tcp::v4());
   holder.bind({boost::asio::ip::make_address("127.0.0.1"), 0});
   auto env = ddp::test::loopbackEnv(1, 2);
-  env.masterPort = holder.local_endpoint().port();
+  env.master.port = holder.local_endpoint().port();
   env.useAgentStore = true;
   auto start = Clock::now();
   CHECK_THROWS_AS(ddp::connectWorkerStore(env, 500ms), ddp::Error);

@@ -113,7 +113,7 @@ TEST_CASE("one failure stops the rest and is the root cause", "[supervisor]") {
   REQUIRE(outcome.kind == OutcomeKind::kFailed);
   REQUIRE(outcome.failures.size() == 3);
   const auto& root = outcome.failures.front();
-  CHECK(root.globalRank == 1);
+  CHECK(root.rank == 1);
   CHECK(root.exitCode == 3);
   CHECK_FALSE(root.stoppedByAgent);
   CHECK(root.message == "RuntimeError: boom");
@@ -127,7 +127,7 @@ TEST_CASE("one failure stops the rest and is the root cause", "[supervisor]") {
     CHECK((peer.signal == SIGTERM || peer.exitCode == 128 + SIGTERM));
   }
   const auto summary = summarize({FailureRecord{0, 0, "testhost", outcome.failures}});
-  CHECK(summary.rootCause.globalRank == 1);
+  CHECK(summary.rootCause.rank == 1);
   CHECK(ddprunExitCode(summary.rootCause) == 3);
   CHECK(root.failureSeq == 1);  // numbered by the agent from the worker store's counter
   CHECK_FALSE(root.seqByWorker);
@@ -171,7 +171,7 @@ TEST_CASE("simultaneous exits: the own failure is the root cause, 50 times out o
     REQUIRE(outcome.failures.size() == 2);
     for (const auto& f : outcome.failures) CHECK_FALSE(f.stoppedByAgent);  // both exited first
     const auto summary = summarize({FailureRecord{generation, 0, "testhost", outcome.failures}});
-    CHECK(summary.rootCause.globalRank == 1);
+    CHECK(summary.rootCause.rank == 1);
     CHECK(summary.rootCause.exitCode == 1);
     REQUIRE(summary.others.size() == 1);
     CHECK(summary.others[0].collateral);
@@ -190,7 +190,7 @@ TEST_CASE("a worker killed by SIGKILL is reported with the signal", "[supervisor
   killer.join();
   REQUIRE(outcome.kind == OutcomeKind::kFailed);
   const auto summary = summarize({FailureRecord{0, 0, "testhost", outcome.failures}});
-  CHECK(summary.rootCause.globalRank == 0);
+  CHECK(summary.rootCause.rank == 0);
   CHECK(summary.rootCause.signal == SIGKILL);
   CHECK(ddprunExitCode(summary.rootCause) == 137);
   CHECK(formatSummary(summary, "worker").find("SIGKILL") != std::string::npos);
@@ -238,7 +238,7 @@ TEST_CASE("a worker's exit comes through its guardian exactly, with the worker's
   REQUIRE(outcome.kind == OutcomeKind::kFailed);
   // Rank 0 exits 0 unless the stop after rank 1's failure reaches it first.
   auto it = std::find_if(outcome.failures.begin(), outcome.failures.end(),
-                         [](const WorkerFailure& f) { return f.globalRank == 1; });
+                         [](const WorkerFailure& f) { return f.rank == 1; });
   REQUIRE(it != outcome.failures.end());
   const WorkerFailure& f = *it;
   CHECK(f.signal == SIGUSR2);

@@ -10,7 +10,10 @@ using ddp::LogPrefixValues;
 
 namespace {
 
-const LogPrefixValues kWorker{13, 5, "trainer", "gpu-07", 4242, 1, 3};
+// Rank 13 is local rank 5 of node 1, 8 workers a node, 2 nodes.
+const LogPrefixValues kWorker{{.rank = 13, .worldSize = 16, .localRank = 5, .localWorldSize = 8,
+                               .groupRank = 1, .groupWorldSize = 2},
+                              "trainer", "gpu-07", 4242, 3};
 
 std::string fromTorch(const std::string& t, std::vector<std::string>* unknown = nullptr) {
   std::vector<std::string> names;

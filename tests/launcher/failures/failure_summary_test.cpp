@@ -17,7 +17,7 @@ namespace {
 // `ms` is only ever displayed: the order comes from failureSeq / reapSeq.
 WorkerFailure failure(int rank, int64_t ms, int code, int signal = 0, bool stopped = false) {
   WorkerFailure f;
-  f.globalRank = rank;
+  f.rank = rank;
   f.localRank = rank % 2;
   f.host = "node" + std::to_string(rank / 2);
   f.pid = 1000 + rank;
@@ -135,12 +135,12 @@ TEST_CASE("only the last generation is summarised, once per node", "[summary]") 
   const auto summary = summarize(records);
   REQUIRE_FALSE(summary.empty);
   CHECK(summary.generation == 2);
-  CHECK(summary.rootCause.globalRank == 1);  // #1 of generation 2, on the node reporting second
-  CHECK(summary.rootCause.nodeRank == 0);
+  CHECK(summary.rootCause.rank == 1);  // #1 of generation 2, on the node reporting second
+  CHECK(summary.rootCause.groupRank == 0);
   CHECK(ddprunExitCode(summary.rootCause) == 5);
   REQUIRE(summary.others.size() == 2);
-  CHECK(summary.others[0].globalRank == 2);
-  CHECK(summary.others[1].globalRank == 3);
+  CHECK(summary.others[0].rank == 2);
+  CHECK(summary.others[1].rank == 3);
   CHECK(summarize({}).empty);
 }
 
@@ -155,9 +155,9 @@ TEST_CASE("the failure order is the numbers, then node and reap order, never a c
   r3.reapSeq = 2;
   std::vector<FailureRecord> records = {{0, 1, "node1", {r2, r3}}, {0, 0, "node0", {r0, r1}}};
   const auto summary = summarize(records);
-  CHECK(summary.rootCause.globalRank == 2);
+  CHECK(summary.rootCause.rank == 2);
   std::vector<int> order;
-  for (const auto& f : summary.others) order.push_back(f.globalRank);
+  for (const auto& f : summary.others) order.push_back(f.rank);
   CHECK(order == std::vector<int>{1, 0, 3});  // unnumbered: node 0 before node 1
   CHECK(failsBefore(r2, r1));
   CHECK_FALSE(failsBefore(r1, r2));
@@ -168,11 +168,11 @@ TEST_CASE("a worker ddprun stopped is never the root cause", "[summary]") {
   auto stopped = numbered(failure(0, 1, 0, SIGTERM, true), 1, false);
   auto real = numbered(failure(1, 2, 7), 2, false);
   const auto summary = summarize({{0, 0, "node0", {stopped, real}}});
-  CHECK(summary.rootCause.globalRank == 1);
+  CHECK(summary.rootCause.rank == 1);
   // With nothing but stopped workers, the first of them is still shown.
   const auto onlyStopped = summarize({{0, 0, "node0", {stopped}}});
   REQUIRE_FALSE(onlyStopped.empty);
-  CHECK(onlyStopped.rootCause.globalRank == 0);
+  CHECK(onlyStopped.rootCause.rank == 0);
 }
 
 TEST_CASE("a communication error after a peer's own failure is collateral", "[summary]") {
@@ -180,7 +180,7 @@ TEST_CASE("a communication error after a peer's own failure is collateral", "[su
     auto victim = numbered(commError(0, 1), 1, true);
     auto culprit = numbered(failure(1, 2, 0, SIGSEGV), 2, false);
     const auto summary = summarize({{0, 0, "node0", {victim, culprit}}});
-    CHECK(summary.rootCause.globalRank == 1);
+    CHECK(summary.rootCause.rank == 1);
     REQUIRE(summary.others.size() == 1);
     CHECK(summary.others[0].collateral);
   }
@@ -189,19 +189,19 @@ TEST_CASE("a communication error after a peer's own failure is collateral", "[su
     victim.reapSeq = 1;
     auto culprit = failure(1, 2, 1);
     culprit.reapSeq = 2;
-    CHECK(summarize({{0, 0, "node0", {victim, culprit}}}).rootCause.globalRank == 1);
+    CHECK(summarize({{0, 0, "node0", {victim, culprit}}}).rootCause.rank == 1);
   }
   SECTION("a communication error provably before the other failure is the root cause") {
     auto first = numbered(commError(0, 1), 1, true);
     auto later = numbered(failure(1, 2, 1), 2, true);  // numbered by the worker itself, after
     const auto summary = summarize({{0, 0, "node0", {first, later}}});
-    CHECK(summary.rootCause.globalRank == 0);
+    CHECK(summary.rootCause.rank == 0);
     CHECK_FALSE(summary.rootCause.collateral);
   }
   SECTION("only communication errors: the first one") {
     auto a = numbered(commError(0, 1), 2, true);
     auto b = numbered(commError(1, 1), 1, true);
-    CHECK(summarize({{0, 0, "node0", {a, b}}}).rootCause.globalRank == 1);
+    CHECK(summarize({{0, 0, "node0", {a, b}}}).rootCause.rank == 1);
   }
 }
 
@@ -215,7 +215,7 @@ TEST_CASE("every node builds the same summary whatever order the records came in
   std::sort(records.begin(), records.end(),
             [](const auto& a, const auto& b) { return a.nodeRank < b.nodeRank; });
   const std::string expected = formatSummary(summarize(records), "train");
-  CHECK(summarize(records).rootCause.globalRank == 1);
+  CHECK(summarize(records).rootCause.rank == 1);
   do {
     CHECK(formatSummary(summarize(records), "train") == expected);
   } while (std::next_permutation(records.begin(), records.end(), [](const auto& a, const auto& b) {
@@ -330,7 +330,7 @@ TEST_CASE("of two hung workers, the one waiting for its peers is collateral of t
   CHECK(isCommunicationFailure(waiter));
   CHECK_FALSE(isCommunicationFailure(sleeper));
   const auto summary = summarize({{0, 0, "node0", {waiter, sleeper}}});
-  CHECK(summary.rootCause.globalRank == 1);
+  CHECK(summary.rootCause.rank == 1);
   REQUIRE(summary.others.size() == 1);
   CHECK(summary.others[0].collateral);
   const std::string table = formatSummary(summary, "train");

@@ -86,7 +86,7 @@ class RecordingRendezvous final : public Rendezvous, public FailureLedger, publi
 
 WorkerFailure worker(int rank, int code, int64_t seq, int signal = 0, bool stopped = false) {
   WorkerFailure f;
-  f.globalRank = rank;
+  f.rank = rank;
   f.host = "node" + std::to_string(rank);
   f.pid = 100 + rank;
   f.exitCode = code;

@@ -14,14 +14,14 @@ namespace {
 
 WorkerFailure exited(int code) {
   WorkerFailure f;
-  f.globalRank = 1;
+  f.rank = 1;
   f.exitCode = code;
   return f;
 }
 
 WorkerFailure signalled(int signal) {
   WorkerFailure f;
-  f.globalRank = 1;
+  f.rank = 1;
   f.signal = signal;
   return f;
 }

@@ -15,7 +15,7 @@ namespace {
 
 WorkerFailure failure(int rank, int exitCode, std::string message, int64_t step) {
   WorkerFailure f;
-  f.globalRank = rank;
+  f.rank = rank;
   f.localRank = rank;
   f.host = "n1";
   f.exitCode = exitCode;
@@ -68,7 +68,7 @@ TEST_CASE("verdict: failures that differ do not repeat", "[restart_policy][verdi
   const auto crash = failure(1, 1, kInjected, 3);
   for (int what = 0; what < 4; ++what) {
     auto other = crash;
-    if (what == 0) other.globalRank = 2;
+    if (what == 0) other.rank = 2;
     if (what == 1) other.exitCode = 2;
     if (what == 2) other.message = "ddp::Error: something else";
     if (what == 3) other.step = 7;  // progress: step 7 is further than step 3

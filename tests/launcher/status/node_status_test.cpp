@@ -24,7 +24,7 @@ std::vector<int64_t> generations(const std::string& history) {
 
 ddp::WorkerFailure failure(int rank, int exitCode, int64_t seq, const std::string& message) {
   ddp::WorkerFailure f;
-  f.globalRank = rank;
+  f.rank = rank;
   f.host = "n" + std::to_string(rank);
   f.pid = 100 + rank;
   f.exitCode = exitCode;
@@ -41,10 +41,10 @@ TEST_CASE("a node record names each worker's state and exit", "[unit]") {
   s.generation = 2;
   s.nodeRank = 1;
   s.maxRestarts = 3;
-  s.workers = {{0, 2, 11, false, 0, false},
-               {1, 3, 12, true, 0, false},                 // exited 0
-               {2, 4, 13, true, 1 << 8, false},            // exited 1 by itself
-               {3, 5, 14, true, SIGTERM, true}};           // stopped by ddprun
+  s.workers = {{{.rank = 2, .localRank = 0}, 11, false, 0, false},
+               {{.rank = 3, .localRank = 1}, 12, true, 0, false},        // exited 0
+               {{.rank = 4, .localRank = 2}, 13, true, 1 << 8, false},   // exited 1 by itself
+               {{.rank = 5, .localRank = 3}, 14, true, SIGTERM, true}};  // stopped by ddprun
   const json record = json::parse(ddp::nodeStatusJson(s));
   CHECK(record["generation"] == 2);
   CHECK(record["max_restarts"] == 3);

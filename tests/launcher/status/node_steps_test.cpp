@@ -16,7 +16,8 @@ NodeStatus twoWorkers(int nodeRank) {
   NodeStatus s;
   s.generation = 2;
   s.nodeRank = nodeRank;
-  s.workers = {WorkerState{0, 2 * nodeRank, 100}, WorkerState{1, 2 * nodeRank + 1, 101}};
+  s.workers = {WorkerState{{.rank = 2 * nodeRank, .localRank = 0}, 100},
+               WorkerState{{.rank = 2 * nodeRank + 1, .localRank = 1}, 101}};
   return s;
 }
 

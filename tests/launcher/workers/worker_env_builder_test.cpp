@@ -53,7 +53,7 @@ TEST_CASE("every torchrun variable is set for each local rank", "[env]") {
                            {"NCCL_ASYNC_ERROR_HANDLING", "1"},
                            {"OMP_NUM_THREADS", "1"}};
   CHECK(spec.env == expected);
-  CHECK(spec.globalRank == 7);
+  CHECK(spec.rank == 7);
   CHECK(spec.argv == std::vector<std::string>{"python3", "-u", "train.py", "--out=ckpt_3"});
   CHECK(builder.ompThreadsDefaulted());
 }

@@ -40,7 +40,7 @@ TEST_CASE("/status lists the flagged ranks and the job's median", "[straggler]")
   REQUIRE(ranks.size() == 3);  // rank 2 has no figure yet
   CHECK(ranks[0].rank == 0);
   CHECK(ranks[2].rank == 3);
-  CHECK(ranks[2].nodeRank == 1);
+  CHECK(ranks[2].groupRank == 1);
   CHECK(jobStepMedian(job) == 0.005);
   const json status = statusJson({job}, nullptr);
   const json& j = status["jobs"][0];
