@@ -18,23 +18,17 @@
 #include "launcher/workers/worker_process.hpp"
 #include "launcher_test_util.hpp"
 #include "rendezvous/server/store_server.hpp"
+#include "tests/loopback_store.hpp"
 
 namespace ddp {
 namespace {
 
 using namespace std::chrono_literals;
 
-StoreServerOptions workerStoreOptions() {
-  StoreServerOptions o;
-  o.host = "127.0.0.1";
-  o.name = "worker store (test)";
-  return o;
-}
-
 struct Fixture {
   explicit Fixture(const std::string& name, int n)
       : dir(test::scratchDir(name)), logs(dir + "/logs", "run", true),
-        workerStore(workerStoreOptions()) {
+        workerStore(testing::loopbackStore("worker store (test)")) {
     config.nprocPerNode = n;
     consolePath = dir + "/console.txt";
     console = ::open(consolePath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

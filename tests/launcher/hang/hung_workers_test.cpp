@@ -16,24 +16,18 @@
 #include "launcher/workers/worker_env_builder.hpp"
 #include "launcher_test_util.hpp"
 #include "rendezvous/server/store_server.hpp"
+#include "tests/loopback_store.hpp"
 
 namespace ddp {
 namespace {
 
 using namespace std::chrono_literals;
 
-StoreServerOptions workerStoreOptions() {
-  StoreServerOptions o;
-  o.host = "127.0.0.1";
-  o.name = "worker store (test)";
-  return o;
-}
-
 // One sleeping worker in a group of its own, with the reaper and the loop it needs.
 struct Fixture {
   explicit Fixture(const std::string& name)
       : dir(test::scratchDir(name)), logs(dir + "/logs", "run", true),
-        workerStore(workerStoreOptions()), reaper(io) {
+        workerStore(testing::loopbackStore("worker store (test)")), reaper(io) {
     config.nprocPerNode = 1;
     config.command = {test::workerBin(), "--sleep-ms", "60000", "--ready-file", dir + "/ready"};
     settings.host = "testhost";

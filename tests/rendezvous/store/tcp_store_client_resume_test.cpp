@@ -16,18 +16,12 @@
 #include "rendezvous/wire/wire_codec.hpp"
 #include "tests/rendezvous/dropping_proxy.hpp"
 #include "tests/rendezvous/temp_dir.hpp"
+#include "tests/loopback_store.hpp"
 
 namespace ddp {
 namespace {
 
 using namespace std::chrono_literals;
-
-StoreServerOptions loopbackServer() {
-  StoreServerOptions options;
-  options.host = "127.0.0.1";
-  options.name = "resume-test store";
-  return options;
-}
 
 TcpStoreClientOptions clientOptions(uint16_t port, std::chrono::milliseconds reconnect) {
   TcpStoreClientOptions options;
@@ -41,7 +35,7 @@ TcpStoreClientOptions clientOptions(uint16_t port, std::chrono::milliseconds rec
 const std::vector<HelloField> kFields = {{"client", "ddprun"}, {"purpose", "test"}};
 
 TEST_CASE("a change whose reply was lost after it applied is sent again and applies once") {
-  StoreServerThread server(loopbackServer());
+  StoreServerThread server(testing::loopbackStore("resume-test store"));
   test::DroppingProxy proxy(server.port());
   auto client = connectTcpStore(clientOptions(proxy.port(), 30s), wire::kCapRequestId, kFields);
   CHECK(client->add("n", 1) == 1);
@@ -64,7 +58,7 @@ TEST_CASE("a change whose reply was lost after it applied is sent again and appl
 }
 
 TEST_CASE("without a reconnect budget a lost connection stays a sticky NetworkError") {
-  StoreServerThread server(loopbackServer());
+  StoreServerThread server(testing::loopbackStore("resume-test store"));
   test::DroppingProxy proxy(server.port());
   auto client = connectTcpStore(clientOptions(proxy.port(), 0ms), wire::kCapRequestId, kFields);
   proxy.armDropNextReply();
@@ -75,7 +69,7 @@ TEST_CASE("without a reconnect budget a lost connection stays a sticky NetworkEr
 
 TEST_CASE("a client resumes across a restart of its server from the data directory") {
   test::TempDir dir;
-  StoreServerOptions options = loopbackServer();
+  StoreServerOptions options = testing::loopbackStore("resume-test store");
   options.durability.dataDir = dir.path();
   auto first = std::make_unique<StoreServerThread>(options);
   options.port = first->port();
@@ -104,7 +98,8 @@ TEST_CASE("a client resumes across a restart of its server from the data directo
 }
 
 TEST_CASE("a store that keeps no data is not waited for, nor resumed into after a restart") {
-  StoreServerOptions options = loopbackServer();  // no data directory: kCapDurable not granted
+  // No data directory: kCapDurable is not granted.
+  StoreServerOptions options = testing::loopbackStore("resume-test store");
   auto first = std::make_unique<StoreServerThread>(options);
   options.port = first->port();
   auto client = connectTcpStore(clientOptions(options.port, 60s), wire::kCapRequestId, kFields);
