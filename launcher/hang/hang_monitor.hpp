@@ -11,9 +11,8 @@
 //     worker starved on a loaded machine wants to run: it is not hung);
 // and hands each verdict to its HungWorkers (hung_workers.hpp: the stacks, then the end of the
 // worker); with --straggler-threshold it also hands the beats' compute times to the settings'
-// StragglerWatch, afresh each generation. One
-// steady_timer on the io_context, armed for the next deadline or sample: nothing polls, and with
-// no deadline pending nothing runs. Verdicts that fall due while the group is being stopped are
+// StragglerWatch, afresh each generation. One steady_timer on the io_context, armed for the next
+// deadline or sample: nothing polls, and with no deadline pending nothing runs. Verdicts that fall due while the group is being stopped are
 // dropped: those workers are ending anyway.
 //
 // Thread safety: use from the io_context's thread only. Construct after the group started; destroy
