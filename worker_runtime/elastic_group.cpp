@@ -301,8 +301,12 @@ void ElasticGroup::announceInPlace() {
   announced_ = true;
   // A replacement was counted for its rank by its predecessor (or by the agent that carried the
   // predecessor into a generation formed in place); a process that goes on into a generation
-  // formed in place is carried by its agent (quorum_keeper.hpp): once per process.
-  if (env_.stateFromPeer) return;
+  // formed in place is carried by its agent (quorum_keeper.hpp): once per process. It says that
+  // it joined instead: its agent then knows it did not fail at start (in_place_recovery.hpp).
+  if (env_.stateFromPeer) {
+    unprefixed(*store_).add(joinedCountKey(view_.id.generation, view_.rank), 1);
+    return;
+  }
   // The key is the agents' (worker_store_keys.hpp): no worker prefix, on the same connection.
   // A program that can wait as a standby says so first: an agent that sees in_place complete
   // then knows whether every worker can (worker_runtime/standby.hpp).

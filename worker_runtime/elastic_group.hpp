@@ -9,9 +9,10 @@
 // announces that it recovers in place (the worker store's in_place counter), which is what lets
 // the agents replace a failed worker instead of restarting every one. A process announces once
 // in its life, whatever quorum it first built: a replacement (DDP_STATE_FROM_PEER) was counted
-// for its rank already, and when a generation forms in place the agents carry the announcements
-// of the processes that go on into it (worker_store_keys.hpp), so a failure at any moment of the
-// rebuild is recovered in place.
+// for its rank already (it says that it joined instead: its agent's back-off tells it from one
+// that failed at start), and when a generation forms in place the agents carry the
+// announcements of the processes that go on into it (worker_store_keys.hpp), so a failure at any
+// moment of the rebuild is recovered in place.
 //
 // When a collective fails (CommError) or quorumChanged() says the agent published a newer quorum,
 // the worker calls rebuild(): the old communicator is closed first (its connections close, so

@@ -227,13 +227,16 @@ void InPlaceRecovery::decide(std::vector<WorkerFailure> failures, bool workerFin
 }
 
 std::chrono::milliseconds InPlaceRecovery::backoffFor(const std::vector<WorkerFailure>& failures) {
-  const auto now = std::chrono::steady_clock::now();
   int worst = 0;
   for (const auto& f : failures) {
-    auto it = streaks_.find(f.localRank);
-    if (it == streaks_.end()) continue;  // the rank's first process: not a replacement
-    Streak& s = it->second;
-    s.failedAtStart = now - s.started < kStartWindow ? s.failedAtStart + 1 : 0;
+    Streak& s = streaks_[f.localRank];
+    const int64_t joined = keeper_->joinedCount(f.rank);
+    // A failed replacement that never joined failed at start; the rank's first process, one that
+    // joined, or one that went on into a generation formed in place did not.
+    const bool atStart = s.replaced && s.generation == round_.generation && joined <= s.joinedBefore;
+    s.failedAtStart = atStart ? s.failedAtStart + 1 : 0;
+    s.generation = round_.generation;
+    s.joinedBefore = joined;  // the next replacement joins when the counter moves past it
     worst = std::max(worst, s.failedAtStart);
   }
   if (worst == 0) return std::chrono::milliseconds(0);
@@ -243,8 +246,7 @@ std::chrono::milliseconds InPlaceRecovery::backoffFor(const std::vector<WorkerFa
 }
 
 void InPlaceRecovery::noteReplaced(const std::vector<WorkerFailure>& failures) {
-  const auto now = std::chrono::steady_clock::now();
-  for (const auto& f : failures) streaks_[f.localRank].started = now;
+  for (const auto& f : failures) streaks_[f.localRank].replaced = true;
 }
 
 bool InPlaceRecovery::pause(std::chrono::milliseconds delay) {

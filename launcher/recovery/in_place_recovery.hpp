@@ -107,11 +107,12 @@ struct InPlaceHooks {
 
 class InPlaceRecovery {
  public:
-  // A replacement that fails within kStartWindow of being started failed at start; the next
+  // A replacement that fails before it joined (built a communicator: the worker store's joined
+  // counter of its rank did not move, worker_store_keys.hpp) failed at start; the next
   // replacement of its local rank waits kFirstBackoff, doubled for each such failure in a row, at
   // most kMaxBackoff (far below any worker's wait for a new quorum), so the agent never replaces
-  // faster than it learns. A replacement that outlives the window ends its rank's run.
-  static constexpr std::chrono::milliseconds kStartWindow{std::chrono::seconds(10)};
+  // faster than it learns. A replacement that joined ends its rank's run, however soon it fails
+  // after (a storm's kills come seconds apart); so does a generation formed in place meanwhile.
   static constexpr std::chrono::milliseconds kFirstBackoff{250};
   static constexpr std::chrono::milliseconds kMaxBackoff{std::chrono::seconds(8)};
   // Rounds that may end before they are ready, one after another, while the workers keep running
@@ -136,7 +137,9 @@ class InPlaceRecovery {
 
  private:
   bool take(const std::vector<WorkerFailure>& failures);
-  // The back-off before replacing `failures` (see kStartWindow); records their start otherwise.
+  // The back-off before replacing `failures` (see kFirstBackoff), from what their ranks' joined
+  // counters say; takes the counters as the next replacements' baseline. Throws what
+  // QuorumKeeper::joinedCount throws.
   std::chrono::milliseconds backoffFor(const std::vector<WorkerFailure>& failures);
   void noteReplaced(const std::vector<WorkerFailure>& failures);
   // Waits `delay` on the helper thread; false when the generation ends meanwhile.
@@ -150,10 +153,13 @@ class InPlaceRecovery {
   std::unique_ptr<QuorumKeeper> keeper_;
   RendezvousResult round_;
   std::thread helper_;
-  // Back-off (helper thread; reset by beginGeneration): per local rank, when its replacement
-  // started and how many replacements of it in a row failed at start.
+  // Back-off (helper thread; reset by beginGeneration): per local rank, the generation and
+  // joined count its last replacement started with, whether one started, and how many
+  // replacements of it in a row failed at start.
   struct Streak {
-    std::chrono::steady_clock::time_point started;
+    int64_t generation = -1;
+    int64_t joinedBefore = 0;
+    bool replaced = false;
     int failedAtStart = 0;
   };
   std::map<int, Streak> streaks_;

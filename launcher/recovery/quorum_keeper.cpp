@@ -104,6 +104,11 @@ int64_t QuorumKeeper::workersInPlace() {
   return calls_->add(inPlaceCountKey(round_.generation), 0);
 }
 
+int64_t QuorumKeeper::joinedCount(int rank) {
+  if (!calls_) throw Error("no generation is running");
+  return calls_->add(joinedCountKey(round_.generation, rank), 0);
+}
+
 bool QuorumKeeper::stateLost() {
   if (!calls_) throw Error("no generation is running");
   return calls_->check({stateLostKey(round_.generation)});

@@ -77,6 +77,10 @@ class QuorumKeeper {
   // True once every worker of the generation announced that it recovers in place (the watcher
   // reads the in_place counter until it does). Non-blocking; any thread.
   bool allInPlace() const { return allInPlace_.load(); }
+  // Processes that took global rank `rank` of the generation late (replacements) and built a
+  // communicator: the joined counter (worker_store_keys.hpp). One store call. Throws
+  // NetworkError, TimeoutError.
+  int64_t joinedCount(int rank);
   // True when a worker found the generation's state lost (worker_store_keys.hpp). One store call.
   bool stateLost();
   // True when a worker of the generation finished its last step (worker_store_keys.hpp's

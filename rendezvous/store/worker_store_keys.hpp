@@ -26,6 +26,13 @@
 //                                  workers keep their processes adds their count for them, so
 //                                  their announcement outlives the generation; == WORLD_SIZE
 //                                  means every worker does
+//   /ddp/attempt_<g>/joined/<r>    processes that took rank r of generation g late (a replacement, or
+//                                  a newcomer of a generation formed in place: DDP_STATE_FROM_PEER)
+//                                  and built a communicator (an ADD counter; each such process adds
+//                                  1 once, where the others announce in_place): the agent that
+//                                  replaces rank r reads it to tell a replacement that failed at
+//                                  start (it never joined) from one that trained first
+//                                  (launcher/recovery/in_place_recovery.hpp's back-off)
 //   /ddp/attempt_<g>/in_place_carried  set by those agents: g formed in place, the processes that
 //                                  carried on into it all recover in place (a newcomer's agent
 //                                  replaces in place before every worker rebuilt)
@@ -71,6 +78,10 @@ inline std::string quorumKey(int64_t generation, int64_t quorum) {
 
 inline std::string inPlaceCountKey(int64_t generation) {
   return "/ddp/attempt_" + std::to_string(generation) + "/in_place";
+}
+
+inline std::string joinedCountKey(int64_t generation, int rank) {
+  return "/ddp/attempt_" + std::to_string(generation) + "/joined/" + std::to_string(rank);
 }
 
 inline std::string inPlaceCarriedKey(int64_t generation) {

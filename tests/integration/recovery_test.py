@@ -31,6 +31,9 @@
                      bit-identical
   sigstop            a worker SIGSTOPped 5 s, then continued: the job ends bit-identical with that
                      process kept and nothing replaced
+  joined_kills       KILLS (default 4) kills of one local rank's process, each replacement killed
+                     as soon as the job stepped on with it: no back-off (none failed at start);
+                     bit-identical
 
 Nodes lost and regained in place: recovery_nodes_test.py.
 
@@ -462,6 +465,30 @@ def hopeless(h, verdict):
         check("budget" in out, "the budget was not spent:\n" + out[-3000:])
 
 
+def joined_kills(h, kills):
+    """Each replacement killed as soon as it joined and the job stepped on (seconds apart, as in a
+    storm): none failed at start, so none is followed by a back-off; bit-identical."""
+    cfg = config(40)
+    want = reference(h, 1, 4, cfg)
+    job = Job(h, "ip", 1, 4, cfg, ["--restart-scope=failed", "--max-restarts", str(kills + 2)])
+    poll("progress", lambda: last_step(job.metrics) > 5, 120)
+    victim = random.choice(job.workers(0))
+    for i in range(kills):
+        before = set(job.workers(0))
+        os.kill(victim, signal.SIGKILL)
+        new = poll("replacement %d" % (i + 1), lambda: sorted(set(job.workers(0)) - before), 60)
+        since = last_step(job.metrics)
+        poll("progress after replacement %d" % (i + 1),
+             lambda: last_step(job.metrics) > since + 5, 120, interval=0.005)
+        victim = new[0]  # the same local rank's next process
+    check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
+    out = job.output()
+    waits = re.findall(r"a replacement failed at start again; waiting \d+ ms", out)
+    check(not waits, "a replacement that joined was taken as failed at start: %s" % waits)
+    check(job.replacements() == kills, "%d replacements, want %d" % (job.replacements(), kills))
+    check(params_crc(out) == want, "parameters differ from the fault-free run")
+
+
 def not_capable(h):
     script = os.path.join(TMP, "plain_worker.py")
     with open(script, "w") as f:
@@ -565,6 +592,7 @@ def main():
         "hopeless_verdict": lambda h, *a: hopeless(h, verdict=True),
         "hopeless_budget": lambda h, *a: hopeless(h, verdict=False),
         "sigstop": lambda h, *a: sigstop(h),
+        "joined_kills": lambda h, *a: joined_kills(h, kills(a, 4)),
     })
 
 

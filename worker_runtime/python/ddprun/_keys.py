@@ -15,6 +15,10 @@ def standby_count(generation):
     return _attempt(generation) + "/standby"
 
 
+def joined_count(generation, rank):
+    return _attempt(generation) + "/joined/%d" % rank
+
+
 def state_lost(generation):
     return _attempt(generation) + "/state_lost"
 

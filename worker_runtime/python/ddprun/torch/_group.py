@@ -516,14 +516,16 @@ class Group:
 
     def _announce(self):
         """Once per process: this rank recovers in place and can wait as a standby (a replacement
-        was counted for its rank already; the agents carry the processes that go on into a
-        generation formed in place)."""
+        was counted for its rank already, and says that it joined instead; the agents carry the
+        processes that go on into a generation formed in place)."""
         if self._announced:
             return
         self._announced = True
-        if os.environ.get("DDP_STATE_FROM_PEER") == "1":
-            return
         store = self._control_store()
+        if os.environ.get("DDP_STATE_FROM_PEER") == "1":
+            # Counted already; its agent learns that it joined (it did not fail at start).
+            store.add(_keys.joined_count(self._record.generation, self._record.rank), 1)
+            return
         store.add(_keys.standby_count(self._record.generation), 1)
         store.add(_keys.in_place_count(self._record.generation), 1)
 
