@@ -106,8 +106,15 @@ GlooCommunicator::~GlooCommunicator() {
 
 void GlooCommunicator::abort() noexcept {
   // Once: the descriptors may be closed (and reused) once the aborted operation closed its pairs.
-  if (!abortSwitch_->abort()) return;
+  if (aborting_.exchange(true)) return;
+  // The connections first, the waits after. A Gloo collective whose waits were aborted runs on to
+  // its end without waiting and sends what its buffers hold, which is no result: a peer still
+  // in the same collective would take it for one (and commit a step with those gradients). Shut
+  // down, a connection sends nothing more, and that peer's collective fails instead. (The
+  // aborted operation closes its pairs only once the switch is thrown, so the descriptors are
+  // still Gloo's here.)
   detail::shutDown(pairSockets_);
+  abortSwitch_->abort();
 }
 
 void GlooCommunicator::setTimeout(std::chrono::milliseconds timeout) {

@@ -18,6 +18,7 @@
 // may come from any thread, also while a collective runs.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -68,12 +69,13 @@ class GlooCommunicator final : public Communicator {
   // steady-state steps). Must not be called while a collective is in flight. Throws ConfigError
   // for a non-positive budget.
   void setTimeout(std::chrono::milliseconds timeout);
-  // Fails the operation in flight and every later one (CommError), wherever it blocks: wakes
+  // Fails the operation in flight and every later one (CommError), wherever it blocks: shuts
+  // down the connections to every peer (shutdown(2), the descriptors stay Gloo's), then wakes
   // every wait of the communicator's messages, also one whose message was halfway on the wire
-  // when its peer died or froze (Gloo does not wake those: detail/abortable_context.hpp), and
-  // shuts down the connections to every peer (shutdown(2), the descriptors stay Gloo's). The
-  // operation that sees it closes the pairs before it throws, so no message lands in the
-  // caller's buffers after it. Idempotent.
+  // when its peer died or froze (Gloo does not wake those: detail/abortable_context.hpp). In that
+  // order, nothing the aborted operation goes on to send (it runs to its end without waiting)
+  // reaches a peer as a result. The operation that sees it closes the pairs before it throws, so
+  // no message lands in the caller's buffers after it. Idempotent.
   void abort() noexcept override;
   // The local address the transport is bound to.
   const std::string& bindAddress() const { return bindAddress_; }
@@ -103,6 +105,7 @@ class GlooCommunicator final : public Communicator {
   std::vector<uint64_t> peerMessages_;  // per peer: the messages exchanged with it so far
   std::exception_ptr error_;  // the sticky error, once a collective failed
   std::vector<int> pairSockets_;  // the connections to the peers (Gloo's descriptors; abort())
+  std::atomic<bool> aborting_{false};  // abort() was called (it acts once)
   std::shared_ptr<detail::AbortSwitch> abortSwitch_;  // every message's waits (abort())
   using CacheKey = std::tuple<void*, std::size_t, DataType>;
   std::map<CacheKey, std::unique_ptr<gloo::AllreduceOptions>> allreduceCache_;
