@@ -172,10 +172,9 @@ void ElasticGroup::watchdog() {
     seen = true;
     freeSupersededBuild(op, firstLook);
     const auto stuck = Clock::now() - stuckSince;
-    if (!aborted && stuck >= kStuckGrace) {
-      abortSuperseded(op);
-      aborted = true;
-    } else if (aborted && !warned && stuck >= 2 * kStuckGrace) {
+    if (!aborted) {
+      aborted = abortSuperseded(op, /*buildToo=*/stuck >= kStuckGrace);
+    } else if (!warned && stuck >= 2 * kStuckGrace) {
       reportWedged(op, stuck);
       warned = true;
     }
@@ -206,24 +205,29 @@ void ElasticGroup::freeSupersededBuild(uint32_t op, bool firstLook) {
   }
 }
 
-void ElasticGroup::abortSuperseded(uint32_t op) {
-  // A peer that vanished without closing its connections (a network cut, a frozen host), or one
-  // that moved on while this communicator was being built, holds the collective (or the build's
-  // barrier) for its whole budget: fail it now, as a closed connection would. (Only now: a
-  // connection Gloo has not yet taken as connected must not be shut down.)
+bool ElasticGroup::abortSuperseded(uint32_t op, bool buildToo) {
+  // A collective of a superseded quorum cannot be of use (every rank rebuilds, and the state is
+  // agreed again), and it may not end by itself: a peer that vanished without closing its
+  // connections (a network cut, a frozen host), or one killed or frozen halfway through a message
+  // (Gloo waits for the rest of it however the connection ends), holds it for its whole budget.
+  // It is aborted as soon as it is seen superseded. A build's connections only kStuckGrace later:
+  // a connection Gloo has not yet taken as connected must not be shut down while it may still be.
   std::lock_guard<std::mutex> lock(commMutex_);
-  if (opEpoch_.load(std::memory_order_acquire) != op) return;
-  logger("worker")->warn("rank {}: {} of quorum {} is still blocked {} s after the agent "
-                         "published a newer quorum; aborting it", view_.rank,
-                         building_ ? "the build of the communicator" : "a collective",
-                         toString(view_.id),
-                         std::chrono::duration_cast<std::chrono::seconds>(kStuckGrace).count());
+  if (opEpoch_.load(std::memory_order_acquire) != op) return true;
+  if (building_ && !buildToo) return false;
   if (building_) {
+    logger("worker")->warn("rank {}: the build of the communicator of quorum {} is still blocked "
+                           "{} s after the agent published a newer quorum; aborting it",
+                           view_.rank, toString(view_.id),
+                           std::chrono::duration_cast<std::chrono::seconds>(kStuckGrace).count());
     detail::shutDown(
         detail::connectionsOpenedSince(buildSockets_, static_cast<uint16_t>(storeEndpoint_.port)));
   } else if (comm_) {
+    logger("worker")->info("rank {}: a collective of quorum {} was still running when the agent "
+                           "published a newer quorum; aborting it", view_.rank, toString(view_.id));
     comm_->abort();
   }
+  return true;
 }
 
 void ElasticGroup::reportWedged(uint32_t op, Clock::duration stuck) {

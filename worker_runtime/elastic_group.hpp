@@ -26,9 +26,9 @@
 //
 // With a board, comm() checks the board before every collective (a collective of a superseded
 // quorum fails at once with CommError), and a watchdog thread aborts a collective of the old
-// quorum still blocked 2 s after a newer one was published (Communicator::abort: every wait of
-// the communicator ends, also one for a message that was halfway on the wire when its peer died
-// or froze, and its connections are shut down; a peer cut off by the network never closes them),
+// quorum still running when a newer one is published (Communicator::abort: every wait of the
+// communicator ends, also one for a message that was halfway on the wire when its peer died or
+// froze, and its connections are shut down; a peer cut off by the network never closes them),
 // so the collective fails with CommError and the rank rebuilds like the others. A communicator
 // being built for a quorum that a newer one superseded (the first one a replacement process
 // builds included) has its pairs still listening for a peer shut down at once (Gloo waits its
@@ -141,10 +141,11 @@ class ElasticGroup {
   void watchdog();
   // The watchdog's steps for an operation `op` (its quorum's epoch) that a newer quorum superseded:
   // each pass, fails what of a build cannot complete (listening pairs on the first look, connects
-  // that no peer answers); after kStuckGrace, aborts the operation; after twice that, says the
-  // rank is wedged. Each does nothing once the training thread left `op`.
+  // that no peer answers); aborts a collective at once and a build's connections after
+  // kStuckGrace (abortSuperseded returns false while it leaves a build for later); after twice
+  // that, says the rank is wedged. Each does nothing once the training thread left `op`.
   void freeSupersededBuild(uint32_t op, bool firstLook);
-  void abortSuperseded(uint32_t op);
+  bool abortSuperseded(uint32_t op, bool buildToo);
   void reportWedged(uint32_t op, std::chrono::steady_clock::duration stuck);
   // Takes comm_ away (under commMutex_) and destroys it: a Gloo one on retiring_ (joined before
   // the next one and by the destructor), any other here.

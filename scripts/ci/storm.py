@@ -284,7 +284,9 @@ def main(argv):
         if args.steps is None:
             rate = calibrate(h, args)
             target = args.faults * 2.5 * 1.5 if args.faults else args.duration
-            args.steps = int(rate * target / 0.9) + 200
+            # A quarter more than a fault-free job would need: recoveries in place cost it little,
+            # and it must not reach 90% of its steps before the faults end.
+            args.steps = int(rate * target * 1.25 / 0.9) + 200
             h.log("calibration: %.0f steps/s fault-free; the job gets %d steps" %
                   (rate, args.steps))
         if not args.timeout:

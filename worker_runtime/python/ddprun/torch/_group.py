@@ -30,7 +30,6 @@ from . import _sockets, _state
 from ._ddp import ElasticDDP
 from ._errors import UsageError
 
-_STUCK_GRACE_S = 2.0       # a collective of a superseded quorum still blocked this long is aborted
 _WATCH_PERIOD_S = 0.005
 _FINISHED_POLL_S = 0.25
 # The newest quorum's build failed and no newer quorum came this long after (a peer that dies
@@ -84,7 +83,6 @@ class Group:
         self._pg = None              # the current default group (the watchdog may abort it)
         self._unblocked = None       # (running quorum, newer quorum) the watchdog acted on
         self._build_before = {}
-        self._superseded_since = None
         self._stop = threading.Event()
         self._watchdog = None
         self._device = torch.device("cpu")  # where the recovery's own tensors live (NCCL: the GPU)
@@ -419,7 +417,6 @@ class Group:
         with self._lock:
             self._phase, self._phase_id = _BUILDING, rec.id
             self._build_before = _sockets.socket_inodes()
-            self._superseded_since = None
         store = dist.TCPStore(rec.master_addr, rec.master_port, None, False, self._timeout)
         prefixed = dist.PrefixStore(_keys.quorum_prefix(rec.generation, rec.quorum), store)
         with _no_store_barrier():
@@ -430,7 +427,6 @@ class Group:
             self._pg = dist.distributed_c10d._get_default_group()
             self._build_before = {}  # sockets opened from now on are not the group's
             self._phase = _RUNNING
-            self._superseded_since = None
         self._record = rec
         self._built_epoch = epoch
         self._announce()
@@ -556,16 +552,14 @@ class Group:
                 seen = epoch
             with self._lock:
                 if rec is None or self._phase == _IDLE or not rec.id > self._phase_id:
-                    self._superseded_since = None
                     continue
-                now = time.monotonic()
-                if self._superseded_since is None:
-                    self._superseded_since = now
                 stuck = None
                 if self._phase == _BUILDING:
                     victims = _sockets.opened_since(self._build_before)
-                elif now - self._superseded_since >= _STUCK_GRACE_S and \
-                        self._unblocked != (self._phase_id, rec.id):
+                elif self._unblocked != (self._phase_id, rec.id):
+                    # A superseded quorum's group is of no use (every rank rebuilds and the state
+                    # is agreed again), and a collective on it may never end by itself (a peer cut
+                    # off, frozen, or killed halfway through a message): shut it down at once.
                     self._unblocked = (self._phase_id, rec.id)  # once per superseded quorum
                     victims, stuck = self._pg_sockets, self._pg
                 else:
