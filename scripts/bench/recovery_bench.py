@@ -23,11 +23,11 @@ Experiments (each prints a markdown table):
   latency   per TOPOLOGIES entry (NxW: N agents x W workers; N=2 is two ddprun agents on a
             ddprund; torchrun's agents, one or two, always use a ddprund as their c10d store) and
             per mode:
-            KILLS SIGKILLs of the highest rank, KILL_GAP s apart at least (the agent's start window
-            for a replacement is 10 s), each after at least 1 s of steady steps (in place: and once
-            each agent has a standby process waiting for a rank), at a
-            step past the first checkpoint whose distance from the last checkpoint is drawn
-            uniformly from [0, CKPT_EVERY) (the same draws for every mode: SEED)
+            KILLS SIGKILLs of the highest rank, KILL_GAP s apart at least (each recovery measured
+            alone), each after at least 1 s of steady steps (in place: and once each agent has a
+            standby process waiting for a rank), at a step past the first checkpoint whose
+            distance from the last checkpoint is drawn uniformly from [0, CKPT_EVERY) (the same
+            draws for every mode: SEED)
   goodput   GOODPUT_TOPOLOGY, each mode: a fault-free run of REF_SECONDS gives steps/s; a run of
             DURATION s with a SIGKILL of a random worker every KILL_EVERY s gives the net progress
             (the last step at the end - the step at the start); goodput = the fault-free time for

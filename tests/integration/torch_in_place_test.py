@@ -9,6 +9,9 @@ torch_in_place_worker.py (ddprun.torch, torch 1.13, Gloo on the CPU) with --rest
                      bit-identical to the fault-free run
   kills_2x2          two agents of 2 workers on one ddprund, KILLS (default 6) SIGKILLs alternating
                      between the nodes: the same checks
+  wide_kills         kills_1x4 with KILLS (default 4) on a model of 4.3 M parameters: a kill cuts a
+                     survivor's gradient message in the middle, which torch's Gloo never wakes
+                     from; the survivor gives that collective up and keeps its process
   second_failure     three times two workers SIGKILLed back to back (the second during the first's
                      recovery): bit-identical, the never-killed workers keep their pids
   replacement_crash  the first replacement exits 7 before init_process_group (--standby-workers 0):
@@ -94,14 +97,15 @@ class Job:
     """`nodes` agents of `nproc` torch_in_place_worker.py processes (one agent: --standalone)."""
 
     def __init__(self, h, tag, nodes, nproc, flags=(), steps=300, mode="train", env=None,
-                 nnodes=None, sleep=0.0):
+                 nnodes=None, sleep=0.0, wide=0):
         self.h, self.tag, self.nproc, self.steps = h, tag, nproc, steps
         self.out = os.path.join(TMP, tag + ".out")
         os.makedirs(self.out, exist_ok=True)
         for f in glob.glob(os.path.join(self.out, "*")):
             os.unlink(f)
         self.cmd = [WORKER, "--out", self.out, "--steps", str(steps), "--samples", str(SAMPLES),
-                    "--batch", str(BATCH), "--mode", mode] + (["--sleep", str(sleep)] if sleep else [])
+                    "--batch", str(BATCH), "--mode", mode] + (["--sleep", str(sleep)] if sleep else []) + \
+            (["--wide", str(wide)] if wide else [])
         self.env = dict(job_env(), **(env or {}))
         self.flags = ["--shutdown-timeout", "5"] + list(flags)
         self.nnodes = nnodes or nodes
@@ -272,7 +276,7 @@ def check_job(job, want=None, world=None, restarts_ok=False):
     return worlds
 
 
-def reference(h, nodes, nproc, steps):
+def reference(h, nodes, nproc, steps, wide=0):
     """The fault-free run's (params, optim) CRCs, computed once per layout and length for every
     scenario (cached beside the tests' scratch dirs, keyed by the worker's and the package's
     sources)."""
@@ -280,7 +284,7 @@ def reference(h, nodes, nproc, steps):
     for path in [WORKER] + sorted(glob.glob(os.path.join(PACKAGE, "ddprun", "**", "*.py"),
                                             recursive=True)):
         digest.update(open(path, "rb").read())
-    key = "%dx%d-%d-%s" % (nodes, nproc, steps, digest.hexdigest()[:16])
+    key = "%dx%d-%d%s-%s" % (nodes, nproc, steps, "-w%d" % wide if wide else "", digest.hexdigest()[:16])
     cache = os.path.join(os.path.dirname(TMP), "torch_in_place_reference")
     os.makedirs(cache, exist_ok=True)
     path = os.path.join(cache, key)
@@ -288,7 +292,7 @@ def reference(h, nodes, nproc, steps):
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.exists(path):
             return tuple(open(path).read().split())
-        job = Job(h, "ref", nodes, nproc, IN_PLACE, steps=steps)
+        job = Job(h, "ref", nodes, nproc, IN_PLACE, steps=steps, wide=wide)
         check(job.wait() == [0] * nodes, "the fault-free job failed:\n" + job.output()[-3000:])
         check_job(job)
         want = job.result(nodes * nproc)
@@ -323,9 +327,10 @@ def check_kept(job, before, killed):
 
 
 # -- scenarios -----------------------------------------------------------------------------------
-def kills(h, nodes, nproc, count, steps):
-    want = reference(h, nodes, nproc, steps)
-    job = Job(h, "ip", nodes, nproc, IN_PLACE + ["--max-restarts", str(count + 10)], steps=steps)
+def kills(h, nodes, nproc, count, steps, wide=0):
+    want = reference(h, nodes, nproc, steps, wide)
+    job = Job(h, "ip", nodes, nproc, IN_PLACE + ["--max-restarts", str(count + 10)], steps=steps,
+              wide=wide)
     before = original_pids(job)
     killed, since = [], job.step()
     for i in range(count):
@@ -583,6 +588,7 @@ def main():
     scenarios = {
         "kills_1x4": lambda h: kills(h, 1, 4, arg or 8, 600 if (arg or 8) <= 10 else 60 * (arg or 8)),
         "kills_2x2": lambda h: kills(h, 2, 2, arg or 6, 600),
+        "wide_kills": lambda h: kills(h, 1, 4, arg or 4, 200, wide=2048),
         "second_failure": second_failure,
         "replacement_crash": replacement_crash,
         "donor_killed": lambda h: donor_killed(h, arg or 2),

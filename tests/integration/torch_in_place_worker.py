@@ -1,6 +1,6 @@
 """A torchrun DDP script using ddprun.torch, for torch_in_place_test.py (CPU, Gloo).
 
-  torch_in_place_worker.py --out DIR [--steps N] [--samples N] [--batch B] [--mode MODE]
+  torch_in_place_worker.py --out DIR [--steps N] [--samples N] [--batch B] [--mode MODE] [--wide W]
 
 An MLP trained with AdamW and a StepLR on synthetic data through ddprun.torch's
 DistributedSampler and a DataLoader. Each process appends, unbuffered (a SIGKILL loses nothing
@@ -42,6 +42,7 @@ p.add_argument("--samples", type=int, default=2048)
 p.add_argument("--batch", type=int, default=16)
 p.add_argument("--mode", default="train")
 p.add_argument("--sleep", type=float, default=0.0)
+p.add_argument("--wide", type=int, default=0)
 a = p.parse_args()
 
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test's view of a hang
@@ -61,6 +62,13 @@ torch.set_num_threads(1)
 # BatchNorm: a forward changes its running statistics, which a failed step must put back.
 net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.BatchNorm1d(64), torch.nn.ReLU(),
                           torch.nn.Linear(64, 4))
+if a.wide:
+    # A W x W layer more: gradients of megabytes, whose messages a kill cuts in the middle. No
+    # BatchNorm: after a recovery whose donor is not rank 0, rank 0 holds the donor's running
+    # statistics (each rank's are its own last batch's), which a short job does not forget.
+    net = torch.nn.Sequential(torch.nn.Linear(32, a.wide), torch.nn.ReLU(),
+                              torch.nn.Linear(a.wide, a.wide), torch.nn.ReLU(),
+                              torch.nn.Linear(a.wide, 4))
 opt = torch.optim.AdamW(net.parameters(), lr=2e-3)
 sched = torch.optim.lr_scheduler.StepLR(opt, 40, 0.5)
 gen = torch.Generator()

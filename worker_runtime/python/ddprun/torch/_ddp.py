@@ -124,7 +124,7 @@ def _reduce_in_parameter_order(state, bucket):
         pieces = sorted((i, v) for _, _, entries in pending for i, v in entries)
         try:
             flat = torch.cat([v.reshape(-1) for _, v in pieces]) if len(pieces) > 1 else pieces[0][1].clone()
-            dist.all_reduce(flat)
+            group._wait(dist.all_reduce(flat, async_op=True))
             flat.div_(group.world_size)
             for (_, v), part in zip(pieces, flat.split([v.numel() for _, v in pieces])):
                 v.copy_(part.view_as(v))

@@ -15,6 +15,7 @@ Thread safety: the training thread calls everything; a watchdog thread of the gr
 the board (it shuts down the connections of a build or a collective that a newer quorum superseded)."""
 import contextlib
 import copy
+import ctypes
 import datetime
 import functools
 import os
@@ -31,6 +32,10 @@ from ._ddp import ElasticDDP
 from ._errors import UsageError
 
 _WATCH_PERIOD_S = 0.005
+_WAIT_SLICE = datetime.timedelta(milliseconds=100)  # a collective's wait, between looks (CPU)
+# Process groups abandoned with a collective that never ends (Group._wait): never destroyed, in
+# this process's life or at its exit, since their destructor would wait for that collective.
+_ABANDONED = []
 _FINISHED_POLL_S = 0.25
 # The newest quorum's build failed and no newer quorum came this long after (a peer that dies
 # makes its agent publish one within its back-off, at most 8 s): nothing will replace that quorum,
@@ -82,6 +87,7 @@ class Group:
         self._pg_sockets = {}
         self._pg = None              # the current default group (the watchdog may abort it)
         self._unblocked = None       # (running quorum, newer quorum) the watchdog acted on
+        self._abandoned = None       # the group of a collective _wait() gave up on
         self._build_before = {}
         self._stop = threading.Event()
         self._watchdog = None
@@ -308,11 +314,38 @@ class Group:
             return tensor
         before = tensor.detach().clone()
         try:
-            dist.all_reduce(tensor, op=op)
+            self._wait(dist.all_reduce(tensor, op=op, async_op=True))
         except RuntimeError as e:
             tensor.detach().copy_(before)
             self._fail_step("all_reduce: %s" % _one_line(e))
         return tensor
+
+    def _wait(self, work):
+        """Waits for a collective of the current group (`work`: its async handle); raises what it
+        raises. On the CPU it waits in slices, and gives a collective up (RuntimeError) once the
+        watchdog shut its superseded group's connections down and it still runs: torch's Gloo does
+        not wake a receive whose message was halfway on the wire when its connection ended (a peer
+        killed or frozen mid-message, which a large model's gradients make likely), and would wait
+        out the group's timeout. Such a group is never destroyed (_ABANDONED). Any thread."""
+        if self._device.type != "cpu":
+            work.wait()
+            return
+        while True:
+            try:
+                work.wait(_WAIT_SLICE)
+                return
+            except RuntimeError:
+                if work.is_completed():  # it failed, or ended as the slice did
+                    work.wait()  # its own outcome: returns, or raises what the collective raised
+                    return
+            with self._lock:  # the slice ended: shut down as superseded?
+                if self._phase != _RUNNING or self._unblocked is None or \
+                        self._unblocked[0] != self._phase_id:
+                    continue
+                self._abandoned = self._pg
+                quorum = _board.quorum_name(self._phase_id)
+            raise RuntimeError("a collective of quorum %s still ran after its connections were "
+                               "shut down (a message halfway on the wire); given up" % quorum)
 
     def _fail_step(self, reason):
         """Called from DDP's collectives (any thread): the running step failed."""
@@ -445,6 +478,12 @@ class Group:
             _reset_group_count()
             return
         pg = dist.distributed_c10d._get_default_group()
+        if self._abandoned is not None:
+            # Its worker thread still waits in the collective given up: destroying the group would
+            # wait for it (until the group's timeout). Kept, even through interpreter teardown.
+            _ABANDONED.append(self._abandoned)
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._abandoned))
+            self._abandoned = None
         _abort(pg, self._backend)
         _sockets.shutdown(sockets)
         for wrapper in self._ddps:
@@ -469,7 +508,7 @@ class Group:
                             int.from_bytes(d[8:], "little", signed=True), int(late)],
                            dtype=torch.int64, device=self._device)
         rows = [torch.zeros_like(row) for _ in range(self.world_size)]
-        dist.all_gather(rows, row)
+        self._wait(dist.all_gather(rows, row, async_op=True))
         table = [r.tolist() for r in rows]
         holders = [r for r in range(self.world_size) if not table[r][3]]
         if not holders:
