@@ -290,10 +290,11 @@ class FakeDist:
     def _on_device(self, op, *tensors):
         self.off_device += [(op, tuple(t.shape)) for t in tensors if not self.spy.is_on_device(t)]
 
-    def all_gather(self, rows, row):
+    def all_gather(self, rows, row, async_op=False):
         self._on_device("all_gather", row, *rows)
         for r, out in enumerate(rows):
             out.copy_(row if r == self.rank else torch.tensor(self.peers[r], dtype=torch.int64))
+        return _DoneWork() if async_op else None
 
     def send(self, tensor, dst):
         self._on_device("send", tensor)
@@ -302,6 +303,16 @@ class FakeDist:
     def recv(self, tensor, src):
         self._on_device("recv", tensor)
         tensor.copy_(self.inbox.pop(0))
+
+
+class _DoneWork:
+    """What an async collective returns, done already."""
+
+    def wait(self, timeout=None):
+        return True
+
+    def is_completed(self):
+        return True
 
 
 def agreeing_group(rank, net, step, replaced=()):
