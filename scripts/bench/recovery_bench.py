@@ -71,9 +71,9 @@ KILL_EVERY = float(ENV("KILL_EVERY", "10"))
 REF_SECONDS = float(ENV("REF_SECONDS", "30"))
 GOODPUT_TOPOLOGY = ENV("GOODPUT_TOPOLOGY", "1x4")
 NODE_KILLS = int(ENV("NODE_KILLS", "3"))
-# Latency kills of one cell come at least this far apart: the agent treats a replacement that fails
-# within 10 s of its start as one that failed at start and backs off before the next one
-# (launcher/recovery/in_place_recovery.hpp), which a benchmark of single failures must not measure.
+# Latency kills of one cell come at least this far apart, so that each recovery is measured alone:
+# the previous one's new standby has started and loaded (its import of torch shares the CPUs), and
+# the job steps at its steady rate again.
 KILL_GAP = float(ENV("KILL_GAP", "10.5"))
 CKPT_EVERY = int(ENV("CKPT_EVERY", "100"))
 HIDDEN = ENV("HIDDEN", "512,512")

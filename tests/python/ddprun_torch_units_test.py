@@ -1,6 +1,6 @@
 """Unit tests of ddprun.torch's pure parts, with Debian's /usr/bin/python3 and torch 1.13 (issue 32).
 
-  ddprun_torch_units_test.py [sampler|sampler_tail|standby|board|join]
+  ddprun_torch_units_test.py [sampler|sampler_tail|standby|board|join|ddp_sync|digest]
 
 sampler  ddprun.torch.DistributedSampler equals torch's DistributedSampler without faults (shuffle,
          seeds, epochs, padding, drop_last); resharded at a step boundary (a world that shrinks
@@ -19,6 +19,12 @@ join     Group._join over a fake board: the newest quorum's build fails and no n
          within the grace: the process gives up with one line (its agent replaces it) instead of
          waiting out the group's timeout, the failed quorum not tried again; a newer quorum
          within the grace is built; a build the board superseded meanwhile is no failure
+ddp_sync g.ddp's DDP is built without DDP's own check and broadcast from rank 0 (collectives on a
+         recovery's path) when the agreement covers every tensor of the module: counted calls of
+         torch's two steps (torch 1.x) or init_sync=False (torch 2.x); with a tensor no registered
+         module holds, DDP syncs as it always does; torch's functions are put back either way
+digest   the digest a survivor makes on a thread while it rebuilds equals the one made in place,
+         changes with one bit of the state, and an error making it is raised to the caller
 
 Exit 0 when every check holds, 1 with the first failure otherwise."""
 import json
@@ -474,12 +480,111 @@ def join_gives_up():
         _group._FAILED_BUILD_GRACE_S = saved
 
 
+def elastic_group(objects):
+    """A Group with only what ElasticDDP's rebuild and the agreement read: registered `objects`."""
+    from ddprun.torch import _group
+    g = object.__new__(_group.Group)
+    g._objects, g._failed = dict(objects), None
+    return g
+
+
+def ddp_sync():
+    import inspect
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import distributed as ddp_module
+    from ddprun.torch import _ddp
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    steps = ("_verify_param_shape_across_processes", "_sync_module_states")
+    originals = {name: getattr(ddp_module, name) for name in steps}
+    calls, kwargs_seen = [], []
+
+    def counting(name):
+        def fn(*args, **kwargs):
+            calls.append(name)
+            return originals[name](*args, **kwargs)
+        return fn
+    counters = {name: counting(name) for name in steps}
+    real_init = ddp_module.DistributedDataParallel.__init__
+    has_init_sync = "init_sync" in inspect.signature(real_init).parameters
+
+    def spying_init(self, *args, **kwargs):
+        kwargs_seen.append(dict(kwargs))
+        return real_init(self, *args, **kwargs)
+    try:
+        for name, fn in counters.items():
+            setattr(ddp_module, name, fn)
+        ddp_module.DistributedDataParallel.__init__ = spying_init
+
+        def synced(net, objects):
+            del calls[:], kwargs_seen[:]
+            wrapper = _ddp.ElasticDDP(elastic_group(objects), net, {})
+            wrapper._rebuild()
+            check(wrapper._ddp is not None, "no DDP was built")
+            check(all(getattr(ddp_module, n) is counters[n] for n in steps),
+                  "torch's DDP steps were not put back after the build")
+            if has_init_sync:
+                return kwargs_seen[0].get("init_sync", True)
+            return bool(calls)
+
+        net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        check(not synced(net, {"model": net, "optimizer": opt}),
+              "DDP synced from rank 0 a module the agreement covers (%s)" % (calls or kwargs_seen))
+        outer = torch.nn.Sequential(net, torch.nn.ReLU())  # registered through a parent
+        check(not synced(net, {"model": outer}), "DDP of a registered module's child synced")
+        fresh = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+        check(synced(fresh, {"model": fresh[0]}),
+              "DDP skipped its sync for a module with a tensor no registered module holds")
+        check(synced(net, {"optimizer": opt}),
+              "DDP skipped its sync though only an optimizer was registered")
+    finally:
+        ddp_module.DistributedDataParallel.__init__ = real_init
+        for name, fn in originals.items():
+            setattr(ddp_module, name, fn)
+        dist.destroy_process_group()
+
+
+def digest():
+    import torch
+    from ddprun.torch import _group, _state
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.BatchNorm1d(64))
+    opt = torch.optim.AdamW(net.parameters(), lr=0.1)
+    net(torch.randn(8, 64)).sum().backward()
+    opt.step()
+    objects = {"model": net, "optimizer": opt}
+    _, in_place = _state.snapshot_and_digest(objects, 7)
+    state, on_thread = _group._Prepared(objects, 7).result()
+    check(on_thread == in_place, "the digest made on a thread differs from the one made in place")
+    check(state["ddprun"] == {"step": 7}, "the snapshot's step: %r" % state.get("ddprun"))
+    check(_group._Prepared(objects, 8).result()[1] != in_place, "the step is not in the digest")
+    with torch.no_grad():
+        w = net[0].weight.view(-1)
+        w[1000] = torch.tensor(w[1000].item()).view(torch.int32).add(1).view(torch.float32)
+    check(_group._Prepared(objects, 7).result()[1] != in_place, "one bit of a weight: same digest")
+
+    class Broken:
+        def state_dict(self):
+            raise RuntimeError("no state here")
+
+        def load_state_dict(self, state):
+            pass
+    try:
+        _group._Prepared({"broken": Broken()}, 7).result()
+        check(False, "an error making the digest was not raised")
+    except RuntimeError as e:
+        check("no state here" in str(e), "raised: %s" % e)
+
+
 def main():
     groups = {"sampler": [sampler_matches_torch, sampler_reshards, sampler_same_world],
               "sampler_tail": [sampler_tail],
               "standby": [standby_decode, standby_fifo],
               "board": [board_decode],
-              "join": [join_gives_up]}
+              "join": [join_gives_up],
+              "ddp_sync": [ddp_sync],
+              "digest": [digest]}
     names = sys.argv[1:] or list(groups)
     try:
         for name in names:

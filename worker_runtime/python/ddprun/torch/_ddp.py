@@ -8,6 +8,7 @@ without DDP. Every other attribute is the current DDP's (module, parameters(), n
 
 Thread safety: the training thread; the hook runs on autograd's threads and only sets the group's
 failure (one assignment)."""
+import contextlib
 import inspect
 
 import torch
@@ -18,6 +19,33 @@ from ._errors import UsageError
 
 
 _HAS_INIT_SYNC = "init_sync" in inspect.signature(DistributedDataParallel.__init__).parameters
+
+
+# What DDP's constructor does across the ranks when it has no init_sync (torch 1.x): a check that
+# every rank's parameters have the same shapes, and a broadcast of rank 0's parameters and buffers.
+_INIT_SYNC_STEPS = ("_verify_param_shape_across_processes", "_sync_module_states")
+
+
+@contextlib.contextmanager
+def _without_init_sync():
+    """DDP's constructor without its collectives, as init_sync=False is on torch 2.x, for a module
+    whose every tensor the group's agreement made equal on every rank (the ranks whose digest
+    differed loaded the donor's state, and load_state_dict checked its shapes): two collectives
+    fewer on a recovery's path, one of them a broadcast of the whole model. Where torch has
+    init_sync or names these steps otherwise, DDP is built as it is. The training thread only."""
+    from torch.nn.parallel import distributed as ddp_module
+    found = {name: getattr(ddp_module, name) for name in _INIT_SYNC_STEPS
+             if not _HAS_INIT_SYNC and callable(getattr(ddp_module, name, None))}
+    if len(found) != len(_INIT_SYNC_STEPS):
+        yield
+        return
+    for name in found:
+        setattr(ddp_module, name, lambda *args, **kwargs: None)
+    try:
+        yield
+    finally:
+        for name, fn in found.items():
+            setattr(ddp_module, name, fn)
 
 
 def _bucket_buffer(bucket):
@@ -46,14 +74,19 @@ class ElasticDDP:
                              "--restart-scope=all")
         self.__dict__.update(_group=group, _module=module, _kwargs=dict(ddp_kwargs), _ddp=None)
 
-    # DDP is made once the state is agreed (g.steps() and every recovery), so that its first
-    # broadcast from rank 0 carries the agreed parameters, not a replacement's fresh ones.
+    # DDP is made once the state is agreed (g.steps() and every recovery): where DDP still
+    # broadcasts from rank 0 (a module the agreement does not cover), it sends agreed parameters.
     def _rebuild(self):
         self._drop()
         kwargs = dict(self._kwargs)
-        if _HAS_INIT_SYNC:  # torch 2.x: the agreement made every rank's parameters equal already
+        # The agreement made every rank's registered state equal: DDP's own check and broadcast
+        # from rank 0 would only repeat it, unless the module holds tensors no registered module
+        # holds (a replacement's fresh ones: rank 0's broadcast is all that makes them equal).
+        agreed = self._group._holds_agreed(self._module)
+        if _HAS_INIT_SYNC and agreed:
             kwargs.setdefault("init_sync", False)
-        ddp = DistributedDataParallel(self._module, **kwargs)
+        with _without_init_sync() if agreed else contextlib.nullcontext():
+            ddp = DistributedDataParallel(self._module, **kwargs)
         ddp.register_comm_hook(_HookState(self._group, self._module), _reduce_in_parameter_order)
         self.__dict__["_ddp"] = ddp
 

@@ -76,6 +76,7 @@ class Group:
         self._failed = None          # why the running step failed (a line), or None
         self._steps_started = False
         self._first_agreement = True
+        self._prepared = None        # _Prepared: this rank's state digest, made while it rebuilds
         self._record = None
         self._board = None
         self._announced = False
@@ -193,6 +194,17 @@ class Group:
                 obj._group = self if self._board is not None else obj._group
             elif callable(getattr(obj, "step", None)) and not isinstance(obj, torch.nn.Module):
                 self._guard_step(obj)
+
+    def _holds_agreed(self, module):
+        """True when every parameter and buffer of `module` belongs to a registered module (so
+        that the agreement makes it equal on every rank)."""
+        registered = set()
+        for obj in self._objects.values():
+            if isinstance(obj, torch.nn.Module):
+                registered.update(id(t) for t in obj.parameters())
+                registered.update(id(t) for t in obj.buffers())
+        return all(id(t) in registered for t in module.parameters()) and \
+            all(id(t) in registered for t in module.buffers())
 
     def _adopt_sampler(self, sampler):
         self.state(sampler=sampler)
@@ -375,6 +387,8 @@ class Group:
             self._sampler._ddprun_rewind()
         for rewind in self._on_rewind:
             rewind()
+        if self._prepared is None and not self._receives_anyway():
+            self._prepared = _Prepared(self._objects, self._step)
         self._join(newer_than=had)
         _log("rank %d recovered in place: quorum %s -> %s, rank %d of %d (%s)"
              % (self.rank, _board.quorum_name(had), _board.quorum_name(self._record.id), self.rank,
@@ -497,13 +511,22 @@ class Group:
         _reset_group_count()
 
     # --- agreeing on the state -----------------------------------------------------------------
+    def _receives_anyway(self):
+        """True for a process whose state is the script's fresh one (a replacement): it takes the
+        donor's whatever its digest."""
+        return self._first_agreement and os.environ.get("DDP_STATE_FROM_PEER") == "1"
+
     def _agree(self):
-        late = self._first_agreement and os.environ.get("DDP_STATE_FROM_PEER") == "1"
-        late = late or self.rank in self._record.replaced
+        late = self._receives_anyway() or self.rank in self._record.replaced
         # A rank that receives anyway (a replacement) skips its snapshot and digest: they would only
-        # hold up everyone's allgather.
-        mine = None if late else _state.snapshot(self._objects, {"step": self._step})
-        d = bytes(16) if late else _state.digest(mine)
+        # hold up everyone's allgather. A survivor's were made while it built the process group.
+        prepared, self._prepared = self._prepared, None
+        if late:
+            mine, d = None, bytes(16)
+        elif prepared is not None:
+            mine, d = prepared.result()
+        else:
+            mine, d = _state.snapshot_and_digest(self._objects, self._step)
         row = torch.tensor([self._step, int.from_bytes(d[:8], "little", signed=True),
                             int.from_bytes(d[8:], "little", signed=True), int(late)],
                            dtype=torch.int64, device=self._device)
@@ -606,6 +629,34 @@ class Group:
             _sockets.shutdown(victims)
             if stuck is not None:  # NCCL waits on the GPU, not on a socket: abort it
                 _abort(stuck, self._backend)
+
+
+class _Prepared:
+    """The registered state's snapshot and digest, made on a thread of its own while the training
+    thread builds the next process group (the build mostly waits on its peers with the GIL
+    released; the digest's hashing releases it too), so that a survivor that was last to fail does
+    not add its digest to everyone's wait in the agreement. The state must not change until
+    result() (nothing runs the step meanwhile)."""
+
+    def __init__(self, objects, step):
+        self._out = None
+        self._thread = threading.Thread(target=self._run, args=(objects, step),
+                                        name="ddprun-digest", daemon=True)
+        self._thread.start()
+
+    def _run(self, objects, step):
+        try:
+            self._out = (True, _state.snapshot_and_digest(objects, step))
+        except BaseException as e:  # noqa: BLE001 (raised again in the training thread)
+            self._out = (False, e)
+
+    def result(self):
+        """(snapshot, digest); raises what making them raised."""
+        self._thread.join()
+        ok, value = self._out
+        if not ok:
+            raise value
+        return value
 
 
 class _StepFailed(Exception):

@@ -52,6 +52,12 @@ def digest(state):
     return h.digest()
 
 
+def snapshot_and_digest(objects, step):
+    """(snapshot(objects, {"step": step}), its digest)."""
+    state = snapshot(objects, {"step": step})
+    return state, digest(state)
+
+
 class _TensorRef:
     """Where a tensor of the state lies in the flat buffer that carries the state's bytes."""
     __slots__ = ("offset", "nbytes", "dtype", "shape")
