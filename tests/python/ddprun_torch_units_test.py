@@ -1,6 +1,6 @@
 """Unit tests of ddprun.torch's pure parts, with Debian's /usr/bin/python3 and torch 1.13 (issue 32).
 
-  ddprun_torch_units_test.py [sampler|sampler_tail|standby|board|join|ddp_sync|digest]
+  ddprun_torch_units_test.py [sampler|sampler_tail|standby|board|join|ddp_sync|digest|store_sockets]
 
 sampler  ddprun.torch.DistributedSampler equals torch's DistributedSampler without faults (shuffle,
          seeds, epochs, padding, drop_last); resharded at a step boundary (a world that shrinks
@@ -25,6 +25,9 @@ ddp_sync g.ddp's DDP is built without DDP's own check and broadcast from rank 0 
          module holds, DDP syncs as it always does; torch's functions are put back either way
 digest   the digest a survivor makes on a thread while it rebuilds equals the one made in place,
          changes with one bit of the state, and an error making it is raised to the caller
+store_sockets  a group built for a quorum (a real 1-rank Gloo group on a real TCPStore server) counts
+         none of its store client's connections among the sockets a recovery shuts down (torch
+         1.13's client spins a thread at 100% of a CPU on a connection that ended)
 
 Exit 0 when every check holds, 1 with the first failure otherwise."""
 import json
@@ -577,6 +580,41 @@ def digest():
         check("no state here" in str(e), "raised: %s" % e)
 
 
+def remote_ports():
+    """{socket inode: remote port} of this process's TCP connections (IPv4 and IPv6)."""
+    ports = {}
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                ports[fields[9]] = int(fields[2].rsplit(":", 1)[1], 16)
+    return ports
+
+
+def store_sockets():
+    import datetime
+    import torch.distributed as dist
+    from ddprun import _board
+    from ddprun.torch import _group, _sockets
+    server = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=30))
+    g = _group.Group("gloo", datetime.timedelta(seconds=30))
+    rec = _board.QuorumRecord(generation=0, quorum=0, rank=0, world_size=1, local_rank=0,
+                              local_world_size=1, group_rank=0, group_world_size=1,
+                              master_addr="127.0.0.1", master_port=server.port)
+    g._build(rec, 0)
+    try:
+        ports = remote_ports()
+        to_server = [fd for fd, inode in g._pg_sockets.items()
+                     if ports.get(inode[len("socket:["):-1]) == server.port]
+        check(not to_server, "the group would shut down its store client's connections %s "
+              "(fds %s)" % ([g._pg_sockets[fd] for fd in to_server], to_server))
+        mine = [fd for fd, inode in _sockets.socket_inodes().items()
+                if ports.get(inode[len("socket:["):-1]) == server.port]
+        check(len(mine) >= 2, "the store clients' connections were not found (%s)" % mine)
+    finally:
+        g._close_group()
+
+
 def main():
     groups = {"sampler": [sampler_matches_torch, sampler_reshards, sampler_same_world],
               "sampler_tail": [sampler_tail],
@@ -584,7 +622,8 @@ def main():
               "board": [board_decode],
               "join": [join_gives_up],
               "ddp_sync": [ddp_sync],
-              "digest": [digest]}
+              "digest": [digest],
+              "store_sockets": [store_sockets]}
     names = sys.argv[1:] or list(groups)
     try:
         for name in names:

@@ -465,12 +465,18 @@ class Group:
             self._phase, self._phase_id = _BUILDING, rec.id
             self._build_before = _sockets.socket_inodes()
         store = dist.TCPStore(rec.master_addr, rec.master_port, None, False, self._timeout)
+        store_sockets = _sockets.opened_since(self._build_before)
         prefixed = dist.PrefixStore(_keys.quorum_prefix(rec.generation, rec.quorum), store)
         with _no_store_barrier():
             dist.init_process_group(self._backend, store=prefixed, rank=rec.rank,
                                     world_size=rec.world_size, timeout=self._timeout)
         with self._lock:
-            self._pg_sockets = _sockets.opened_since(self._build_before)
+            # Gloo's pairs, not the store client's connections: a running collective never waits
+            # on the store, and torch 1.13's store client has a thread that spins at 100% of a CPU
+            # on a connection that ended for as long as the client lives (a group torch keeps
+            # alive after its destroy keeps it: one per process seen, a core lost to it).
+            self._pg_sockets = _sockets.without(_sockets.opened_since(self._build_before),
+                                                store_sockets)
             self._pg = dist.distributed_c10d._get_default_group()
             self._build_before = {}  # sockets opened from now on are not the group's
             self._phase = _RUNNING

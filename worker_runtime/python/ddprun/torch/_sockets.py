@@ -27,6 +27,11 @@ def opened_since(before):
     return {fd: inode for fd, inode in now.items() if before.get(fd) != inode}
 
 
+def without(sockets, others):
+    """The sockets of {fd: inode} that are not in `others` (as the same socket)."""
+    return {fd: inode for fd, inode in sockets.items() if others.get(fd) != inode}
+
+
 def shutdown(sockets):
     """Shuts down each socket of {fd: inode} that is still that socket (an fd closed and reused for
     something else is left alone). Never raises."""
