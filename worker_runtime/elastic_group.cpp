@@ -433,9 +433,13 @@ void ElasticGroup::join(const QuorumId& from, bool newer, std::chrono::milliseco
                           " finished the job while this rank waited to build quorum " +
                           toString(newest->id) + ": that quorum cannot form");
         }
-        // Superseded (the board moved meanwhile) is no failure of that quorum.
-        if (board_->epoch() == epoch) failed = newest->id;
         lastError = "quorum " + toString(newest->id) + ": " + e.what();
+        // Superseded (the board moved meanwhile) is no failure of that quorum.
+        if (board_->epoch() == epoch) {
+          failed = newest->id;
+          logger("worker")->warn("rank {} could not build {}; waiting for a newer quorum",
+                                 newest->rank, lastError);
+        }
       }
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());

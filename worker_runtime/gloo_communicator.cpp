@@ -86,7 +86,8 @@ GlooCommunicator::GlooCommunicator(const WorkerEnv& env, Store& store, const Com
                     " could not build the Gloo communicator (bound to " + bindAddress_ +
                     ", budget " + std::to_string(timeout_.count()) + " ms): " + e.what());
   }
-  pairSockets_ = detail::connectionsOpenedSince(before, static_cast<uint16_t>(env.master.port));
+  pairSockets_ = detail::identify(
+      detail::connectionsOpenedSince(before, static_cast<uint16_t>(env.master.port)));
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - start);
   logger("worker")->debug("gloo communicator rank {} of {} on {} connected in {} ms", rank_, size_,
@@ -113,7 +114,7 @@ void GlooCommunicator::abort() noexcept {
   // down, a connection sends nothing more, and that peer's collective fails instead. (The
   // aborted operation closes its pairs only once the switch is thrown, so the descriptors are
   // still Gloo's here.)
-  detail::shutDown(pairSockets_);
+  detail::shutDownSame(pairSockets_);
   abortSwitch_->abort();
 }
 

@@ -104,7 +104,7 @@ class GlooCommunicator final : public Communicator {
   uint32_t tag_ = 0;
   std::vector<uint64_t> peerMessages_;  // per peer: the messages exchanged with it so far
   std::exception_ptr error_;  // the sticky error, once a collective failed
-  std::vector<int> pairSockets_;  // the connections to the peers (Gloo's descriptors; abort())
+  std::map<int, uint64_t> pairSockets_;  // the connections to the peers: descriptor -> inode (abort())
   std::atomic<bool> aborting_{false};  // abort() was called (it acts once)
   std::shared_ptr<detail::AbortSwitch> abortSwitch_;  // every message's waits (abort())
   using CacheKey = std::tuple<void*, std::size_t, DataType>;

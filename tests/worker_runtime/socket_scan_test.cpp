@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <thread>
@@ -83,4 +84,63 @@ TEST_CASE("a connect no peer answers is shut down once its SYN was sent again", 
   ::close(connecting);
   ::close(filler);
   ::close(listener);
+}
+
+namespace {
+
+// A connection from `fd` to `where` (blocking); returns the client socket.
+int connectTo(const sockaddr_in& where) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&where), sizeof(where)) == 0);
+  return fd;
+}
+
+bool isShutDown(int fd) {  // a shut-down socket reads EOF at once; a live one has nothing to read
+  char c = 0;
+  return ::recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("neither end of a connection to the store counts as a pair", "[socket_scan]") {
+  // A process that hosts the store (a test of several ranks) holds the server's end of each rank's
+  // store connection: shutting it down as one of a communicator's pairs broke another rank's build
+  // ("Broken pipe" during its WAIT), which then waited out its budget.
+  sockaddr_in store{};
+  const int storeListener = listenOnLoopback(4, store);
+  sockaddr_in other{};
+  const int otherListener = listenOnLoopback(4, other);
+  const auto before = ddp::detail::socketDescriptors();
+  const int client = connectTo(store);
+  const int served = ::accept(storeListener, nullptr, nullptr);
+  const int pair = connectTo(other);
+  const int pairPeer = ::accept(otherListener, nullptr, nullptr);
+  REQUIRE(served >= 0);
+  REQUIRE(pairPeer >= 0);
+  auto found = ddp::detail::connectionsOpenedSince(before, ntohs(store.sin_port));
+  std::sort(found.begin(), found.end());
+  std::vector<int> want{pair, pairPeer};
+  std::sort(want.begin(), want.end());
+  CHECK(found == want);
+  for (int fd : {client, served, pair, pairPeer, storeListener, otherListener}) ::close(fd);
+}
+
+TEST_CASE("a socket kept for a later shutdown is left alone once its number holds another",
+          "[socket_scan]") {
+  sockaddr_in where{};
+  const int listener = listenOnLoopback(4, where);
+  const int first = connectTo(where);
+  const int firstPeer = ::accept(listener, nullptr, nullptr);
+  const auto kept = ddp::detail::identify({first});
+  REQUIRE(kept.size() == 1);
+  ::close(first);  // its owner closed it; the number goes to the next socket made
+  const int second = connectTo(where);
+  const int secondPeer = ::accept(listener, nullptr, nullptr);
+  REQUIRE(second == first);
+  ddp::detail::shutDownSame(kept);
+  CHECK_FALSE(isShutDown(secondPeer));  // the stranger with the reused number still works
+  const auto now = ddp::detail::identify({second});
+  ddp::detail::shutDownSame(now);
+  CHECK(isShutDown(secondPeer));  // the same socket is shut down
+  for (int fd : {firstPeer, second, secondPeer, listener}) ::close(fd);
 }

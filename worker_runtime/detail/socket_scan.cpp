@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -26,21 +27,27 @@ std::set<int> openedSince(const SocketTable& before) {
   return opened;
 }
 
+// The port of an IPv4 or IPv6 address; 0 for any other family.
+uint16_t portOf(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&a)->sin_port);
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&a)->sin6_port);
+  return 0;
+}
+
+// Connected TCP sockets with the store's port at neither end: not a store client's connection,
+// and not the store server's end of one (a process that hosts the store, as a test does).
 std::vector<int> pairSockets(const std::set<int>& fds, uint16_t storePort) {
   std::vector<int> out;
   for (int fd : fds) {
     sockaddr_storage peer{};
-    socklen_t len = sizeof(peer);
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;  // listener
-    uint16_t port = 0;
-    if (peer.ss_family == AF_INET) {
-      port = ntohs(reinterpret_cast<sockaddr_in*>(&peer)->sin_port);
-    } else if (peer.ss_family == AF_INET6) {
-      port = ntohs(reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port);
-    } else {
-      continue;
-    }
-    if (port != storePort) out.push_back(fd);
+    sockaddr_storage self{};
+    socklen_t peerLen = sizeof(peer);
+    socklen_t selfLen = sizeof(self);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0) continue;  // listener
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &selfLen) != 0) continue;
+    const uint16_t peerPort = portOf(peer);
+    if (peerPort == 0) continue;  // not IP
+    if (peerPort != storePort && portOf(self) != storePort) out.push_back(fd);
   }
   return out;
 }
@@ -142,6 +149,24 @@ std::string tcpStatesOpenedSince(const SocketTable& before) {
 
 void shutDown(const std::vector<int>& fds) noexcept {
   for (int fd : fds) ::shutdown(fd, SHUT_RDWR);
+}
+
+SocketTable identify(const std::vector<int>& fds) {
+  SocketTable out;
+  for (int fd : fds) {
+    struct stat st{};
+    if (::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) out[fd] = uint64_t(st.st_ino);
+  }
+  return out;
+}
+
+void shutDownSame(const SocketTable& sockets) noexcept {
+  for (const auto& [fd, inode] : sockets) {
+    struct stat st{};
+    if (::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && uint64_t(st.st_ino) == inode) {
+      ::shutdown(fd, SHUT_RDWR);
+    }
+  }
 }
 
 }  // namespace ddp::detail

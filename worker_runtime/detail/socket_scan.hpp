@@ -21,8 +21,9 @@ namespace ddp::detail {
 using SocketTable = std::map<int, uint64_t>;
 SocketTable socketDescriptors();
 
-// The connected TCP sockets opened since `before` (a socketDescriptors() result) whose peer port
-// is not `storePort`. (Another thread's connection opened meanwhile is listed too; shutting it
+// The connected TCP sockets opened since `before` (a socketDescriptors() result) with
+// `storePort` at neither end (the store client's connections, and the server's ends of them where
+// this process hosts the store). (Another thread's connection opened meanwhile is listed too; shutting it
 // down at worst fails that connection as well.) Shutting down one that Gloo has not yet taken as
 // connected can make Gloo's device thread throw (getpeername on a closed socket), so only once
 // the connections had time to be taken.
@@ -50,5 +51,14 @@ std::string tcpStatesOpenedSince(const SocketTable& before);
 
 // shutdown(2) of each, reads and writes.
 void shutDown(const std::vector<int>& fds) noexcept;
+
+// `fds` with the inode of the socket each holds now (those that hold none are left out): what
+// shutDownSame() checks before it shuts one down, for a list kept until later.
+SocketTable identify(const std::vector<int>& fds);
+
+// shutdown(2) of each descriptor of `sockets` that still holds the same socket (its inode): one
+// closed meanwhile and its number reused (by another thread's connection, or another rank's build
+// in a process of several ranks) is left alone.
+void shutDownSame(const SocketTable& sockets) noexcept;
 
 }  // namespace ddp::detail
