@@ -63,26 +63,35 @@ WorkerSpec pythonStandby(const fs::path& out) {
   return spec;
 }
 
+// The parent of `pid` (from /proc); -1 when it is gone.
+pid_t parentOf(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string all;
+  std::getline(stat, all);
+  const auto close = all.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(all.substr(close + 2));
+  char state;
+  pid_t ppid = -1;
+  rest >> state >> ppid;
+  return ppid;
+}
+
 // The pid of a process running the python standby's program (its command line names
-// DDP_STANDBY) that is not this process's child (the guardian is); -1 when there is none yet.
+// DDP_STANDBY) under one of this process's guardians; -1 when there is none yet.
 pid_t execedStandby() {
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(e.path() / "stat");
-    std::string all;
-    std::getline(stat, all);
-    const auto close = all.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(all.substr(close + 2));
-    char state;
-    pid_t ppid;
-    rest >> state >> ppid;
+    const pid_t pid = std::stoi(name);
+    // This test's own: a guardian (a child of this process) runs it. Another test's standby on
+    // the machine (ctest -j), or one of this process's earlier pools dying (reparented to this
+    // process, a subreaper), is not this pool's.
+    const pid_t guardian = parentOf(pid);
+    if (guardian <= 0 || guardian == ::getpid() || parentOf(guardian) != ::getpid()) continue;
     std::ifstream cmd(e.path() / "cmdline");
     const std::string line((std::istreambuf_iterator<char>(cmd)), {});
-    if (line.find("DDP_STANDBY") != std::string::npos && ppid != ::getpid()) {
-      return std::stoi(name);
-    }
+    if (line.find("DDP_STANDBY") != std::string::npos) return pid;
   }
   return -1;
 }
