@@ -138,7 +138,7 @@ class ElasticGroup {
   // While a build waits for its peers: throws CommError (and sets finishedBy_) once a rank of the
   // generation finished the job.
   void checkFinished(const QuorumId& building);
-  void watchdog();
+  void watchdog();  // and the three steps below: elastic_group_watchdog.cpp
   // The watchdog's steps for an operation `op` (its quorum's epoch) that a newer quorum superseded:
   // each pass, fails what of a build cannot complete (listening pairs on the first look, connects
   // that no peer answers); aborts a collective at once and a build's connections after
