@@ -8,8 +8,8 @@ runs workers that fail while a file exists (multinode_worker.py's MN_FAIL_WHILE)
             generation) and the job succeeds, the exclusion marked returned
   refused   a fixed 2-node job without a spare: the bad node stays (one line says why) and the
             job fails once the restart budget is spent; nothing is excluded
-  spare     a fixed 2-node job with a spare waiting: the bad node leaves and the spare takes its
-            place
+  spare     a fixed 2-node job: the bad node's workers are killed once, then again with a spare
+            waiting: the bad node leaves and the spare takes its place
   preflight a 2:3 job under --preflight=strict where one node fails a check (no GPU while the
             others see one): it leaves for its cooldown instead of failing the job, the other two
             run, ddprund's page (headless Chromium) lists it as out, and it ends its wait when the
@@ -113,22 +113,25 @@ def scenario_refused(h):
 
 def scenario_spare(h):
     port = h.ddprund()
-    go, bad = os.path.join(TMP, "go"), os.path.join(TMP, "bad")
+    go = os.path.join(TMP, "go")
     f = flags(port, "2", "spare")
-    agents = {"a": h.agent("a", f, {"MN_GO_FILE": go}),
-              "b": h.agent("b", f, {"MN_GO_FILE": go, "MN_FAIL_WHILE": bad})}
-    poll("a 2-node generation of a and b", lambda: h.generation_with_world(2, "ab"), 40)
+    agents = {n: h.agent(n, f, {"MN_GO_FILE": go}) for n in ("a", "b")}
+    first = poll("a 2-node generation of a and b", lambda: h.generation_with_world(2, "ab"), 40)
+    gen = int(first[0]["TORCHELASTIC_RESTART_COUNT"])
+    # b's first failure comes before the spare exists, so b surely rejoins: at a restart the
+    # nodes of the round and a spare waiting join the next round alike (whoever joins first, as in
+    # torchrun), and a spare that came first would take b's place before b's second failure.
+    os.kill(h.records(node="b", restart=gen)[0]["pid"], 9)
+    again = poll("a 2-node generation of a and b after b's failure",
+                 lambda: generation_after(h, gen, 2), 40)
     agents["c"] = h.agent("c", f, {"MN_GO_FILE": go})
     poll("c waiting as a spare", lambda: "waiting as a spare" in h.output("c"), 30)
-    open(bad, "w").close()  # b turns bad: its workers of the next generations fail
-    with open(go, "w") as out:
-        out.write("1")  # nothing is released by this: the generation's world is 2
-    # End the running generation with a failure of b: its worker is still waiting, so kill it.
-    rec = h.records(node="b")[0]
-    os.kill(rec["pid"], 9)
+    # b's second failure (--exclude-after 2) with a spare waiting: b leaves, c takes its place.
+    os.kill(h.records(node="b", restart=again)[0]["pid"], 9)
     poll("b leaving the job", lambda: LEFT in h.output("b"), 60)
     poll("a 2-node generation of a and the spare c",
          lambda: h.generation_with_world(2, "ac"), 40)
+    check(not h.records(node="c", restart=again), "c ran workers in b's generation %d" % again)
     with open(go, "w") as out:
         out.write("2")
     for n in ("a", "c"):
