@@ -44,23 +44,42 @@ def start_time(pid):
 
 
 class Agent:
-    """One node's slot: its current ddprun process; state up, stopped or down (SIGKILLed)."""
+    """One node's slot: its current ddprun process; state up, stopped or down (SIGKILLed).
+
+    Its log is read incrementally, and each complete line is searched once for the pids the storm
+    follows (`takes`, `hands`): the ledger looks every 0.1 s for an hour, so nothing here may
+    rescan or copy the whole log per look (that grew with the log and loaded the machine the
+    recoveries were measured on)."""
 
     def __init__(self, slot, name, proc):
         self.slot, self.name, self.proc, self.state = slot, name, proc, "up"
-        self.log_offset, self.log = 0, ""
+        self.log_offset, self._chunks, self._partial = 0, [], b""
+        self.takes, self.hands = [], []  # pids, in the order the log names them
 
-    def read_log(self, h):
-        """The agent's output so far (read incrementally)."""
+    def poll_log(self):
+        """Reads what the agent logged since the last call and searches its complete lines."""
         try:
             with open(os.path.join(TMP, self.name + ".log"), "rb") as f:
                 f.seek(self.log_offset)
                 data = f.read()
         except FileNotFoundError:
-            return self.log
+            return
         self.log_offset += len(data)
-        self.log += data.decode(errors="replace")
-        return self.log
+        data = self._partial + data
+        cut = data.rfind(b"\n") + 1
+        self._partial = data[cut:]
+        if cut:
+            text = data[:cut].decode(errors="replace")
+            self._chunks.append(text)
+            self.takes += [int(m) for m in TAKES.findall(text)]
+            self.hands += [int(m) for m in HANDS.findall(text)]
+
+    def read_log(self, h=None):
+        """The agent's output so far (a copy of it: for the checks at the end and for errors)."""
+        self.poll_log()
+        if len(self._chunks) > 1:
+            self._chunks = ["".join(self._chunks)]
+        return "".join(self._chunks) + self._partial.decode(errors="replace")
 
 
 class Job:
@@ -143,7 +162,8 @@ class Ledger:
         for agent in job.incarnations:
             if agent.proc.poll() is not None:  # its pid may be another process's by now
                 continue
-            self.taken |= {int(m) for m in TAKES.findall(agent.read_log(job.h))}
+            agent.poll_log()
+            self.taken |= set(agent.takes)
             for g in tree.get(agent.proc.pid, []):
                 for pid in tree.get(g, []):
                     if comm(pid) != "train":
