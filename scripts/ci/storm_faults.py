@@ -39,6 +39,7 @@ class Storm:
         self.pending = []  # [(monotonic due, what, fn)]
         self.faults = []   # dicts: n, kind, t, wall, detail
         self.samples = []  # dicts: fault, kind, wall, t, latency (s) or None, steady
+        self.first_open = 0  # samples before this index have their latency
         self.next_at = time.monotonic() + rng.uniform(*interval)
         self.last_scan = 0.0
         self.stopped = set()  # worker pids SIGSTOPped now
@@ -82,14 +83,18 @@ class Storm:
 
     def close_samples(self, new):
         for line in new:
-            for s in self.samples:
-                if s["latency"] is None and line["time"] >= s["wall"] + ALREADY_DONE_S:
+            # Only the samples still open: the storm's loop looks 100 times a second for an hour.
+            for s in [s for s in self.samples[self.first_open:] if s["latency"] is None]:
+                if line["time"] >= s["wall"] + ALREADY_DONE_S:
                     s["latency"] = line["time"] - s["wall"]
                     s["world"] = line["world_size"]
                     # Steady: no other fault from 1 s before the kill to the step that ended it.
                     s["steady"] = s["steady"] and not any(
                         f is not s["fault"] and s["wall"] - 1 <= f["wall"] <= line["time"]
                         for f in self.faults)
+            while (self.first_open < len(self.samples) and
+                   self.samples[self.first_open]["latency"] is not None):
+                self.first_open += 1
 
     # -- choosing ------------------------------------------------------------------------------
     def up(self):
