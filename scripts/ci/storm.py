@@ -247,6 +247,9 @@ def report(args, job, storm, fault_s, results, wall_s):
     print("   %d faults in %.0f s of storm; job of %d steps, last step %d; %.0f s in all" % (
         len(storm.faults), fault_s, args.steps, job.last_step(), wall_s))
     print("   faults: " + ", ".join("%s %d" % (k, counts[k]) for k in sorted(counts)))
+    cpu = os.times()
+    print("   this script's own CPU: %.0f s (%.1f%% of one core over the run), beside the job's" % (
+        cpu.user + cpu.system, 100.0 * (cpu.user + cpu.system) / max(wall_s, 1e-3)))
     print("\n  recovery (ms)    count      p50      p90      p99      max")
     for row in latency_rows(storm):
         print(row)
