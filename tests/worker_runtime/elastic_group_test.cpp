@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -133,10 +134,16 @@ TEST_CASE("a quorum superseded while it is being built is left for the newest", 
   ddp::QuorumBoard board(kWorld);
   publishQuorum(board, kWorld, server.port(), 0);
   std::vector<ddp::QuorumId> ids(kWorld);
+  std::atomic<int> passed{0};
   auto errors = ddp::test::runThreads(kWorld, [&](int rank, ddp::Store&) {
     auto env = envFor(rank, kWorld, server.port(), board);
     ddp::ElasticGroup group(env, ddp::test::glooOptions(20s));
     group.comm().barrier();
+    // Quorum 1 comes only once both ranks left quorum 0's barrier: published while rank 0 was
+    // still in it, it superseded that barrier (rank 0 rightly aborted it and never built quorum 1,
+    // and rank 1 waited for its key for good).
+    ++passed;
+    while (passed.load() < kWorld) std::this_thread::yield();
     if (rank == 0) {
       ddp::QuorumBoardReader mine(board.path(), 0);
       while (mine.read()->id.quorum < 1) mine.waitForChange(mine.epoch(), 100ms);
@@ -148,7 +155,13 @@ TEST_CASE("a quorum superseded while it is being built is left for the newest", 
       const int64_t keys = watcher.numKeys();
       publishQuorum(board, kWorld, server.port(), 1);
       // Rank 0 is inside quorum 1's build once its address key is in the store.
-      while (watcher.numKeys() <= keys) std::this_thread::yield();
+      const auto deadline = std::chrono::steady_clock::now() + 20s;
+      while (watcher.numKeys() <= keys) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          throw std::runtime_error("rank 0 did not start quorum 1's build within 20 s");
+        }
+        std::this_thread::yield();
+      }
       publishQuorum(board, kWorld, server.port(), 2);
       group.rebuild(20s);
     }
