@@ -31,6 +31,18 @@ using ddp::test::recordFor;
 
 namespace {
 
+// Waits until the store holds more than `keys` keys (a rank wrote its build's address key); throws
+// after 20 s naming `who`, so that a rank that never builds fails the test instead of hanging it.
+void awaitNewKey(ddp::TcpStoreClient& watcher, int64_t keys, const std::string& who) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (watcher.numKeys() <= keys) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error(who + " wrote no key within 20 s");
+    }
+    std::this_thread::yield();
+  }
+}
+
 int64_t inPlaceCount(uint16_t port) {
   ddp::TcpStoreClientOptions o;
   o.endpoint = {"127.0.0.1", port};
@@ -155,13 +167,7 @@ TEST_CASE("a quorum superseded while it is being built is left for the newest", 
       const int64_t keys = watcher.numKeys();
       publishQuorum(board, kWorld, server.port(), 1);
       // Rank 0 is inside quorum 1's build once its address key is in the store.
-      const auto deadline = std::chrono::steady_clock::now() + 20s;
-      while (watcher.numKeys() <= keys) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          throw std::runtime_error("rank 0 did not start quorum 1's build within 20 s");
-        }
-        std::this_thread::yield();
-      }
+      awaitNewKey(watcher, keys, "rank 0, building quorum 1,");
       publishQuorum(board, kWorld, server.port(), 2);
       group.rebuild(20s);
     }
@@ -230,7 +236,7 @@ TEST_CASE("a rank that finished the job: a replacement waiting for it gives up a
         // The replacement is inside quorum 1's build once its address key is in the store.
         shared.wait({"replacement-started"}, 30s);
         const int64_t keys = std::stoll(shared.get("keys-before"));
-        while (watcher.numKeys() <= keys) std::this_thread::yield();
+        awaitNewKey(watcher, keys, "the replacement, building quorum 1,");
       }
       group->markFinished();
       shared.set("finished", "1");
