@@ -28,7 +28,8 @@ Checks, at the end (exit 1 when one fails):
   recovery p99       kill -> the first step stamped after it (the metrics line's `time`, 2 ms
                      grace as scripts/bench/recovery_bench.py), over the worker kills made while
                      the full world trained with every agent and ddprund up and no other fault from
-                     1 s before to that step ("steady"). Node faults (agent SIGKILL waits the
+                     1 s before to that step ("steady"; a fault lasts until its delayed action ran:
+                     SIGCONT, comeback, restart). Node faults (agent SIGKILL waits the
                      heartbeat timeout; agent SIGSTOP; ddprund) and overlapped kills are listed
                      per kind but excluded. A benchmark on a shared machine: printed against the
                      goal (--p99-goal-ms, 200), failed only with --enforce-p99.
@@ -254,7 +255,17 @@ def report(args, job, storm, fault_s, results, wall_s):
     for row in latency_rows(storm):
         print(row)
     print("  (kill -> the first step after it; steady = full world, every agent and ddprund up,"
-          " no other fault\n   from 1 s before; agent/ddprund faults have no sample)\n")
+          " no other fault\n   from 1 s before; agent/ddprund faults have no sample)")
+    slow = sorted((s for s in storm.samples if s["kind"] == "worker" and s["steady"] and
+                   s["latency"] is not None), key=lambda s: -s["latency"])[:5]
+    if slow:
+        # Where to look in the agents' logs (--keep) for the tail.
+        print("  slowest steady kills: " + "; ".join(
+            "fault %d at %s.%03d (%.0f ms, %s)" % (
+                s["fault"]["n"], time.strftime("%H:%M:%S", time.localtime(s["wall"])),
+                int(s["wall"] * 1000) % 1000, s["latency"] * 1e3, s["fault"]["detail"])
+            for s in slow))
+    print()
     for name, ok, detail in results:
         print("  %-36s %-4s %s" % (name, {True: "PASS", False: "FAIL", None: "----"}[ok], detail))
     return all(ok is not False for _, ok, _ in results)

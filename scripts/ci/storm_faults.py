@@ -37,7 +37,7 @@ class Storm:
         self.job, self.ledger, self.rng, self.log = job, ledger, rng, log
         self.weights, self.interval, self.min_nodes = weights, interval, min_nodes
         self.pending = []  # [(monotonic due, what, fn)]
-        self.faults = []   # dicts: n, kind, t, wall, detail
+        self.faults = []   # dicts: n, kind, t, wall, detail, end_wall (delayed action ran)
         self.samples = []  # dicts: fault, kind, wall, t, latency (s) or None, steady
         self.first_open = 0  # samples before this index have their latency
         self.next_at = time.monotonic() + rng.uniform(*interval)
@@ -68,7 +68,13 @@ class Storm:
             item[2]()
 
     def later(self, delay, what, fn):
-        self.pending.append((time.monotonic() + delay, what, fn))
+        """Runs fn in delay s; the fault being injected lasts until then (its "end_wall")."""
+        fault = self.faults[-1]
+
+        def run():
+            fn()
+            fault["end_wall"] = time.time()
+        self.pending.append((time.monotonic() + delay, what, run))
 
     def wait_for(self, pred, timeout):
         """pred()'s first truthy value, polled every ms for at most timeout s (None after)."""
@@ -89,9 +95,11 @@ class Storm:
                     s["latency"] = line["time"] - s["wall"]
                     s["world"] = line["world_size"]
                     # Steady: no other fault from 1 s before the kill to the step that ended it.
+                    # A fault lasts until its delayed action (SIGCONT, comeback, restart) ran:
+                    # a kill 0.1 s after a 5 s SIGSTOP ended meets a recovery still under way.
                     s["steady"] = s["steady"] and not any(
-                        f is not s["fault"] and s["wall"] - 1 <= f["wall"] <= line["time"]
-                        for f in self.faults)
+                        f is not s["fault"] and f["wall"] <= line["time"] and
+                        f.get("end_wall", f["wall"]) >= s["wall"] - 1 for f in self.faults)
             while (self.first_open < len(self.samples) and
                    self.samples[self.first_open]["latency"] is not None):
                 self.first_open += 1
