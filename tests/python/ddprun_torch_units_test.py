@@ -1,6 +1,7 @@
 """Unit tests of ddprun.torch's pure parts, with Debian's /usr/bin/python3 and torch 1.13 (issue 32).
 
-  ddprun_torch_units_test.py [sampler|sampler_tail|standby|board|join|ddp_sync|digest|store_sockets]
+  ddprun_torch_units_test.py [sampler|sampler_tail|standby|board|join|ddp_sync|buffer_broadcast|digest|
+                              store_sockets]
 
 sampler  ddprun.torch.DistributedSampler equals torch's DistributedSampler without faults (shuffle,
          seeds, epochs, padding, drop_last); resharded at a step boundary (a world that shrinks
@@ -23,6 +24,9 @@ ddp_sync g.ddp's DDP is built without DDP's own check and broadcast from rank 0 
          recovery's path) when the agreement covers every tensor of the module: counted calls of
          torch's two steps (torch 1.x) or init_sync=False (torch 2.x); with a tensor no registered
          module holds, DDP syncs as it always does; torch's functions are put back either way
+buffer_broadcast  g.ddp's buffer broadcast (DDP's, before a forward) on a real 2-rank Gloo group
+         whose rank 0 never serves it is given up once the quorum is marked superseded: the step
+         fails instead of the forward waiting in C++ for the group's timeout
 digest   the digest a survivor makes on a thread while it rebuilds equals the one made in place,
          changes with one bit of the state, and an error making it is raised to the caller
 store_sockets  a group built for a quorum (a real 1-rank Gloo group on a real TCPStore server) counts
@@ -548,6 +552,66 @@ def ddp_sync():
         dist.destroy_process_group()
 
 
+_BROADCAST_PEER = r"""
+import datetime, sys, torch, torch.distributed as dist
+store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), None, False, datetime.timedelta(seconds=60))
+dist.init_process_group("gloo", store=store, rank=0, world_size=2,
+                        timeout=datetime.timedelta(seconds=120))
+store.wait(["done"])           # rank 1's buffer broadcast waits for rank 0 meanwhile
+dist.broadcast(torch.zeros(6), 0)  # then it gets one, so its group ends cleanly
+"""
+
+
+def buffer_broadcast():
+    """Rank 1 of a real 2-rank Gloo group runs g.ddp's forward, whose buffer broadcast (BatchNorm)
+    rank 0 never serves; once the quorum is marked superseded (as the watchdog marks it), the
+    forward gives the broadcast up and fails the step instead of waiting in C++ for the group's
+    timeout (120 s here), as a survivor whose peer was killed halfway through a message would."""
+    import datetime
+    import subprocess
+    import torch
+    import torch.distributed as dist
+    from ddprun.torch import _ddp, _group
+    store = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=60))
+    peer = subprocess.Popen([sys.executable, "-c", _BROADCAST_PEER, str(store.port)],
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    real_broadcast = dist.broadcast
+    try:
+        dist.init_process_group("gloo", store=store, rank=1, world_size=2,
+                                timeout=datetime.timedelta(seconds=120))
+        net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+        g = _group.Group("gloo", datetime.timedelta(seconds=120))
+        g._objects = {"model": net}  # agreed: DDP's constructor makes no collective
+        g._phase, g._phase_id, g._pg = _group._RUNNING, (0, 0), dist.distributed_c10d._get_default_group()
+        wrapper = _ddp.ElasticDDP(g, net, {})
+        wrapper._rebuild()
+        entered = threading.Event()
+
+        def spying_broadcast(*args, **kwargs):
+            entered.set()
+            return real_broadcast(*args, **kwargs)
+        dist.broadcast = spying_broadcast
+        done = []
+        t = threading.Thread(target=lambda: done.append(wrapper(torch.randn(5, 4))), daemon=True)
+        t.start()
+        check(entered.wait(60), "g.ddp's forward made no buffer broadcast through the group")
+        with g._lock:
+            g._unblocked = ((0, 0), (0, 1))  # what the watchdog sets for a superseded quorum
+        t.join(60)
+        check(not t.is_alive(), "the forward still waits in a buffer broadcast of a superseded "
+                                "quorum 60 s after the mark")
+        check(done and done[0].shape == (5, 3), "the forward returned no output")
+        check("DDP forward" in (g._failed or "") and "given up" in g._failed,
+              "the step did not fail as one whose broadcast was given up: %r" % g._failed)
+        check(g._abandoned is g._pg, "the given-up group was not kept from destruction")
+    finally:
+        dist.broadcast = real_broadcast
+        store.set("done", "1")
+        peer.wait(60)
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 def digest():
     import torch
     from ddprun.torch import _group, _state
@@ -622,6 +686,7 @@ def main():
               "board": [board_decode],
               "join": [join_gives_up],
               "ddp_sync": [ddp_sync],
+              "buffer_broadcast": [buffer_broadcast],
               "digest": [digest],
               "store_sockets": [store_sockets]}
     names = sys.argv[1:] or list(groups)

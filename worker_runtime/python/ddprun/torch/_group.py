@@ -359,6 +359,20 @@ class Group:
             raise RuntimeError("a collective of quorum %s still ran after its connections were "
                                "shut down (a message halfway on the wire); given up" % quorum)
 
+    def _broadcast(self, tensors, src):
+        """`tensors` (this rank's) become rank `src`'s, one broadcast per dtype, waited as _wait
+        waits (DDP's buffer broadcast). Raises RuntimeError as a collective does. The training
+        thread."""
+        by_dtype = {}
+        for t in tensors:
+            by_dtype.setdefault(t.dtype, []).append(t)
+        for group in by_dtype.values():
+            flat = torch._utils._flatten_dense_tensors(group)
+            self._wait(dist.broadcast(flat, src, async_op=True))
+            if self.rank != src:
+                for t, part in zip(group, torch._utils._unflatten_dense_tensors(flat, group)):
+                    t.copy_(part)
+
     def _fail_step(self, reason):
         """Called from DDP's collectives (any thread): the running step failed."""
         if self._failed is None:
@@ -552,6 +566,8 @@ class Group:
             skeleton, flat = _state.encode(mine, self._device)
             sizes = torch.tensor([len(skeleton), flat.numel()], dtype=torch.int64, device=self._device)
             packed = torch.frombuffer(bytearray(skeleton), dtype=torch.uint8).to(self._device)
+            # Waited whole, not through _wait: a timed wait on torch 1.13 Gloo's send or recv that
+            # ends before the message fails the transfer for good (a collective's does not).
             for r in receivers:
                 dist.send(sizes, r)
                 dist.send(packed, r)
