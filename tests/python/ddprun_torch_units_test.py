@@ -582,7 +582,8 @@ def buffer_broadcast():
         net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
         g = _group.Group("gloo", datetime.timedelta(seconds=120))
         g._objects = {"model": net}  # agreed: DDP's constructor makes no collective
-        g._phase, g._phase_id, g._pg = _group._RUNNING, (0, 0), dist.distributed_c10d._get_default_group()
+        g._phase, g._phase_id = _group._RUNNING, (0, 0)
+        g._pg = dist.distributed_c10d._get_default_group()
         wrapper = _ddp.ElasticDDP(g, net, {})
         wrapper._rebuild()
         entered = threading.Event()

@@ -5,7 +5,8 @@ Its collectives never raise into the loop body because a peer died: gradients ar
 communication hook that turns a failed allreduce into a failed step (the buckets keep this rank's
 own gradients and the registered optimizer's step() does nothing), and a forward whose collectives
 (bucket rebuild, buffer broadcast) fail runs the module without DDP. The buffer broadcast goes
-through the group's wait, which gives it up once its quorum is superseded. Every other attribute is the current DDP's (module, parameters(), no_sync(), ...).
+through the group's wait, which gives it up once its quorum is superseded. Every other attribute
+is the current DDP's (module, parameters(), no_sync(), ...).
 
 Thread safety: the training thread; the hook runs on autograd's threads and only sets the group's
 failure (one assignment)."""
@@ -90,11 +91,12 @@ class ElasticDDP:
             ddp = DistributedDataParallel(self._module, **kwargs)
         ddp.register_comm_hook(_HookState(self._group, self._module), _reduce_in_parameter_order)
         if callable(getattr(ddp, "_distributed_broadcast_coalesced", None)):
-            # The buffers DDP broadcasts from rank 0 before a forward (broadcast_buffers, BatchNorm's
-            # statistics): through the group, which gives a broadcast up once its quorum is
-            # superseded. DDP's own waits in C++ for as long as Gloo does, and torch 1.13's Gloo
-            # never wakes a receive whose message a killed peer cut in the middle (a survivor held
-            # every rank's next quorum for good). DDP still decides when; the bits are rank 0's.
+            # The buffers DDP broadcasts from rank 0 before a forward (broadcast_buffers,
+            # BatchNorm's statistics): through the group, which gives a broadcast up once its
+            # quorum is superseded. DDP's own waits in C++ for as long as Gloo does, and torch
+            # 1.13's Gloo never wakes a receive whose message a killed peer cut in the middle (a
+            # survivor held every rank's next quorum for good). DDP still decides when; the bits
+            # are rank 0's.
             group = self._group
             ddp._distributed_broadcast_coalesced = (
                 lambda tensors, buffer_size, authoritative_rank=0:
