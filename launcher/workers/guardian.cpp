@@ -1,6 +1,7 @@
 #include "launcher/workers/guardian.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -113,6 +114,10 @@ pid_t startWorker(const GuardianPlan& plan, int& execErrno) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (plan.idlePriority) {
+      const sched_param param{};
+      ::sched_setscheduler(0, SCHED_IDLE, &param);
+    }
     ::execve(plan.program, plan.argv, plan.envp);
     childErrno = errno;
     ::_exit(127);

@@ -66,6 +66,8 @@ struct GuardianPlan {
   // exits; `ownedDir` (its folder) is removed too, if empty, when the agent died.
   const char* ownedFile = nullptr;
   const char* ownedDir = nullptr;
+  // The worker starts under SCHED_IDLE (best effort: at the agent's policy when refused).
+  bool idlePriority = false;
 };
 
 // Signal the guardian gets when the agent dies (blocked and read with sigwaitinfo).

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "launcher/workers/idle_priority.hpp"
 #include "rendezvous/base/error.hpp"
 #include "rendezvous/base/logging.hpp"
 #include "rendezvous/base/signal_name.hpp"
@@ -56,6 +57,12 @@ StandbyPool::StandbyPool(boost::asio::io_context& io, ChildReaper& reaper, Worke
                          int count)
     : io_(io), reaper_(reaper), spec_(std::move(spec)), count_(std::size_t(count)), refill_(io) {
   for (const char* name : kRankVariables) spec_.env.erase(name);
+  spec_.idlePriority = idlePriorityReversible();
+  if (!spec_.idlePriority) {
+    logger("agent")->info("standby processes prepare at normal CPU priority: this agent cannot "
+                          "raise a process back from SCHED_IDLE (that needs CAP_SYS_NICE or an "
+                          "RLIMIT_NICE of at least 20 - nice)");
+  }
   std::string pattern =
       (std::filesystem::temp_directory_path() / "ddprun-standby-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
@@ -183,6 +190,8 @@ std::optional<SpawnedProcess> StandbyPool::take(const std::vector<std::string>& 
   standbys_.erase(standbys_.begin());
   pruneHandedOver();
   std::optional<SpawnedProcess> taken;
+  // At the workers' priority before it reads the message: the recovery waits for it from now on.
+  if (spec_.idlePriority) leaveIdlePriority(s->proc.pid);
   if (handOver(*s, env)) {
     reaper_.forget(s->proc.guardianPid);
     taken = s->proc;

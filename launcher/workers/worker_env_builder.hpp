@@ -46,6 +46,8 @@ struct WorkerSpec : RankLayout {
   // unlinks it when it exits, and removes the file's folder, if empty, once the agent died
   // (guardian.hpp), so that nothing is left behind even after kill -9 of the agent.
   std::string ownedFile;
+  // Starts under SCHED_IDLE (a standby that prepares: idle_priority.hpp); false: the agent's.
+  bool idlePriority = false;
 };
 
 // Where the generation's worker store listens (MASTER_ADDR / MASTER_PORT).

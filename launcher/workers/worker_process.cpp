@@ -137,6 +137,7 @@ Pending forkWorker(const WorkerSpec& spec) {
   plan.joinGroup = tty.joinGroup;
   plan.ownedFile = spec.ownedFile.empty() ? nullptr : spec.ownedFile.c_str();
   plan.ownedDir = ownedDir.empty() ? nullptr : ownedDir.c_str();
+  plan.idlePriority = spec.idlePriority;
   int forkErrno = 0;
   const pid_t guardian = forkGuardian(plan, forkErrno);
   closeFd(out.write);

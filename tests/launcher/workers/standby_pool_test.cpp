@@ -1,7 +1,8 @@
 // StandbyPool (launcher/workers/standby_pool.hpp) with real processes: a standby reads the whole
 // environment the agent hands it; one that dies while it waits is started again 3 times, no more;
 // that budget is whole again once a standby served; a standby of another program is not taken; the
-// pool's end kills the one still waiting.
+// pool's end kills the one still waiting; a standby prepares under SCHED_IDLE, every thread of it,
+// and is back at SCHED_OTHER once taken.
 #include "launcher/workers/standby_pool.hpp"
 
 #include <signal.h>
@@ -15,6 +16,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "launcher/workers/idle_priority.hpp"
 
 namespace ddp {
 namespace {
@@ -187,6 +190,43 @@ TEST_CASE_METHOD(Agent, "the pool's end kills a standby that still waits", "[sta
   CHECK(reaper.pending() == 0);
   // Killed with its process group and reaped by its guardian (reaped in turn by the pool).
   CHECK((::kill(pid, 0) != 0 && errno == ESRCH));
+}
+
+TEST_CASE_METHOD(Agent, "a standby prepares at idle priority and takes a worker's place at normal",
+                 "[standby]") {
+  if (!idlePriorityReversible()) {
+    WARN("this process cannot leave SCHED_IDLE again (no CAP_SYS_NICE, RLIMIT_NICE too low): "
+         "standbys prepare at normal priority, nothing to check");
+    return;
+  }
+  // The policy of each of its threads (field 41 of /proc/self/task/<tid>/stat, one thread started
+  // while it prepares), written to `before` once prepared and to `after` once it read its message.
+  const fs::path before = dir.path / "before", after = dir.path / "after";
+  const std::string policies =
+      "repr(sorted(int(open('/proc/self/task/%s/stat' % t).read().rsplit(')', 1)[1].split()[38])"
+      " for t in os.listdir('/proc/self/task')))";
+  const auto write = [&](const fs::path& p) {
+    return "open('" + p.string() + ".tmp', 'w').write(" + policies + ")\n" + "os.rename('" +
+           p.string() + ".tmp', '" + p.string() + "')\n";
+  };
+  WorkerSpec spec;
+  spec.argv = {"/usr/bin/python3", "-c",
+               "import os, struct, threading\n"
+               "done = threading.Event()\n"
+               "threading.Thread(target=done.wait).start()\n" + write(before) +
+               "f = open(os.environ['DDP_STANDBY'], 'rb')\n"
+               "f.read(struct.unpack('<Q', f.read(8))[0])\n" + write(after) + "done.set()\n"};
+  spec.env = {{"PATH", "/usr/bin:/bin"}};
+  StandbyPool pool(io, reaper, spec, 1);
+  REQUIRE(runUntil(io, [&] { return fs::exists(before); }));
+  CHECK(slurp(before) == "[5, 5]");  // SCHED_IDLE, the thread it started too
+  auto taken = pool.take(spec.argv, {{"RANK", "0"}});
+  REQUIRE(taken);
+  int status = -1;
+  reaper.watch(taken->guardianPid, [&](pid_t, int s) { status = s; });
+  REQUIRE(runUntil(io, [&] { return status != -1; }));
+  CHECK(slurp(after) == "[0, 0]");  // SCHED_OTHER, both threads
+  closeHandles(*taken);
 }
 
 }  // namespace ddp
