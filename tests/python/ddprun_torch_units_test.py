@@ -680,6 +680,33 @@ def store_sockets():
         g._close_group()
 
 
+def gloo_devices():
+    """Two groups of one process, one after the other (a recovery), share their Gloo devices:
+    torch would make new ones for each (host-name lookups, a loop thread whose end waits 10 ms)."""
+    import datetime
+    import torch
+    import torch.distributed as dist
+    from ddprun import _board
+    from ddprun.torch import _group
+    server = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=30))
+    g = _group.Group("gloo", datetime.timedelta(seconds=30))
+    devices = []
+    for quorum in (0, 1):
+        rec = _board.QuorumRecord(generation=0, quorum=quorum, rank=0, world_size=1, local_rank=0,
+                                  local_world_size=1, group_rank=0, group_world_size=1,
+                                  master_addr="127.0.0.1", master_port=server.port)
+        g._build(rec, quorum)
+        try:
+            t = torch.ones(3)
+            dist.all_reduce(t)
+            check(t.tolist() == [1.0, 1.0, 1.0], "quorum 0.%d's allreduce gave %s" % (quorum, t))
+            devices.append(list(g._pg.options._devices))
+        finally:
+            g._close_group()
+    check(len(devices[0]) == 1 and devices[0][0] is devices[1][0],
+          "the group of quorum 0.1 made its own Gloo device (%s, then %s)" % tuple(devices))
+
+
 def main():
     groups = {"sampler": [sampler_matches_torch, sampler_reshards, sampler_same_world],
               "sampler_tail": [sampler_tail],
@@ -689,7 +716,8 @@ def main():
               "ddp_sync": [ddp_sync],
               "buffer_broadcast": [buffer_broadcast],
               "digest": [digest],
-              "store_sockets": [store_sockets]}
+              "store_sockets": [store_sockets],
+              "gloo_devices": [gloo_devices]}
     names = sys.argv[1:] or list(groups)
     try:
         for name in names:

@@ -481,7 +481,7 @@ class Group:
         store = dist.TCPStore(rec.master_addr, rec.master_port, None, False, self._timeout)
         store_sockets = _sockets.opened_since(self._build_before)
         prefixed = dist.PrefixStore(_keys.quorum_prefix(rec.generation, rec.quorum), store)
-        with _no_store_barrier():
+        with _no_store_barrier(), _kept_gloo_devices(self._backend):
             dist.init_process_group(self._backend, store=prefixed, rank=rec.rank,
                                     world_size=rec.world_size, timeout=self._timeout)
         with self._lock:
@@ -746,6 +746,56 @@ def _no_store_barrier():
         yield
     finally:
         c10d._store_based_barrier = barrier
+
+
+_GLOO_DEVICES = []  # made by the first group of this process, kept by every group after it
+
+
+@contextlib.contextmanager
+def _kept_gloo_devices(backend):
+    """Every Gloo group a process builds gets the same devices (torch's rule: one per interface of
+    GLOO_SOCKET_IFNAME, else the one for this host's name). torch makes new ones for each group:
+    two lookups of the host's name (a DNS query where it is not in /etc/hosts) and an event-loop
+    thread whose end, when the group is destroyed, waits out the loop's 10 ms poll. Where torch
+    lacks what this needs, or builds its group with other arguments, torch makes its own."""
+    c10d = dist.distributed_c10d
+    gloo = getattr(c10d, "ProcessGroupGloo", None)
+    options = getattr(gloo, "_Options", None)
+    if backend != "gloo" or options is None or not hasattr(gloo, "create_default_device"):
+        yield
+        return
+    if not _GLOO_DEVICES:
+        names = os.environ.get("GLOO_SOCKET_IFNAME", "")
+        try:
+            _GLOO_DEVICES.extend([gloo.create_device(interface=n) for n in names.split(",")]
+                                 if len(names) > 1 else [gloo.create_default_device()])
+        except Exception:  # noqa: BLE001 (torch's own construction reports the cause)
+            del _GLOO_DEVICES[:]
+            yield
+            return
+
+    class KeptDevices(gloo):
+        def __init__(self, *args, **kwargs):
+            timeout = kwargs.get("timeout", args[3] if len(args) == 4 else None)
+            known = len(args) + len(kwargs) in (3, 4) and set(kwargs) <= {"timeout"} and \
+                len(args) >= 3 and isinstance(timeout, (datetime.timedelta, type(None)))
+            if not known:
+                super().__init__(*args, **kwargs)  # a call this does not know: torch's devices
+                return
+            opts = options()
+            opts._devices = list(_GLOO_DEVICES)
+            opts._timeout = timeout or _DEFAULT_GLOO_TIMEOUT
+            opts._threads = 2 * len(_GLOO_DEVICES)
+            super().__init__(args[0], args[1], args[2], opts)
+
+    c10d.ProcessGroupGloo = KeptDevices
+    try:
+        yield
+    finally:
+        c10d.ProcessGroupGloo = gloo
+
+
+_DEFAULT_GLOO_TIMEOUT = datetime.timedelta(minutes=30)  # torch's, for a call that passes none
 
 
 def _reset_group_count():
