@@ -38,21 +38,25 @@ void collectTree(pid_t pid, std::vector<pid_t>& out) {
 
 }  // namespace
 
-bool idlePriorityReversible() {
-  static const bool reversible = [] {
-    bool ok = false;
-    std::thread probe([&ok] {
-      const sched_param none{};
-      ok = ::sched_setscheduler(0, SCHED_IDLE, &none) == 0 &&
-           ::sched_setscheduler(0, SCHED_OTHER, &none) == 0;
-    });
-    probe.join();
-    return ok;
-  }();
-  return reversible;
+int probeIdleReturnPolicy() {
+  const int own = ::sched_getscheduler(0);
+  if (own != SCHED_OTHER && own != SCHED_BATCH) return -1;
+  bool ok = false;
+  std::thread probe([&ok, own] {
+    const sched_param none{};
+    ok = ::sched_setscheduler(0, SCHED_IDLE, &none) == 0 &&
+         ::sched_setscheduler(0, own, &none) == 0;
+  });
+  probe.join();
+  return ok ? own : -1;
 }
 
-int leaveIdlePriority(pid_t pid) {
+int idleReturnPolicy() {
+  static const int policy = probeIdleReturnPolicy();
+  return policy;
+}
+
+int leaveIdlePriority(pid_t pid, int policy) {
   int moved = 0;
   for (int pass = 0; pass < 8; ++pass) {
     int movedNow = 0;
@@ -62,7 +66,7 @@ int leaveIdlePriority(pid_t pid) {
       for (pid_t tid : threadsOf(p)) {
         const sched_param none{};
         if (::sched_getscheduler(tid) == SCHED_IDLE &&
-            ::sched_setscheduler(tid, SCHED_OTHER, &none) == 0) {
+            ::sched_setscheduler(tid, policy, &none) == 0) {
           ++movedNow;
         }
       }

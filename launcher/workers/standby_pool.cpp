@@ -57,11 +57,13 @@ StandbyPool::StandbyPool(boost::asio::io_context& io, ChildReaper& reaper, Worke
                          int count)
     : io_(io), reaper_(reaper), spec_(std::move(spec)), count_(std::size_t(count)), refill_(io) {
   for (const char* name : kRankVariables) spec_.env.erase(name);
-  spec_.idlePriority = idlePriorityReversible();
+  returnPolicy_ = idleReturnPolicy();
+  spec_.idlePriority = returnPolicy_ >= 0;
   if (!spec_.idlePriority) {
-    logger("agent")->info("standby processes prepare at normal CPU priority: this agent cannot "
-                          "raise a process back from SCHED_IDLE (that needs CAP_SYS_NICE or an "
-                          "RLIMIT_NICE of at least 20 - nice)");
+    logger("agent")->info("standby processes prepare at this agent's CPU priority: it cannot move "
+                          "a process back out of SCHED_IDLE (that needs CAP_SYS_NICE or an "
+                          "RLIMIT_NICE of at least 20 - nice), or runs under a policy other than "
+                          "SCHED_OTHER and SCHED_BATCH");
   }
   std::string pattern =
       (std::filesystem::temp_directory_path() / "ddprun-standby-XXXXXX").string();
@@ -191,7 +193,7 @@ std::optional<SpawnedProcess> StandbyPool::take(const std::vector<std::string>& 
   pruneHandedOver();
   std::optional<SpawnedProcess> taken;
   // At the workers' priority before it reads the message: the recovery waits for it from now on.
-  if (spec_.idlePriority) leaveIdlePriority(s->proc.pid);
+  if (spec_.idlePriority) leaveIdlePriority(s->proc.pid, returnPolicy_);
   if (handOver(*s, env)) {
     reaper_.forget(s->proc.guardianPid);
     taken = s->proc;

@@ -18,9 +18,9 @@
 // Nothing is left behind: each standby's guardian unlinks its FIFO when it exits, and the last
 // one removes the directory when the agent died (even of SIGKILL; WorkerSpec::ownedFile).
 // A standby taken is made again kRefillDelay later, so its start does not compete for CPUs with
-// the recovery it serves. A standby prepares under SCHED_IDLE when this agent can raise it back
-// (idle_priority.hpp), so its start takes only CPU time the workers leave; take() raises every
-// thread of it to SCHED_OTHER before the hand-over.
+// the recovery it serves. A standby prepares under SCHED_IDLE when this agent can move it back
+// (idle_priority.hpp), so its start takes only CPU time the workers leave; take() moves every
+// thread of it to the agent's policy before the hand-over.
 //
 // Thread safety: use from the io_context's thread only. The destructor SIGKILLs and reaps every
 // standby synchronously and removes the FIFOs.
@@ -82,6 +82,7 @@ class StandbyPool {
   int made_ = 0;
   int earlyExits_ = 0;
   bool disabled_ = false;  // a FIFO or a spawn failed
+  int returnPolicy_ = -1;  // a standby's policy once taken (idle_priority.hpp); -1: never idled
   bool canStart() const { return !disabled_ && earlyExits_ <= kMaxRestarts; }
   std::vector<std::unique_ptr<Standby>> standbys_;
   struct HandedOver {

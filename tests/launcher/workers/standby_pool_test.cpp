@@ -5,7 +5,11 @@
 // and is back at SCHED_OTHER once taken.
 #include "launcher/workers/standby_pool.hpp"
 
+#include <linux/capability.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -194,9 +198,9 @@ TEST_CASE_METHOD(Agent, "the pool's end kills a standby that still waits", "[sta
 
 TEST_CASE_METHOD(Agent, "a standby prepares at idle priority and takes a worker's place at normal",
                  "[standby]") {
-  if (!idlePriorityReversible()) {
-    WARN("this process cannot leave SCHED_IDLE again (no CAP_SYS_NICE, RLIMIT_NICE too low): "
-         "standbys prepare at normal priority, nothing to check");
+  if (idleReturnPolicy() != SCHED_OTHER) {
+    WARN("this process cannot leave SCHED_IDLE again (no CAP_SYS_NICE, RLIMIT_NICE too low) or "
+         "does not run under SCHED_OTHER: nothing to check");
     return;
   }
   // The policy of each of its threads (field 41 of /proc/self/task/<tid>/stat, one thread started
@@ -227,6 +231,28 @@ TEST_CASE_METHOD(Agent, "a standby prepares at idle priority and takes a worker'
   REQUIRE(runUntil(io, [&] { return status != -1; }));
   CHECK(slurp(after) == "[0, 0]");  // SCHED_OTHER, both threads
   closeHandles(*taken);
+}
+
+TEST_CASE("an agent that may not leave SCHED_IDLE again idles no standby", "[standby]") {
+  // A child without CAP_SYS_NICE and with RLIMIT_NICE 0 (an unprivileged user's defaults): the
+  // kernel lets a thread into SCHED_IDLE but not out, and the probe says so.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    const rlimit none{0, 0};
+    if (::syscall(SYS_capget, &header, data) != 0) ::_exit(2);
+    data[CAP_SYS_NICE / 32].effective &= ~(1u << (CAP_SYS_NICE % 32));
+    if (::syscall(SYS_capset, &header, data) != 0 || ::setrlimit(RLIMIT_NICE, &none) != 0) {
+      ::_exit(2);
+    }
+    ::_exit(probeIdleReturnPolicy() == -1 ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // 1: the probe said a standby could be moved back
 }
 
 }  // namespace ddp
