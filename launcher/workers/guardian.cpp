@@ -114,15 +114,17 @@ pid_t startWorker(const GuardianPlan& plan, int& execErrno) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (plan.idlePriority) {
-      const sched_param param{};
-      ::sched_setscheduler(0, SCHED_IDLE, &param);
-    }
     ::execve(plan.program, plan.argv, plan.envp);
     childErrno = errno;
     ::_exit(127);
   }
   execErrno = pid < 0 ? errno : childErrno;
+  // Once it runs its program, not before: under SCHED_IDLE on busy CPUs the exec itself could take
+  // long, and the agent waits for this report. Its threads, started later, inherit the policy.
+  if (pid > 0 && execErrno == 0 && plan.idlePriority) {
+    const sched_param param{};
+    ::sched_setscheduler(pid, SCHED_IDLE, &param);
+  }
   return pid;
 }
 

@@ -66,7 +66,8 @@ struct GuardianPlan {
   // exits; `ownedDir` (its folder) is removed too, if empty, when the agent died.
   const char* ownedFile = nullptr;
   const char* ownedDir = nullptr;
-  // The worker starts under SCHED_IDLE (best effort: at the agent's policy when refused).
+  // The worker is put under SCHED_IDLE once it runs its program (best effort: at the agent's
+  // policy when refused).
   bool idlePriority = false;
 };
 

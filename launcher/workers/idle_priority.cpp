@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,13 +28,37 @@ std::vector<pid_t> threadsOf(pid_t pid) {
   return tids;
 }
 
-void collectTree(pid_t pid, std::vector<pid_t>& out) {
-  out.push_back(pid);
+// The children of `pid`: its threads' /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN), else
+// a pass over every /proc/<pid>/stat (process_tree.hpp).
+std::vector<pid_t> childrenOf(pid_t pid, const std::vector<pid_t>& tids) {
   std::vector<pid_t> children;
-  forEachChild(
-      pid, [](pid_t child, void* ctx) { static_cast<std::vector<pid_t>*>(ctx)->push_back(child); },
-      &children);
-  for (pid_t c : children) collectTree(c, out);
+  bool listed = false;
+  for (pid_t tid : tids) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/children");
+    if (!in) continue;
+    listed = true;
+    for (pid_t child; in >> child;) children.push_back(child);
+  }
+  if (!listed && !tids.empty()) {
+    forEachChild(
+        pid, [](pid_t c, void* ctx) { static_cast<std::vector<pid_t>*>(ctx)->push_back(c); },
+        &children);
+  }
+  return children;
+}
+
+// Moves the SCHED_IDLE threads of `pid` and of every process below it to `policy`; returns how many.
+int moveTree(pid_t pid, int policy) {
+  int moved = 0;
+  const std::vector<pid_t> tids = threadsOf(pid);
+  for (pid_t tid : tids) {
+    const sched_param none{};
+    if (::sched_getscheduler(tid) == SCHED_IDLE && ::sched_setscheduler(tid, policy, &none) == 0) {
+      ++moved;
+    }
+  }
+  for (pid_t child : childrenOf(pid, tids)) moved += moveTree(child, policy);
+  return moved;
 }
 
 }  // namespace
@@ -59,18 +84,7 @@ int idleReturnPolicy() {
 int leaveIdlePriority(pid_t pid, int policy) {
   int moved = 0;
   for (int pass = 0; pass < 8; ++pass) {
-    int movedNow = 0;
-    std::vector<pid_t> tree;
-    collectTree(pid, tree);
-    for (pid_t p : tree) {
-      for (pid_t tid : threadsOf(p)) {
-        const sched_param none{};
-        if (::sched_getscheduler(tid) == SCHED_IDLE &&
-            ::sched_setscheduler(tid, policy, &none) == 0) {
-          ++movedNow;
-        }
-      }
-    }
+    const int movedNow = moveTree(pid, policy);
     moved += movedNow;
     if (movedNow == 0) break;
   }

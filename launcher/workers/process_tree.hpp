@@ -2,8 +2,8 @@
 // only (no allocation, no locks, no stdio), so a process forked from the multi-threaded agent may
 // call them for its whole life without exec (the worker guardian, guardian.hpp).
 //
-// Children are found through /proc: /proc/<pid>/task/<tid>/children where the kernel has it
-// (CONFIG_PROC_CHILDREN), else the parent field of every /proc/<pid>/stat.
+// Children are found through /proc: the parent field of every /proc/<pid>/stat (a pass over all
+// processes of the machine).
 //
 // Thread safety: reentrant; nothing is shared between calls.
 #pragma once

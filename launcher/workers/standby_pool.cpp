@@ -193,7 +193,7 @@ std::optional<SpawnedProcess> StandbyPool::take(const std::vector<std::string>& 
   pruneHandedOver();
   std::optional<SpawnedProcess> taken;
   // At the workers' priority before it reads the message: the recovery waits for it from now on.
-  if (spec_.idlePriority) leaveIdlePriority(s->proc.pid, returnPolicy_);
+  if (spec_.idlePriority) leaveIdlePriority(s->proc.guardianPid, returnPolicy_);
   if (handOver(*s, env)) {
     reaper_.forget(s->proc.guardianPid);
     taken = s->proc;

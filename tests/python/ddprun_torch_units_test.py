@@ -680,31 +680,54 @@ def store_sockets():
         g._close_group()
 
 
-def gloo_devices():
-    """Two groups of one process, one after the other (a recovery), share their Gloo devices:
-    torch would make new ones for each (host-name lookups, a loop thread whose end waits 10 ms)."""
+def rebuild_twice(rank, port):
+    """Builds quorums 0.0 and 0.1 of a 2-rank Gloo job in turn, as a recovery does (the first
+    group's connections shut down and the group destroyed), an allreduce in each; returns each
+    group's Gloo devices."""
     import datetime
     import torch
     import torch.distributed as dist
     from ddprun import _board
     from ddprun.torch import _group
-    server = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=30))
-    g = _group.Group("gloo", datetime.timedelta(seconds=30))
+    g = _group.Group("gloo", datetime.timedelta(seconds=60))
     devices = []
     for quorum in (0, 1):
-        rec = _board.QuorumRecord(generation=0, quorum=quorum, rank=0, world_size=1, local_rank=0,
-                                  local_world_size=1, group_rank=0, group_world_size=1,
-                                  master_addr="127.0.0.1", master_port=server.port)
+        rec = _board.QuorumRecord(generation=0, quorum=quorum, rank=rank, world_size=2,
+                                  local_rank=rank, local_world_size=2, group_rank=0,
+                                  group_world_size=1, master_addr="127.0.0.1", master_port=port)
         g._build(rec, quorum)
         try:
-            t = torch.ones(3)
+            t = torch.ones(3) * (rank + 1)
             dist.all_reduce(t)
-            check(t.tolist() == [1.0, 1.0, 1.0], "quorum 0.%d's allreduce gave %s" % (quorum, t))
+            check(t.tolist() == [3.0, 3.0, 3.0], "quorum 0.%d's allreduce gave %s" % (quorum, t))
             devices.append(list(g._pg.options._devices))
         finally:
             g._close_group()
+    return devices
+
+
+def gloo_devices():
+    """Two groups of a process, one after the other (a recovery), share their Gloo devices, and
+    the second connects through them to a peer doing the same: torch would make new devices for
+    each group (host-name lookups, a loop thread whose end waits 10 ms)."""
+    import datetime
+    import subprocess
+    import torch.distributed as dist
+    server = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=60))
+    peer = subprocess.Popen([sys.executable, os.path.abspath(__file__), "gloo_devices_peer"],
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path),
+                                     DDP_TEST_STORE_PORT=str(server.port)))
+    try:
+        devices = rebuild_twice(0, server.port)
+    finally:
+        check(peer.wait(60) == 0, "the peer (rank 1) failed")
     check(len(devices[0]) == 1 and devices[0][0] is devices[1][0],
           "the group of quorum 0.1 made its own Gloo device (%s, then %s)" % tuple(devices))
+
+
+def gloo_devices_peer():
+    devices = rebuild_twice(1, int(os.environ["DDP_TEST_STORE_PORT"]))
+    check(devices[0][0] is devices[1][0], "rank 1's group of quorum 0.1 made its own device")
 
 
 def main():
@@ -717,8 +740,9 @@ def main():
               "buffer_broadcast": [buffer_broadcast],
               "digest": [digest],
               "store_sockets": [store_sockets],
-              "gloo_devices": [gloo_devices]}
-    names = sys.argv[1:] or list(groups)
+              "gloo_devices": [gloo_devices],
+              "gloo_devices_peer": [gloo_devices_peer]}  # gloo_devices' rank 1
+    names = sys.argv[1:] or [n for n in groups if not n.endswith("_peer")]
     try:
         for name in names:
             for test in groups[name]:

@@ -475,13 +475,14 @@ class Group:
             master_addr=env["MASTER_ADDR"], master_port=int(env["MASTER_PORT"]))
 
     def _build(self, rec, epoch):
+        devices = _gloo_devices(self._backend)  # before the group's sockets are told apart
         with self._lock:
             self._phase, self._phase_id = _BUILDING, rec.id
             self._build_before = _sockets.socket_inodes()
         store = dist.TCPStore(rec.master_addr, rec.master_port, None, False, self._timeout)
         store_sockets = _sockets.opened_since(self._build_before)
         prefixed = dist.PrefixStore(_keys.quorum_prefix(rec.generation, rec.quorum), store)
-        with _no_store_barrier(), _kept_gloo_devices(self._backend):
+        with _no_store_barrier(), _kept_gloo_devices(devices):
             dist.init_process_group(self._backend, store=prefixed, rank=rec.rank,
                                     world_size=rec.world_size, timeout=self._timeout)
         with self._lock:
@@ -751,19 +752,19 @@ def _no_store_barrier():
 _GLOO_DEVICES = []  # made by the first group of this process, kept by every group after it
 
 
-@contextlib.contextmanager
-def _kept_gloo_devices(backend):
-    """Every Gloo group a process builds gets the same devices (torch's rule: one per interface of
-    GLOO_SOCKET_IFNAME, else the one for this host's name). torch makes new ones for each group:
-    two lookups of the host's name (a DNS query where it is not in /etc/hosts) and an event-loop
-    thread whose end, when the group is destroyed, waits out the loop's 10 ms poll. Where torch
-    lacks what this needs, or builds its group with other arguments, torch makes its own."""
-    c10d = dist.distributed_c10d
-    gloo = getattr(c10d, "ProcessGroupGloo", None)
-    options = getattr(gloo, "_Options", None)
-    if backend != "gloo" or options is None or not hasattr(gloo, "create_default_device"):
-        yield
-        return
+def _gloo_devices(backend):
+    """The Gloo devices every group of this process gets (torch's rule: one per interface of
+    GLOO_SOCKET_IFNAME, else the one for this host's name), made once; None where torch makes its
+    own: another backend, a torch without what this needs, or Gloo's lazy connections asked for
+    (TORCH_GLOO_LAZY_INIT, torch 2.x). torch makes new ones for each group: two lookups of the
+    host's name (a DNS query where it is not in /etc/hosts) and an event-loop thread whose end,
+    when the group is destroyed, waits out the loop's 10 ms poll. Made before a build's sockets
+    are counted: a device's own sockets (a torch 2.x Gloo listens on one) are no group's."""
+    gloo = getattr(dist.distributed_c10d, "ProcessGroupGloo", None)
+    if backend != "gloo" or getattr(gloo, "_Options", None) is None or \
+            not hasattr(gloo, "create_default_device") or \
+            os.environ.get("TORCH_GLOO_LAZY_INIT", "0").lower() not in ("", "0", "false"):
+        return None
     if not _GLOO_DEVICES:
         names = os.environ.get("GLOO_SOCKET_IFNAME", "")
         try:
@@ -771,8 +772,20 @@ def _kept_gloo_devices(backend):
                                  if len(names) > 1 else [gloo.create_default_device()])
         except Exception:  # noqa: BLE001 (torch's own construction reports the cause)
             del _GLOO_DEVICES[:]
-            yield
-            return
+            return None
+    return list(_GLOO_DEVICES)
+
+
+@contextlib.contextmanager
+def _kept_gloo_devices(devices):
+    """init_process_group's Gloo group gets `devices` (None: torch's own). A call torch makes with
+    arguments this does not know keeps torch's."""
+    c10d = dist.distributed_c10d
+    gloo = getattr(c10d, "ProcessGroupGloo", None)
+    if devices is None:
+        yield
+        return
+    options = gloo._Options
 
     class KeptDevices(gloo):
         def __init__(self, *args, **kwargs):
@@ -783,9 +796,9 @@ def _kept_gloo_devices(backend):
                 super().__init__(*args, **kwargs)  # a call this does not know: torch's devices
                 return
             opts = options()
-            opts._devices = list(_GLOO_DEVICES)
+            opts._devices = devices
             opts._timeout = timeout or _DEFAULT_GLOO_TIMEOUT
-            opts._threads = 2 * len(_GLOO_DEVICES)
+            opts._threads = 2 * len(devices)
             super().__init__(args[0], args[1], args[2], opts)
 
     c10d.ProcessGroupGloo = KeptDevices
