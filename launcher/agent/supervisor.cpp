@@ -276,6 +276,9 @@ GenerationOutcome Supervisor::runGeneration(std::vector<WorkerSpec> specs, const
     onSignal(early, /*held=*/true);
   }
   while (!outcome_) io_.run_one();
+  // A signal that came with the workers' last exit (Slurm signals every process of a step, so a
+  // worker may take it and exit first) is handled too, not left unread when the agent ends.
+  signals_.poll();
   terminalModes_.restore();  // a worker killed inside readline leaves the terminal raw
   monitor_ = nullptr;
   group_ = nullptr;

@@ -38,6 +38,11 @@ class SignalReceiver {
   SignalReceiver(const SignalReceiver&) = delete;
   SignalReceiver& operator=(const SignalReceiver&) = delete;
 
+  // Runs the handler now, in arrival order, for every signal received and not handled yet (a
+  // signal that came while the io_context ran something else). Non-blocking; the io_context's
+  // thread.
+  void poll() { drain(); }
+
   // The signals that got a handler, and those left ignored because they were ignored at start.
   const std::vector<int>& handled() const { return handled_; }
   const std::vector<int>& leftIgnored() const { return leftIgnored_; }

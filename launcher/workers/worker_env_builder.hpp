@@ -46,7 +46,8 @@ struct WorkerSpec : RankLayout {
   // unlinks it when it exits, and removes the file's folder, if empty, once the agent died
   // (guardian.hpp), so that nothing is left behind even after kill -9 of the agent.
   std::string ownedFile;
-  // Starts under SCHED_IDLE (a standby that prepares: idle_priority.hpp); false: the agent's.
+  // Put under SCHED_IDLE by its guardian once it runs its program (a standby that prepares:
+  // idle_priority.hpp); false: the agent's policy.
   bool idlePriority = false;
 };
 

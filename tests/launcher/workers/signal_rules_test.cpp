@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <optional>
+#include <vector>
 
 #include "launcher/workers/signal_receiver.hpp"
 
@@ -104,6 +105,19 @@ TEST_CASE("the receiver tells a relay in our process group from a sender outside
   const auto self = receiveOne(io, got);
   REQUIRE(self);
   CHECK_FALSE(self->relay);
+}
+
+TEST_CASE("poll() handles a signal that came while the io_context ran nothing", "[signals]") {
+  boost::asio::io_context io;
+  std::vector<int> got;
+  SignalReceiver receiver(io, {SIGUSR2}, {},
+                          [&](const ReceivedSignal& s) { got.push_back(s.signo); });
+  REQUIRE(::raise(SIGUSR2) == 0);  // its handler ran: the record waits in the pipe
+  CHECK(got.empty());
+  receiver.poll();
+  CHECK(got == std::vector<int>{SIGUSR2});
+  receiver.poll();  // nothing more
+  CHECK(got.size() == 1);
 }
 
 TEST_CASE("a signal ignored at start stays ignored unless named", "[signals]") {

@@ -215,7 +215,12 @@ TEST_CASE_METHOD(Agent, "a standby prepares at idle priority and takes a worker'
   };
   WorkerSpec spec;
   spec.argv = {"/usr/bin/python3", "-c",
-               "import os, struct, threading\n"
+               "import os, struct, threading, time\n"
+               // The guardian puts it under SCHED_IDLE right after its exec; a thread started
+               // from then on inherits the policy.
+               "deadline = time.monotonic() + 30\n"
+               "while os.sched_getscheduler(0) != os.SCHED_IDLE and time.monotonic() < deadline:\n"
+               "    time.sleep(0.001)\n"
                "done = threading.Event()\n"
                "threading.Thread(target=done.wait).start()\n" + write(before) +
                "f = open(os.environ['DDP_STANDBY'], 'rb')\n"
