@@ -27,8 +27,7 @@ int probeIdleReturnPolicy();
 // (idleReturnPolicy()'s), passing over the tree until a pass finds none (a thread started meanwhile
 // inherits its creator's policy). Pass a standby's guardian: orphans of the standby are its
 // children. Returns the number of threads moved. A process or thread that exits meanwhile is
-// skipped; nothing throws. Reads /proc (each process's task/*/children where the kernel has them,
-// else every /proc/<pid>/stat); microseconds per thread.
+// skipped; nothing throws. Reads /proc (proc_info.hpp's processTree); microseconds per thread.
 int leaveIdlePriority(pid_t pid, int policy);
 
 }  // namespace ddp

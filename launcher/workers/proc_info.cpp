@@ -27,16 +27,28 @@ std::optional<uint64_t> field(const std::string& fields, int k) {
   }
 }
 
-void addDescendants(pid_t parent, std::vector<pid_t>& out, int depth) {
-  if (depth > 64) return;  // a deeper tree is not a worker's
+// The children of `pid`, whose threads are `tids` (see processTree).
+std::vector<pid_t> childrenOf(pid_t pid, const std::vector<pid_t>& tids) {
   std::vector<pid_t> children;
-  forEachChild(
-      parent, [](pid_t child, void* ctx) { static_cast<std::vector<pid_t>*>(ctx)->push_back(child); },
-      &children);
-  for (pid_t c : children) {
-    out.push_back(c);
-    addDescendants(c, out, depth + 1);
+  bool listed = false;
+  for (pid_t tid : tids) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/children");
+    if (!in) continue;
+    listed = true;
+    for (pid_t child; in >> child;) children.push_back(child);
   }
+  if (!listed && !tids.empty()) {
+    forEachChild(
+        pid, [](pid_t c, void* ctx) { static_cast<std::vector<pid_t>*>(ctx)->push_back(c); },
+        &children);
+  }
+  return children;
+}
+
+void addTree(pid_t pid, std::vector<pid_t>& out, int depth) {
+  out.push_back(pid);
+  if (depth > 64) return;  // a deeper tree is not a worker's
+  for (pid_t c : childrenOf(pid, threadsOf(pid))) addTree(c, out, depth + 1);
 }
 
 }  // namespace
@@ -54,9 +66,9 @@ std::optional<uint64_t> treeCpuTicks(pid_t root) {
   if (rootStat.empty()) return std::nullopt;
   uint64_t total = 0;
   for (int k : {14, 15, 16, 17}) total += field(rootStat, k).value_or(0);
-  std::vector<pid_t> below;
-  addDescendants(root, below, 0);
-  for (pid_t p : below) {
+  const std::vector<pid_t> tree = processTree(root);
+  for (std::size_t i = 1; i < tree.size(); ++i) {
+    const pid_t p = tree[i];
     const std::string s = statFields(p);
     total += field(s, 14).value_or(0) + field(s, 15).value_or(0);
   }
@@ -64,18 +76,34 @@ std::optional<uint64_t> treeCpuTicks(pid_t root) {
 }
 
 uint64_t treeRunDelayNs(pid_t root) {
-  std::vector<pid_t> procs{root};
-  addDescendants(root, procs, 0);
   uint64_t total = 0;
-  std::error_code ec;
-  for (pid_t p : procs) {
-    for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(p) + "/task", ec)) {
-      std::ifstream in(task.path() / "schedstat");
+  for (pid_t p : processTree(root)) {
+    for (pid_t tid : threadsOf(p)) {
+      std::ifstream in("/proc/" + std::to_string(p) + "/task/" + std::to_string(tid) + "/schedstat");
       uint64_t onCpu = 0, waiting = 0;
       if (in >> onCpu >> waiting) total += waiting;
     }
   }
   return total;
+}
+
+std::vector<pid_t> processTree(pid_t root) {
+  std::vector<pid_t> tree;
+  addTree(root, tree, 0);
+  return tree;
+}
+
+std::vector<pid_t> threadsOf(pid_t pid) {
+  std::vector<pid_t> tids;
+  std::error_code ec;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    const std::string name = task.path().filename().string();
+    if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos) {
+      tids.push_back(static_cast<pid_t>(std::stol(name)));
+    }
+  }
+  return tids;
 }
 
 bool belongsToWorker(pid_t pid, pid_t worker) {

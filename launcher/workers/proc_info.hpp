@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ddp {
 
@@ -22,6 +23,14 @@ std::optional<uint64_t> treeCpuTicks(pid_t root);
 // loaded machine accrues this instead of CPU time; a blocked one accrues neither. 0 when unreadable
 // (a kernel without schedstats). Non-blocking.
 uint64_t treeRunDelayNs(pid_t root);
+
+// `root` and every live process below it, root first. A process's children come from its threads'
+// /proc/<pid>/task/<tid>/children where the kernel has them (CONFIG_PROC_CHILDREN), else from a
+// pass over every /proc/<pid>/stat (process_tree.hpp). Just root when it is gone. Non-blocking.
+std::vector<pid_t> processTree(pid_t root);
+
+// The threads of `pid` (/proc/<pid>/task); empty once it is gone. Non-blocking.
+std::vector<pid_t> threadsOf(pid_t pid);
 
 // True when `pid` is `worker`, in the worker's process group, or below it (its parent chain
 // reaches the worker). Non-blocking.
