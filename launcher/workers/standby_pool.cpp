@@ -162,10 +162,17 @@ void StandbyPool::pruneHandedOver() {
 }
 
 bool StandbyPool::handOver(Standby& s, const EnvMap& env) {
-  if (hasExited(s.proc)) return false;
   EnvEntries entries(env.begin(), env.end());
   const std::string message = encodeStandbyMessage(entries);
   std::size_t done = 0;
+  // Whether a standby that ended took the message: it read some of it. One dead before it read
+  // any is a new process for the rank, not a failed worker to replace; one that read it and ended
+  // at once (its program needed no time, or failed) served, as a new process would have.
+  const auto readSome = [&] {
+    int unread = 0;
+    return done > 0 && ::ioctl(s.fd, FIONREAD, &unread) == 0 && std::size_t(unread) < done;
+  };
+  if (hasExited(s.proc)) return false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (done < message.size()) {
     const ssize_t n = ::write(s.fd, message.data() + done, message.size() - done);
@@ -174,15 +181,14 @@ bool StandbyPool::handOver(Standby& s, const EnvMap& env) {
       continue;
     }
     if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
+    if (hasExited(s.proc)) return readSome();
+    if (std::chrono::steady_clock::now() >= deadline) return false;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0 || hasExited(s.proc)) return false;
     pollfd p{s.fd, POLLOUT, 0};
-    ::poll(&p, 1, int(std::min<int64_t>(left.count(), 50)));
+    ::poll(&p, 1, int(std::clamp<int64_t>(left.count(), 1, 50)));
   }
-  // Dead before it could read it: a new process for the rank, not a failed worker to replace. (One
-  // that dies after this look is a replacement that failed, as a new process could.)
-  return !hasExited(s.proc);
+  return !hasExited(s.proc) || readSome();
 }
 
 std::optional<SpawnedProcess> StandbyPool::take(const std::vector<std::string>& argv,

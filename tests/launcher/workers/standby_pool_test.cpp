@@ -2,7 +2,7 @@
 // environment the agent hands it; one that dies while it waits is started again 3 times, no more;
 // that budget is whole again once a standby served; a standby of another program is not taken; the
 // pool's end kills the one still waiting; a standby prepares under SCHED_IDLE, every thread of it,
-// and is back at SCHED_OTHER once taken.
+// and is back at SCHED_OTHER once taken; one that reads its message and ends at once served.
 #include "launcher/workers/standby_pool.hpp"
 
 #include <linux/capability.h>
@@ -235,6 +235,68 @@ TEST_CASE_METHOD(Agent, "a standby prepares at idle priority and takes a worker'
   reaper.watch(taken->guardianPid, [&](pid_t, int s) { status = s; });
   REQUIRE(runUntil(io, [&] { return status != -1; }));
   CHECK(slurp(after) == "[0, 0]");  // SCHED_OTHER, both threads
+  closeHandles(*taken);
+}
+
+TEST_CASE_METHOD(Agent, "a standby that reads its message and ends at once served", "[standby]") {
+  // The standby runs SCHED_FIFO on the CPU this thread is pinned to: the hand-over's write wakes
+  // it, it preempts this thread at once, reads the message and exits with 7 before the write
+  // returns here. It took the message: take() returns it, and its status is the worker's.
+  if (idleReturnPolicy() != SCHED_OTHER) {
+    WARN("this process cannot leave SCHED_IDLE again: nothing to check");
+    return;
+  }
+  cpu_set_t own;
+  REQUIRE(::sched_getaffinity(0, sizeof own, &own) == 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &own)) ++cpu;
+  const fs::path policy = dir.path / "policy";
+  WorkerSpec spec;
+  spec.argv = {"/usr/bin/python3", "-c",
+               "import os, struct, time\n"
+               "deadline = time.monotonic() + 30\n"
+               "while os.sched_getscheduler(0) != os.SCHED_IDLE and time.monotonic() < deadline:\n"
+               "    time.sleep(0.001)\n"
+               "os.sched_setaffinity(0, {" + std::to_string(cpu) + "})\n"
+               "try:\n"
+               "    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))\n"
+               "    got = 'fifo'\n"
+               "except OSError as e:\n"
+               "    got = str(e)\n"
+               "open('" + policy.string() + ".tmp', 'w').write(got)\n"
+               "os.rename('" + policy.string() + ".tmp', '" + policy.string() + "')\n"
+               "fd = os.open(os.environ['DDP_STANDBY'], os.O_RDONLY)\n"
+               "n = struct.unpack('<Q', os.read(fd, 8))[0]\n"
+               "while n > 0: n -= len(os.read(fd, n))\n"
+               "os._exit(7)\n"};
+  spec.env = {{"PATH", "/usr/bin:/bin"}};
+  StandbyPool pool(io, reaper, spec, 1);
+  REQUIRE(runUntil(io, [&] { return fs::exists(policy); }));
+  if (slurp(policy) != "fifo") {
+    WARN("a standby cannot run SCHED_FIFO here (" << slurp(policy) << "): nothing to check");
+    return;
+  }
+  // Blocked in its read of the FIFO (/proc/<pid>/syscall names the call it sleeps in).
+  const pid_t pid = execedStandby();
+  REQUIRE(pid > 0);
+  const std::string reading = std::to_string(SYS_read) + " ";
+  REQUIRE(runUntil(io, [&] {
+    return slurp("/proc/" + std::to_string(pid) + "/syscall").rfind(reading, 0) == 0;
+  }));
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  REQUIRE(::sched_setaffinity(0, sizeof one, &one) == 0);
+  auto taken = pool.take(spec.argv, {{"RANK", "0"}});
+  REQUIRE(::sched_setaffinity(0, sizeof own, &own) == 0);
+  REQUIRE(taken);  // it ended before take() looked, having read its message
+  int status = -1;
+  reaper.watch(taken->guardianPid, [&](pid_t, int s) { status = s; });
+  REQUIRE(runUntil(io, [&] { return status != -1; }));
+  bool reported = false;
+  const int worker = workerExitStatus(*taken, status, reported);
+  CHECK(reported);
+  CHECK((WIFEXITED(worker) && WEXITSTATUS(worker) == 7));
   closeHandles(*taken);
 }
 
