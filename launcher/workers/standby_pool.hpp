@@ -57,8 +57,8 @@ class StandbyPool {
   // returns its process, no longer watched by the pool (the caller watches its guardian). nullopt
   // when none is ready, or the hand-over failed: the standby ended before it read any of the
   // message, or a message larger than its FIFO holds was not drained within 1 s (the standby is
-  // killed, with a log line). A standby that
-  // read the message and has already ended is returned: it served, as a new process would have.
+  // killed, with a log line). A standby that read the message and has already ended is returned:
+  // it served, as a new process would have.
   // Non-blocking in practice (one write to a FIFO its reader drains; at most 1 s).
   std::optional<SpawnedProcess> take(const std::vector<std::string>& argv, const EnvMap& env);
   // Standbys started and not taken or exited.
