@@ -209,7 +209,6 @@ def kill_loop(h, job, kills, pick, steps=None):
         victims = [v for v in pick(done) if v not in killed]  # a dying process counts once
         if not victims:
             continue
-        since = step()
         victim = random.choice(victims)
         try:
             os.kill(victim, signal.SIGKILL)
@@ -217,6 +216,7 @@ def kill_loop(h, job, kills, pick, steps=None):
             done += 1
         except ProcessLookupError:
             pass
+        since = step()  # read after the kill: the next wait counts the steps made since it
     h.log("%d workers killed" % kills)
 
 

@@ -312,6 +312,16 @@ def progress(job, since, what, n=5, timeout=120):
     return job.step()
 
 
+def kill(job, pids):
+    """SIGKILLs `pids`; the step read after the kills, for the next wait for progress to count from.
+    Read before them, it may be old by the time they land (finding the workers reads /proc, which
+    takes a while on a busy machine), and the next wait could end at once: kills meant to be
+    rounds apart would land together (every original worker at once: a full restart)."""
+    for p in pids:
+        os.kill(p, signal.SIGKILL)
+    return job.step()
+
+
 def original_pids(job):
     """The workers of every node once each of them stepped."""
     poll("the first steps", lambda: job.step() >= 2, 180)
@@ -338,7 +348,7 @@ def kills(h, nodes, nproc, count, steps, wide=0):
         check(since < steps * 0.9, "the job neared its end (step %d of %d) after %d of %d kills"
               % (since, steps, i, count))
         victim = random.choice([w for w in job.workers(i % nodes) if w not in killed])
-        os.kill(victim, signal.SIGKILL)
+        since = kill(job, [victim])
         killed.append(victim)
         h.log("kill %d: pid %d at step %d" % (i, victim, since))
     h.log("%d workers killed" % count)
@@ -364,8 +374,7 @@ def second_failure(h, rounds=3):
     for i in range(rounds):
         since = progress(job, since, "progress before round %d" % i, n=10)
         pair = random.sample(job.workers(), 2)
-        for v in pair:
-            os.kill(v, signal.SIGKILL)
+        since = kill(job, pair)
         killed += pair
         h.log("round %d: killed %s at step %d" % (i, pair, since))
     check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
@@ -415,7 +424,7 @@ def donor_killed(h, count):
         donor = poll("the donor stopped mid-transfer", lambda: os.path.exists(donor_log) and
                      [int(l) for l in open(donor_log).read().split()][i:], 120)[0]
         check(donor in job.workers(), "donor pid %d is not a worker" % donor)
-        os.kill(donor, signal.SIGKILL)
+        since = kill(job, [donor])
         killed.append(donor)
         h.log("killed %d, then its donor %d mid-transfer" % (victim, donor))
     check(job.wait() == [0], "the job failed:\n" + job.output()[-4000:])
