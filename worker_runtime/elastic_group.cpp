@@ -116,8 +116,9 @@ std::unique_ptr<QuorumBoardReader> openBoard(const WorkerEnv& env) {
 
 }  // namespace
 
-ElasticGroup::ElasticGroup(const WorkerEnv& env, const CommOptions& options)
-    : env_(env), options_(options), board_(openBoard(env)) {
+ElasticGroup::ElasticGroup(const WorkerEnv& env, const CommOptions& options,
+                           std::chrono::milliseconds failedBuildGrace)
+    : env_(env), options_(options), failedBuildGrace_(failedBuildGrace), board_(openBoard(env)) {
   // A write to a peer that is gone (Gloo's writev to a killed rank) must fail that collective,
   // not kill this process with SIGPIPE: that is what lets it recover (and what names it collateral
   // in the failure summary when it cannot). A handler the program installed is left alone.
@@ -306,6 +307,7 @@ void ElasticGroup::join(const QuorumId& from, bool newer, std::chrono::milliseco
                         const QuorumRecord* fallback) {
   const auto deadline = Clock::now() + budget;
   std::optional<QuorumId> failed;  // a quorum whose build failed is not tried again
+  Clock::time_point failedAt;      // when it failed
   std::string lastError = "no newer quorum was published";
   while (true) {
     const uint32_t epoch = board_->epoch();
@@ -336,17 +338,28 @@ void ElasticGroup::join(const QuorumId& from, bool newer, std::chrono::milliseco
         // Superseded (the board moved meanwhile) is no failure of that quorum.
         if (board_->epoch() == epoch) {
           failed = newest->id;
+          failedAt = Clock::now();
           logger("worker")->warn("rank {} could not build {}; waiting for a newer quorum",
                                  newest->rank, lastError);
         }
       }
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) {
+    const auto now = Clock::now();
+    if (failed && now - failedAt >= failedBuildGrace_) {
+      throw CommError("rank " + std::to_string(view_.rank) + " could not build " + lastError +
+                      ", and no newer quorum came within " +
+                      std::to_string(failedBuildGrace_.count()) +
+                      " ms; this process exits so that its agent replaces it");
+    }
+    if (now >= deadline) {
       throw CommError("rank " + std::to_string(view_.rank) + " of quorum " + toString(from) +
                       " found no quorum to " + (newer ? "recover into" : "join") + " within " +
                       std::to_string(budget.count()) + " ms: " + lastError);
     }
+    auto until = deadline;
+    if (failed) until = std::min(until, failedAt + failedBuildGrace_);
+    const auto left = std::max(std::chrono::milliseconds(1),
+        std::chrono::ceil<std::chrono::milliseconds>(until - now));
     if (board_->epoch() == epoch) board_->waitForChange(epoch, left);
   }
 }

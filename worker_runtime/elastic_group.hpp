@@ -83,11 +83,18 @@ struct GroupView : RankLayout {
 
 class ElasticGroup {
  public:
+  // How long a rank whose build of the newest quorum failed waits for a newer one before it gives
+  // up (CommError). A peer that dies makes its agent publish one within the agent's back-off (at
+  // most 8 s); a build that failed with every peer alive (a connection refused) brings none, and
+  // its peers would wait in that build for this rank until their budget ends.
+  static constexpr std::chrono::milliseconds kFailedBuildGrace{10000};
+
   // Connects to the worker store and builds the first communicator (options.storePrefix is
   // replaced by a per-quorum prefix when there is a board). Blocks up to options.timeout.
   // Throws what connectWorkerStore() and makeCommunicator() throw (TimeoutError, NetworkError,
-  // CommError, ConfigError).
-  ElasticGroup(const WorkerEnv& env, const CommOptions& options);
+  // CommError, ConfigError). `failedBuildGrace`: kFailedBuildGrace but in tests.
+  ElasticGroup(const WorkerEnv& env, const CommOptions& options,
+               std::chrono::milliseconds failedBuildGrace = kFailedBuildGrace);
   ~ElasticGroup();
   ElasticGroup(const ElasticGroup&) = delete;
   ElasticGroup& operator=(const ElasticGroup&) = delete;
@@ -113,8 +120,10 @@ class ElasticGroup {
 
   // Destroys the communicator, then builds one for the newest quorum newer than view().id,
   // waiting up to `budget` for the agent to publish one. Returns the new view. Throws CommError
-  // when there is no board, when no newer quorum came within the budget, or when the board holds
-  // no readable record (each says so); the worker should then exit (its agent restarts the group).
+  // when there is no board, when no newer quorum came within the budget, when the newest quorum's
+  // build failed and none newer came within the failed-build grace, or when the board holds no
+  // readable record (each says so); the worker should then exit (its agent replaces it in place,
+  // which is the newer quorum its peers move to, or restarts the group).
   const GroupView& rebuild(std::chrono::milliseconds budget);
 
   // Tells the agents that no rank of the current quorum holds the training state (every process
@@ -153,6 +162,7 @@ class ElasticGroup {
 
   WorkerEnv env_;
   CommOptions options_;
+  std::chrono::milliseconds failedBuildGrace_;
   std::unique_ptr<QuorumBoardReader> board_;
   std::unique_ptr<Store> store_;
   int64_t storeGeneration_ = -1;

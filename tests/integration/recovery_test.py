@@ -176,14 +176,22 @@ def steps_of(text):
 
 
 def stacks(job):
-    """Every worker's threads' stacks (gdb), for a failure's message."""
-    out = []
+    """For a hang's message: the job's last log lines (what the ranks said they wait for), then
+    every worker's threads' stacks (gdb), the frames of this project and of Gloo only, so that a
+    log cut to its first lines still shows every worker."""
+    out = ["the job's last log lines:"] + job.output().splitlines()[-40:]
     for agent in job.agents:
         for w in workers(agent.pid, log=job.output()):
             r = subprocess.run(["gdb", "-p", str(w), "-batch", "-ex", "thread apply all bt 24"],
                                capture_output=True, text=True, timeout=60)
-            out.append("--- pid %d\n%s" % (w, "\n".join(l for l in r.stdout.splitlines()
-                                                          if l.startswith(("#", "Thread")))))
+            frames = [l for l in r.stdout.splitlines() if l.startswith("Thread") or
+                      l.startswith("#") and ("ddp::" in l or "gloo::" in l)]
+            out.append("--- pid %d\n%s" % (w, "\n".join(frames)))
+    # Each worker's TCP sockets (state, ends, descriptor), for a build that waits on a peer.
+    pids = {w for agent in job.agents for w in workers(agent.pid, log=job.output())}
+    r = subprocess.run(["ss", "-tanp"], capture_output=True, text=True, timeout=60)
+    out.append("--- TCP sockets of the workers")
+    out += [l for l in r.stdout.splitlines() if any("pid=%d," % w in l for w in pids)]
     return "\n".join(out)
 
 
@@ -200,7 +208,7 @@ def kill_loop(h, job, kills, pick, steps=None):
             poll("progress after kill %d" % done, lambda: step() > since + 5 or
                  any(p.poll() is not None for p in job.agents), 120, interval=0.005)
         except TestFailure as e:
-            raise TestFailure("%s; the workers' stacks:\n%s" % (e, stacks(job)))
+            raise TestFailure("%s; %s" % (e, stacks(job)))
         check(all(p.poll() is None for p in job.agents),
               "the job ended after %d of %d kills:\n%s" % (done, kills, job.output()[-3000:]))
         check(steps is None or step() < steps * 0.9,

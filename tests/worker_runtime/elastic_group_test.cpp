@@ -16,6 +16,7 @@
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
 #include "rendezvous/store/worker_store_keys.hpp"
+#include "tests/rendezvous/store/closed_port.hpp"
 #include "tests/error_of.hpp"
 #include "tests/worker_runtime/quorum_fixture.hpp"
 #include "tests/worker_runtime/rank_threads.hpp"
@@ -194,6 +195,21 @@ TEST_CASE("no newer quorum within the budget, or no board: rebuild() is a CommEr
   ddp::ElasticGroup without(plain, ddp::test::glooOptions(5s));
   CHECK_FALSE(without.recoversInPlace());
   CHECK_THAT(errorOf<ddp::CommError>([&] { without.rebuild(1s); }), Catch::Contains("no quorum board"));
+}
+
+TEST_CASE("a build that failed with no newer quorum: the rank gives up after the grace, not the "
+          "budget", "[elastic]") {
+  // Quorum 1's worker store refuses connections, so its build fails, and nothing publishes a newer
+  // one (no peer died). The rank must not wait out its 60 s budget: its peers would wait in that
+  // build for it as long.
+  ddp::StoreServerThread server(loopbackStore());
+  ddp::QuorumBoard board(1);
+  publishQuorum(board, 1, server.port(), 0);
+  ddp::ElasticGroup group(envFor(0, 1, server.port(), board), ddp::test::glooOptions(1s), 300ms);
+  publishQuorum(board, 1, ddp::test::closedPort(), 1);
+  const std::string error = errorOf<ddp::CommError>([&] { group.rebuild(60s); });
+  CHECK_THAT(error, Catch::Contains("rank 0 could not build quorum 0.1: "));
+  CHECK_THAT(error, Catch::Contains("no newer quorum came within 300 ms; this process exits"));
 }
 
 TEST_CASE("the donor is the lowest rank with the highest step; ranks that differ take its state",
