@@ -307,7 +307,9 @@ void ElasticGroup::join(const QuorumId& from, bool newer, std::chrono::milliseco
                         const QuorumRecord* fallback) {
   const auto deadline = Clock::now() + budget;
   std::optional<QuorumId> failed;  // a quorum whose build failed is not tried again
-  Clock::time_point failedAt;      // when it failed
+  // When the newest quorum's build failed (none newer since): the grace runs from there.
+  std::optional<Clock::time_point> failedAt;
+  int failedRank = view_.rank;  // this rank's number in that quorum
   std::string lastError = "no newer quorum was published";
   while (true) {
     const uint32_t epoch = board_->epoch();
@@ -322,6 +324,7 @@ void ElasticGroup::join(const QuorumId& from, bool newer, std::chrono::milliseco
     const bool usable = newest && (newer ? newest->id > from : newest->id >= from) &&
                         (!failed || newest->id > *failed);
     if (usable) {
+      failedAt.reset();  // a newer quorum: its own attempt
       builtEpoch_ = epoch;
       try {
         build(*newest, deadline);
@@ -339,14 +342,15 @@ void ElasticGroup::join(const QuorumId& from, bool newer, std::chrono::milliseco
         if (board_->epoch() == epoch) {
           failed = newest->id;
           failedAt = Clock::now();
+          failedRank = newest->rank;
           logger("worker")->warn("rank {} could not build {}; waiting for a newer quorum",
                                  newest->rank, lastError);
         }
       }
     }
     const auto now = Clock::now();
-    if (failed && now - failedAt >= failedBuildGrace_) {
-      throw CommError("rank " + std::to_string(view_.rank) + " could not build " + lastError +
+    if (failedAt && now - *failedAt >= failedBuildGrace_) {
+      throw CommError("rank " + std::to_string(failedRank) + " could not build " + lastError +
                       ", and no newer quorum came within " +
                       std::to_string(failedBuildGrace_.count()) +
                       " ms; this process exits so that its agent replaces it");
@@ -357,7 +361,7 @@ void ElasticGroup::join(const QuorumId& from, bool newer, std::chrono::milliseco
                       std::to_string(budget.count()) + " ms: " + lastError);
     }
     auto until = deadline;
-    if (failed) until = std::min(until, failedAt + failedBuildGrace_);
+    if (failedAt) until = std::min(until, *failedAt + failedBuildGrace_);
     const auto left = std::max(std::chrono::milliseconds(1),
         std::chrono::ceil<std::chrono::milliseconds>(until - now));
     if (board_->epoch() == epoch) board_->waitForChange(epoch, left);
