@@ -137,7 +137,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     if (core_->stopped) return;
     if (ec) {
       if (ec == asio::error::operation_aborted) return;
-      if (outOfDescriptors(ec)) return refuseWithSpare();
+      if (outOfDescriptors(ec)) return onOutOfDescriptors();
       core_->warn("accept failed: " + ec.message());
       return acceptLater();
     }
@@ -148,7 +148,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
       boost::system::error_code more;
       tcp::socket next(io_);
       acceptor_.accept(next, more);  // non-blocking (see listen): would_block ends the batch
-      if (outOfDescriptors(more)) return refuseWithSpare();
+      if (outOfDescriptors(more)) return onOutOfDescriptors();
       if (more) break;
       admit(std::move(next));
     }
@@ -165,18 +165,24 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     });
   }
 
-  // No descriptor for a pending connection: the spare takes its place for as long as it takes to
-  // tell that client why, then the loop goes on (each pending client told in turn). Without a
-  // spare the loop backs off.
-  void refuseWithSpare() {
+  // accept() failed for want of a descriptor. Linux takes the descriptor before it looks at the
+  // queue, so this also happens with no client waiting: the spare tells which. A waiting client is
+  // told why, then the loop goes on (each pending client told in turn); with none waiting the
+  // server waits for one, and refuses nobody. Without a spare the loop backs off.
+  void onOutOfDescriptors() {
+    const bool hadSpare = spare_.release();
+    boost::system::error_code ec = asio::error::no_descriptors;
+    tcp::socket socket(io_);
+    if (hadSpare) acceptor_.accept(socket, ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      spare_.restore();
+      return awaitClient();
+    }
     detail::bump(core_->counters.outOfDescriptors);
     ++core_->storeStats.outOfDescriptors;
     const std::string why = "out of file descriptors (RLIMIT_NOFILE " +
                             std::to_string(core_->fdLimit) + ", " +
                             std::to_string(core_->sessions.size()) + " connections open)";
-    boost::system::error_code ec = asio::error::no_descriptors;
-    tcp::socket socket(io_);
-    if (spare_.release()) acceptor_.accept(socket, ec);
     const bool told = !ec;
     std::string peer = "a client";
     if (told) {
@@ -185,11 +191,23 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
       detail::sendBusyAndClose(socket, core_->options.name + ": " + why);
     }
     spare_.restore();
+    const std::string outcome = told       ? "; told it so"
+                                : hadSpare ? "; could not tell it (accept: " + ec.message() + ")"
+                                           : "; could not tell it (no spare descriptor)";
     core_->refusals.refused(*core_->log, core_->options.name, peer, detail::RefusalKind::kOverload,
-                            why + (told ? "; told it so" : "") +
-                                " (raise the limit: ulimit -n, systemd LimitNOFILE=)");
+                            why + outcome + " (raise the limit: ulimit -n, systemd LimitNOFILE=)");
     if (told && spare_.held()) return accept();  // the next pending client is told in turn
     acceptLater();
+  }
+
+  // Out of descriptors with nobody waiting: accepts again once a client is.
+  void awaitClient() {
+    acceptor_.async_wait(tcp::acceptor::wait_read,
+                         [self = shared_from_this()](const boost::system::error_code& e) {
+                           if (self->core_->stopped || e == asio::error::operation_aborted) return;
+                           if (e) return self->acceptLater();
+                           self->accept();
+                         });
   }
 
   void admit(tcp::socket socket) {
