@@ -108,4 +108,9 @@ std::size_t openFdCount() {
   return n > 0 ? n - 1 : 0;  // the directory's own descriptor
 }
 
+std::mutex& spareDescriptorMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
 }  // namespace ddp

@@ -11,11 +11,13 @@
 //   connectionRoom(limit.soft);   // 524032: what connections may use, the rest is reserved
 //
 // Thread safety: raiseFdLimit() once, before threads start; restoreInheritedFdLimit() is
-// async-signal-safe (for a child between fork and exec); the rest are pure.
+// async-signal-safe (for a child between fork and exec); spareDescriptorMutex() is for any thread;
+// the rest are pure.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 namespace ddp {
@@ -52,6 +54,12 @@ std::size_t fdReserve(uint64_t limit);
 // The connections a server can hold under a soft limit of `limit` descriptors:
 // limit - fdReserve(limit) (at least 1).
 std::size_t connectionRoom(uint64_t limit);
+
+// Held by a server from the moment it gives up its spare descriptor (to accept a client it has to
+// refuse when the process is out of descriptors) until it has taken the spare again; and by every
+// other acceptor of the process around its accept(), so that no other thread takes the descriptor
+// meant for that client (ddprund: the store and its status pages).
+std::mutex& spareDescriptorMutex();
 
 // Descriptors open in this process now (entries of /proc/self/fd), 0 when unknown.
 std::size_t openFdCount();

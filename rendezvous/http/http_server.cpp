@@ -1,5 +1,6 @@
 #include "rendezvous/http/http_server.hpp"
 
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_set>
@@ -13,6 +14,7 @@
 
 #include "rendezvous/base/endpoint.hpp"
 #include "rendezvous/base/error.hpp"
+#include "rendezvous/base/fd_limit.hpp"
 #include "rendezvous/base/logging.hpp"
 #include "rendezvous/server/listen_address.hpp"
 
@@ -60,6 +62,7 @@ class HttpServer::Impl : public std::enable_shared_from_this<Impl> {
   void listen() {
     openListener(acceptor_, resolveListenAddress(io_, options_.host, options_.port, "status"),
                  options_.name, {});
+    acceptor_.non_blocking(true);  // accept() after async_wait: would_block when another took it
     port_ = acceptor_.local_endpoint().port();
     address_ = formatSocketEndpoint(acceptor_.local_endpoint());
   }
@@ -171,9 +174,17 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<http::response<http::string_body>> response_;
 };
 
+// Waits for a client, then accepts it under spareDescriptorMutex() (fd_limit.hpp): a store server
+// in this process that is out of descriptors keeps its spare for the clients it must refuse.
 void HttpServer::Impl::accept() {
-  acceptor_.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+  acceptor_.async_wait(tcp::acceptor::wait_read, [self = shared_from_this()](beast::error_code ec) {
     if (self->stopped_ || ec == asio::error::operation_aborted) return;
+    tcp::socket socket(self->io_);
+    if (!ec) {
+      std::lock_guard<std::mutex> lock(spareDescriptorMutex());
+      self->acceptor_.accept(socket, ec);  // non-blocking (listen)
+    }
+    if (ec == asio::error::would_block || ec == asio::error::try_again) return self->accept();
     if (ec) {
       self->retry_.expires_after(std::chrono::milliseconds(100));
       self->retry_.async_wait([self](beast::error_code e) {

@@ -1,5 +1,7 @@
 #include "rendezvous/server/store_server.hpp"
 
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "rendezvous/server/listen_address.hpp"
 #include "rendezvous/base/endpoint.hpp"
 #include "rendezvous/base/error.hpp"
+#include "rendezvous/base/fd_limit.hpp"
 #include "rendezvous/base/logging.hpp"
 
 namespace ddp {
@@ -168,15 +171,27 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
   // accept() failed for want of a descriptor. Linux takes the descriptor before it looks at the
   // queue, so this also happens with no client waiting: the spare tells which. A waiting client is
   // told why, then the loop goes on (each pending client told in turn); with none waiting the
-  // server waits for one, and refuses nobody. Without a spare the loop backs off.
+  // server waits for one, and refuses nobody. The spare is given up and taken back under
+  // spareDescriptorMutex(), so the status pages' acceptor cannot take it in between. Without a
+  // spare (another thread took the descriptor) the loop backs off, refusing nobody.
   void onOutOfDescriptors() {
-    const bool hadSpare = spare_.release();
+    std::unique_lock<std::mutex> lock(spareDescriptorMutex());
+    spare_.restore();  // no-op when held
     boost::system::error_code ec = asio::error::no_descriptors;
     tcp::socket socket(io_);
-    if (hadSpare) acceptor_.accept(socket, ec);
+    if (spare_.release()) acceptor_.accept(socket, ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) {
       spare_.restore();
       return awaitClient();
+    }
+    if (outOfDescriptors(ec)) {  // no spare to give up, or another thread took it
+      spare_.restore();
+      lock.unlock();
+      core_->warn("out of file descriptors (RLIMIT_NOFILE " +
+                  std::to_string(core_->fdLimit) +
+                  ") and its spare descriptor is taken: a client waiting to connect waits until "
+                  "one frees");
+      return acceptLater();
     }
     detail::bump(core_->counters.outOfDescriptors);
     ++core_->storeStats.outOfDescriptors;
@@ -191,12 +206,13 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
       detail::sendBusyAndClose(socket, core_->options.name + ": " + why);
     }
     spare_.restore();
-    const std::string outcome = told       ? "; told it so"
-                                : hadSpare ? "; could not tell it (accept: " + ec.message() + ")"
-                                           : "; could not tell it (no spare descriptor)";
-    core_->refusals.refused(*core_->log, core_->options.name, peer, detail::RefusalKind::kOverload,
-                            why + outcome + " (raise the limit: ulimit -n, systemd LimitNOFILE=)");
-    if (told && spare_.held()) return accept();  // the next pending client is told in turn
+    const bool spareBack = spare_.held();
+    lock.unlock();
+    core_->refusals.refused(
+        *core_->log, core_->options.name, peer, detail::RefusalKind::kOverload,
+        why + (told ? "; told it so" : "; could not tell it (accept: " + ec.message() + ")") +
+            " (raise the limit: ulimit -n, systemd LimitNOFILE=)");
+    if (told && spareBack) return accept();  // the next pending client is told in turn
     acceptLater();
   }
 
@@ -246,6 +262,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     const std::vector<detail::StoreSession*> open(core_->sessions.begin(), core_->sessions.end());
     for (auto* session : open) session->close("");
     core_->flushWarnings();
+    core_->refusals.flush(*core_->log, core_->options.name);
     core_->log->info("{}: stopped ({} keys held)", core_->options.name, core_->state.numKeys());
   }
 

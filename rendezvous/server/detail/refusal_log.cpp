@@ -19,4 +19,13 @@ void RefusalLog::refused(spdlog::logger& log, const std::string& server, const s
   w.suppressed = 0;
 }
 
+void RefusalLog::flush(spdlog::logger& log, const std::string& server) {
+  for (Window& w : windows_) {
+    if (w.suppressed == 0) continue;
+    log.warn("{}: {} more connection{} refused since the last such line", server, w.suppressed,
+             w.suppressed == 1 ? "" : "s");
+    w.suppressed = 0;
+  }
+}
+
 }  // namespace ddp::detail

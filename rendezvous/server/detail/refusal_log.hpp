@@ -49,6 +49,10 @@ class RefusalLog {
   void refused(spdlog::logger& log, const std::string& server, const std::string& peer,
                RefusalKind kind, const std::string& reason, Clock::time_point now);
 
+  // Logs, for each kind, the refusals the last line left out (when the server stops), so that the
+  // log accounts for every refusal.
+  void flush(spdlog::logger& log, const std::string& server);
+
   // Refusals counted so far.
   uint64_t total() const { return total_; }
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
@@ -15,6 +16,7 @@
 #include "rendezvous/algorithm/detail/node_exclusion.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_assign.hpp"
 #include "rendezvous/algorithm/detail/rendezvous_keys.hpp"
+#include "rendezvous/base/fd_limit.hpp"
 #include "rendezvous/http/http_ddprund.hpp"
 #include "rendezvous/server/store_server.hpp"
 #include "rendezvous/store/tcp_store_client.hpp"
@@ -257,6 +259,21 @@ TEST_CASE("bad HTTP requests get one line and a closed connection; the store ser
   client.set("k", "v");
   CHECK(client.get("k") == "v");
   CHECK(request(d.status->port(), http::verb::get, "/healthz").status == 200);
+}
+
+TEST_CASE("the status pages accept nobody while a store server has given up its spare descriptor",
+          "[unit]") {
+  // A store out of descriptors gives up its spare under this lock to tell a waiting client why;
+  // were the status pages to accept meanwhile, they would take that descriptor for good.
+  Daemon d;
+  std::future<Reply> reply;
+  {
+    const std::lock_guard<std::mutex> lock(ddp::spareDescriptorMutex());
+    reply = std::async(std::launch::async,
+                       [&] { return request(d.status->port(), http::verb::get, "/healthz"); });
+    CHECK(reply.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  }
+  CHECK(reply.get().status == 200);  // served once the lock is free
 }
 
 TEST_CASE("a snapshot copies the rendezvous keys only, with heartbeat times", "[unit]") {

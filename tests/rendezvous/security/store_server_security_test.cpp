@@ -236,4 +236,13 @@ TEST_CASE("refusal warnings are rate-limited per kind and count what they left o
   text = out.str();
   CHECK_THAT(text, Catch::Matchers::Contains("from 10.0.0.1:9: why (4 more refused since the last "
                                              "such line)"));
+  // What the last lines left out is logged when the server stops, once.
+  refusals.refused(log, "s", "10.0.0.1:10", detail::RefusalKind::kToken, "why", t0 + std::chrono::seconds(7));
+  refusals.refused(log, "s", "10.0.0.1:11", detail::RefusalKind::kToken, "why", t0 + std::chrono::seconds(8));
+  out.str("");
+  refusals.flush(log, "s");
+  refusals.flush(log, "s");
+  text = out.str();
+  CHECK(std::count(text.begin(), text.end(), '\n') == 1);
+  CHECK_THAT(text, Catch::Matchers::Contains("s: 2 more connections refused since the last such line"));
 }
