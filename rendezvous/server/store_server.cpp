@@ -163,8 +163,7 @@ class StoreServer::Impl : public std::enable_shared_from_this<Impl> {
     retryTimer_.expires_after(std::chrono::milliseconds(100));
     retryTimer_.async_wait([self = shared_from_this()](const boost::system::error_code& e) {
       if (self->core_->stopped || e) return;
-      self->spare_.restore();
-      self->accept();
+      self->accept();  // onOutOfDescriptors takes the spare back itself
     });
   }
 
