@@ -20,7 +20,7 @@ Faults the test arms through the environment (never in a run it compares against
   TIP_CRASH_MARKER=path  a replacement (DDP_STATE_FROM_PEER=1) exits 7 before init_process_group,
                          once (it creates `path`)
   TIP_DONOR_ARM=path     while `path` exists, the next donor to send its state claims it (renames
-                         it away), appends its pid to DIR/donor.log after sending the size to its
+                         it away), appends its pid to DIR/donor.log after sending the header to its
                          first receiver and waits there (the test SIGKILLs it mid-transfer)
 
 Each process also appends "<pid> build|built|close <generation.quorum>" to DIR/trace.log when it
@@ -132,7 +132,7 @@ def plain():
 
 def instrument():
     """The test's probes into ddprun.torch (armed by environment variables only)."""
-    from ddprun.torch import _group
+    from ddprun.torch import _group, _state
     build, close = _group.Group._build, _group.Group._close_group
 
     def trace(event, qid):
@@ -154,9 +154,9 @@ def instrument():
 
         def paused_send(tensor, dst, *args, **kwargs):
             result = send(tensor, dst, *args, **kwargs)
-            # The donor sends the sizes (an int64 tensor), then the state: stop between the two.
+            # The donor sends the header (sizes and skeleton), then the state: stop between the two.
             claimed = "%s.%d" % (arm, os.getpid())
-            if tensor.dtype == torch.int64 and tensor.numel() <= 2:
+            if tensor.dtype == torch.uint8 and tensor.numel() == _state.HEADER_BYTES:
                 try:
                     os.rename(arm, claimed)
                 except OSError:

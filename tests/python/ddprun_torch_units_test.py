@@ -1,7 +1,7 @@
 """Unit tests of ddprun.torch's pure parts, with Debian's /usr/bin/python3 and torch 1.13 (issue 32).
 
   ddprun_torch_units_test.py [sampler|sampler_tail|standby|board|join|ddp_sync|buffer_broadcast|digest|
-                              store_sockets]
+                              store_sockets|gloo_devices|gloo_ticks]
 
 sampler  ddprun.torch.DistributedSampler equals torch's DistributedSampler without faults (shuffle,
          seeds, epochs, padding, drop_last); resharded at a step boundary (a world that shrinks
@@ -28,7 +28,13 @@ buffer_broadcast  g.ddp's buffer broadcast (DDP's, before a forward) on a real 2
          whose rank 0 never serves it is given up once the quorum is marked superseded: the step
          fails instead of the forward waiting in C++ for the group's timeout
 digest   the digest a survivor makes on a thread while it rebuilds equals the one made in place,
-         changes with one bit of the state, and an error making it is raised to the caller
+         changes with one bit of the state, and an error making it is raised to the caller; the
+         transfer: the encoding the likely donor makes ahead equals the one made at send time,
+         the header carries a skeleton that fits (else it is sent on its own) and refuses
+         negative sizes, and the state decoded loads bit for bit
+gloo_ticks  a Gloo device's event-loop thread is found as the device is made and woken while a
+         group connects (more wakeups than its 10 ms timeout makes), for KICK_FOR_S at most,
+         SIGURG's disposition put back after; a script's own SIGURG handler and threads other than the main one left alone
 store_sockets  a group built for a quorum (a real 1-rank Gloo group on a real TCPStore server) counts
          none of its store client's connections among the sockets a recovery shuts down (torch
          1.13's client spins a thread at 100% of a CPU on a connection that ended)
@@ -645,6 +651,55 @@ def digest():
         check("no state here" in str(e), "raised: %s" % e)
 
 
+def transfer():
+    """What a donor sends: the encoding it makes ahead (on a thread, while it builds the group)
+    equals the one made when it sends; the header carries the sizes and a skeleton that fits (two
+    messages) or leaves a larger one to a message of its own, and a header with a negative size
+    is refused; the state decoded from either way loads into fresh objects, bit for bit."""
+    import torch
+    from ddprun.torch import _group, _state
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.BatchNorm1d(64))
+    opt = torch.optim.AdamW(net.parameters(), lr=0.1)
+    net(torch.randn(8, 64)).sum().backward()
+    opt.step()
+    objects = {"model": net, "optimizer": opt}
+    prepared = _group._Prepared(objects, 7)
+    check(prepared.encoded() is None, "an encoding nobody asked for")
+    prepared.encode_ahead(torch.device("cpu"))
+    skeleton, flat = prepared.encoded()
+    state, _ = prepared.result()
+    skeleton_now, flat_now = _state.encode(state, torch.device("cpu"))
+    check(skeleton == skeleton_now and _state.digest(_state.decode(skeleton, flat)) ==
+          _state.digest(_state.decode(skeleton_now, flat_now)) == _state.digest(state),
+          "the encoding made ahead differs from the one made at send time")
+    prepared.settle()
+    big = skeleton + b"x" * _state.HEADER_BYTES  # a skeleton that cannot fit
+    for sk, inline in ((skeleton, True), (big, False)):
+        head, separate = _state.header(sk, flat.numel())
+        check(len(head) == _state.HEADER_BYTES, "a header of %d bytes" % len(head))
+        check((separate is None) == inline, "a skeleton of %d bytes: separate=%s"
+              % (len(sk), separate is not None))
+        got, n, flat_bytes = _state.read_header(bytes(head))
+        check(n == len(sk) and flat_bytes == flat.numel(), "sizes read back: %d, %d" % (n, flat_bytes))
+        check(got == (sk if inline else None), "the skeleton read back from the header")
+    bad = bytearray(_state.HEADER_BYTES)
+    bad[0:8] = (-1).to_bytes(8, "little", signed=True)
+    try:
+        _state.read_header(bytes(bad))
+        check(False, "a header with a negative size was read")
+    except ValueError as e:
+        check("-1" in str(e), "the refusal names the size: %s" % e)
+    torch.manual_seed(1)
+    net2 = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.BatchNorm1d(64))
+    opt2 = torch.optim.AdamW(net2.parameters(), lr=0.1)
+    got, _, _ = _state.read_header(bytes(_state.header(skeleton, flat.numel())[0]))
+    extra = _state.apply({"model": net2, "optimizer": opt2}, _state.decode(got, flat.clone()))
+    check(extra == {"step": 7}, "the step sent: %r" % extra)
+    check(_state.digest(_state.snapshot({"model": net2, "optimizer": opt2}, {"step": 7})) ==
+          _state.digest(state), "the state loaded from the transfer differs from the donor's")
+
+
 def remote_ports():
     """{socket inode: remote port} of this process's TCP connections (IPv4 and IPv6)."""
     ports = {}
@@ -688,7 +743,7 @@ def rebuild_twice(rank, port):
     import torch
     import torch.distributed as dist
     from ddprun import _board
-    from ddprun.torch import _group
+    from ddprun.torch import _group, _loop_ticks
     g = _group.Group("gloo", datetime.timedelta(seconds=60))
     devices = []
     for quorum in (0, 1):
@@ -701,6 +756,9 @@ def rebuild_twice(rank, port):
             dist.all_reduce(t)
             check(t.tolist() == [3.0, 3.0, 3.0], "quorum 0.%d's allreduce gave %s" % (quorum, t))
             devices.append(list(g._pg.options._devices))
+            loops = list(_group._GLOO_LOOPS)
+            check(len(loops) == 1 and str(loops[0]) in _loop_ticks._tasks(),
+                  "the Gloo device's event-loop thread was not found (%s)" % loops)
         finally:
             g._close_group()
     return devices
@@ -730,6 +788,63 @@ def gloo_devices_peer():
     check(devices[0][0] is devices[1][0], "rank 1's group of quorum 0.1 made its own device")
 
 
+def switches(tid):
+    with open("/proc/self/task/%d/status" % tid) as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise Failure("no voluntary_ctxt_switches for thread %d" % tid)
+
+
+def gloo_ticks():
+    """While a group connects, a Gloo device's event loop is woken (SIGURG to its thread) instead
+    of sleeping out its 10 ms epoll_wait: the thread is found as the device is made, leaves
+    epoll_wait more often than its timeout alone makes it, the kicks stop by themselves after
+    KICK_FOR_S (a build that waits longer waits for a peer), and SIGURG's disposition is put back
+    after; a script's own SIGURG handler is kept (no kicks), and so is any thread but the main."""
+    import signal
+    import time
+    import torch.distributed as dist
+    from ddprun.torch import _loop_ticks
+    device, tids = _loop_ticks.threads_started_by(
+        lambda: dist.ProcessGroupGloo.create_default_device(), 1)
+    check(len(tids) == 1 and _loop_ticks._in_epoll(tids[0]),
+          "the new device's loop thread was not found (%s)" % tids)
+    check(signal.getsignal(signal.SIGURG) == signal.SIG_DFL, "SIGURG has a handler already")
+    before, t0 = switches(tids[0]), time.monotonic()
+    ticks = _loop_ticks.Ticks(tids, period_s=0.001)
+    with ticks:
+        check(signal.getsignal(signal.SIGURG) not in (signal.SIG_DFL, signal.SIG_IGN),
+              "no SIGURG handler while the loop is woken")
+        ticks._thread.join(60)  # the kicks stop by themselves after KICK_FOR_S
+        check(not ticks._thread.is_alive(), "still kicking 60 s on (KICK_FOR_S = %g s)"
+              % _loop_ticks.KICK_FOR_S)
+        elapsed_ms, woke = (time.monotonic() - t0) * 1000, switches(tids[0]) - before
+    check(ticks.kicks >= 20, "only %d kicks" % ticks.kicks)
+    # Its own timeout wakes the loop at most once per 10 ms; each kick that finds it asleep once.
+    check(woke >= elapsed_ms / 10 + ticks.kicks / 4,
+          "the loop thread woke %d times in %.0f ms of %d kicks (its timeout alone: %.0f)"
+          % (woke, elapsed_ms, ticks.kicks, elapsed_ms / 10))
+    print("the loop woke %d times in %.0f ms of %d kicks" % (woke, elapsed_ms, ticks.kicks))
+    check(signal.getsignal(signal.SIGURG) == signal.SIG_DFL, "SIGURG's default was not put back")
+
+    def own(signum, frame):
+        pass
+    signal.signal(signal.SIGURG, own)
+    try:
+        with _loop_ticks.Ticks(tids, period_s=0.002) as kept:
+            check(signal.getsignal(signal.SIGURG) is own, "the script's SIGURG handler was replaced")
+        check(kept._thread is None and kept.kicks == 0, "a script with its own handler got kicks")
+    finally:
+        signal.signal(signal.SIGURG, signal.SIG_DFL)
+    off_main = []
+    t = threading.Thread(target=lambda: off_main.append(_loop_ticks.Ticks(tids).__enter__()))
+    t.start()
+    t.join()
+    check(off_main[0]._thread is None, "Ticks kicked from a thread other than the main one")
+    del device
+
+
 def main():
     groups = {"sampler": [sampler_matches_torch, sampler_reshards, sampler_same_world],
               "sampler_tail": [sampler_tail],
@@ -738,9 +853,10 @@ def main():
               "join": [join_gives_up],
               "ddp_sync": [ddp_sync],
               "buffer_broadcast": [buffer_broadcast],
-              "digest": [digest],
+              "digest": [digest, transfer],
               "store_sockets": [store_sockets],
               "gloo_devices": [gloo_devices],
+              "gloo_ticks": [gloo_ticks],
               "gloo_devices_peer": [gloo_devices_peer]}  # gloo_devices' rank 1
     names = sys.argv[1:] or [n for n in groups if not n.endswith("_peer")]
     try:

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _board, _keys
-from . import _sockets, _state
+from . import _loop_ticks, _sockets, _state
 from ._ddp import ElasticDDP
 from ._errors import UsageError
 
@@ -479,10 +479,14 @@ class Group:
         with self._lock:
             self._phase, self._phase_id = _BUILDING, rec.id
             self._build_before = _sockets.socket_inodes()
+        going_on = set(range(rec.world_size)) - set(rec.replaced)
+        if self._prepared is not None and rec.replaced and going_on and rec.rank == min(going_on):
+            self._prepared.encode_ahead(self._device)  # the lowest rank that goes on: the donor
         store = dist.TCPStore(rec.master_addr, rec.master_port, None, False, self._timeout)
         store_sockets = _sockets.opened_since(self._build_before)
         prefixed = dist.PrefixStore(_keys.quorum_prefix(rec.generation, rec.quorum), store)
-        with _no_store_barrier(), _kept_gloo_devices(devices):
+        with _no_store_barrier(), _kept_gloo_devices(devices), \
+                _loop_ticks.Ticks(_GLOO_LOOPS if devices else ()):
             dist.init_process_group(self._backend, store=prefixed, rank=rec.rank,
                                     world_size=rec.world_size, timeout=self._timeout)
         with self._lock:
@@ -525,7 +529,8 @@ class Group:
             wrapper._drop()
         try:
             if dist.is_initialized():  # torch's _abort_process_group already took it away
-                dist.destroy_process_group()
+                with _loop_ticks.Ticks(_GLOO_LOOPS):  # each pair's end waits for a tick too
+                    dist.destroy_process_group()
         except Exception as e:  # noqa: BLE001 (a group with a dead peer may complain; it is gone)
             _log("destroying the process group of quorum %s: %s" % (
                 _board.quorum_name(self._phase_id) if self._phase_id else "?", _one_line(e)))
@@ -542,6 +547,14 @@ class Group:
         # A rank that receives anyway (a replacement) skips its snapshot and digest: they would only
         # hold up everyone's allgather. A survivor's were made while it built the process group.
         prepared, self._prepared = self._prepared, None
+        try:
+            self._agree_with(late, prepared)
+        finally:
+            if prepared is not None:
+                prepared.settle()  # an encoding made for nothing (this rank did not send) is done
+        self._first_agreement = False
+
+    def _agree_with(self, late, prepared):
         if late:
             mine, d = None, bytes(16)
         elif prepared is not None:
@@ -564,27 +577,32 @@ class Group:
         receivers = [r for r in range(self.world_size)
                      if r != donor and (table[r][3] or table[r][1:3] != table[donor][1:3])]
         if self.rank == donor and receivers:
-            skeleton, flat = _state.encode(mine, self._device)
-            sizes = torch.tensor([len(skeleton), flat.numel()], dtype=torch.int64, device=self._device)
-            packed = torch.frombuffer(bytearray(skeleton), dtype=torch.uint8).to(self._device)
+            skeleton, flat = (prepared and prepared.encoded()) or _state.encode(mine, self._device)
+            head, separate = _state.header(skeleton, flat.numel())
+            messages = [torch.frombuffer(head, dtype=torch.uint8).to(self._device)]
+            if separate is not None:
+                messages.append(torch.frombuffer(bytearray(separate), dtype=torch.uint8)
+                                .to(self._device))
             # Waited whole, not through _wait: a timed wait on torch 1.13 Gloo's send or recv that
             # ends before the message fails the transfer for good (a collective's does not).
             for r in receivers:
-                dist.send(sizes, r)
-                dist.send(packed, r)
+                for m in messages:
+                    dist.send(m, r)
                 if flat.numel():
                     dist.send(flat, r)
         elif self.rank in receivers:
-            sizes = torch.zeros(2, dtype=torch.int64, device=self._device)
-            dist.recv(sizes, donor)
-            packed = torch.empty(int(sizes[0].item()), dtype=torch.uint8, device=self._device)
-            dist.recv(packed, donor)
-            flat = torch.empty(int(sizes[1].item()), dtype=torch.uint8, device=self._device)
+            head = torch.empty(_state.HEADER_BYTES, dtype=torch.uint8, device=self._device)
+            dist.recv(head, donor)
+            skeleton, n, flat_bytes = _state.read_header(head.cpu().numpy().tobytes())
+            if skeleton is None:
+                packed = torch.empty(n, dtype=torch.uint8, device=self._device)
+                dist.recv(packed, donor)
+                skeleton = packed.cpu().numpy().tobytes()
+            flat = torch.empty(flat_bytes, dtype=torch.uint8, device=self._device)
             if flat.numel():
                 dist.recv(flat, donor)
-            state = _state.decode(packed.cpu().numpy().tobytes(), flat)
+            state = _state.decode(skeleton, flat)
             self._step = int(_state.apply(self._objects, state)["step"])
-        self._first_agreement = False
 
     # --- the worker store's /ddp/ keys ---------------------------------------------------------
     def _control_store(self):
@@ -654,32 +672,62 @@ class Group:
                 _abort(stuck, self._backend)
 
 
-class _Prepared:
-    """The registered state's snapshot and digest, made on a thread of its own while the training
-    thread builds the next process group (the build mostly waits on its peers with the GIL
-    released; the digest's hashing releases it too), so that a survivor that was last to fail does
-    not add its digest to everyone's wait in the agreement. The state must not change until
-    result() (nothing runs the step meanwhile)."""
+class _Background:
+    """fn() on a thread of its own; result() waits for it and returns its value or raises its
+    error (in the thread that asks)."""
 
-    def __init__(self, objects, step):
+    def __init__(self, fn, name):
         self._out = None
-        self._thread = threading.Thread(target=self._run, args=(objects, step),
-                                        name="ddprun-digest", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(fn,), name=name, daemon=True)
         self._thread.start()
 
-    def _run(self, objects, step):
+    def _run(self, fn):
         try:
-            self._out = (True, _state.snapshot_and_digest(objects, step))
+            self._out = (True, fn())
         except BaseException as e:  # noqa: BLE001 (raised again in the training thread)
             self._out = (False, e)
 
     def result(self):
-        """(snapshot, digest); raises what making them raised."""
         self._thread.join()
         ok, value = self._out
         if not ok:
             raise value
         return value
+
+
+class _Prepared:
+    """The registered state's snapshot and digest, made on a thread of its own while the training
+    thread builds the next process group (the build mostly waits on its peers with the GIL
+    released; the digest's hashing releases it too), so that a survivor that was last to fail does
+    not add its digest to everyone's wait in the agreement; and, for the rank that will most
+    likely send it, the snapshot encoded as it is sent (the copy out of the model's tensors made
+    before the replacement waits for it). The state must not change until result() and
+    encoded() (nothing runs the step meanwhile)."""
+
+    def __init__(self, objects, step):
+        self._digest = _Background(lambda: _state.snapshot_and_digest(objects, step), "ddprun-digest")
+        self._encoding = None
+
+    def result(self):
+        """(snapshot, digest); raises what making them raised."""
+        return self._digest.result()
+
+    def encode_ahead(self, device):
+        """Encodes the snapshot (_state.encode) on a thread once it is made."""
+        if self._encoding is None:
+            self._encoding = _Background(lambda: _state.encode(self.result()[0], device),
+                                         "ddprun-encode")
+
+    def encoded(self):
+        """(skeleton, flat) of encode_ahead(), or None where it was not asked for; raises what
+        encoding raised."""
+        return self._encoding.result() if self._encoding is not None else None
+
+    def settle(self):
+        """Waits for the threads (the state may change after), whatever they raised."""
+        for work in (self._digest, self._encoding):
+            if work is not None:
+                work._thread.join()
 
 
 class _StepFailed(Exception):
@@ -750,6 +798,7 @@ def _no_store_barrier():
 
 
 _GLOO_DEVICES = []  # made by the first group of this process, kept by every group after it
+_GLOO_LOOPS = []  # the thread ids of their event loops ([] where unknown: _loop_ticks)
 
 
 def _gloo_devices(backend):
@@ -767,12 +816,15 @@ def _gloo_devices(backend):
         return None
     if not _GLOO_DEVICES:
         names = os.environ.get("GLOO_SOCKET_IFNAME", "")
+        names = names.split(",") if len(names) > 1 else [None]
         try:
-            _GLOO_DEVICES.extend([gloo.create_device(interface=n) for n in names.split(",")]
-                                 if len(names) > 1 else [gloo.create_default_device()])
+            devices, loops = _loop_ticks.threads_started_by(
+                lambda: [gloo.create_device(interface=n) if n else gloo.create_default_device()
+                         for n in names], len(names))
         except Exception:  # noqa: BLE001 (torch's own construction reports the cause)
-            del _GLOO_DEVICES[:]
             return None
+        _GLOO_DEVICES.extend(devices)
+        _GLOO_LOOPS.extend(loops)
     return list(_GLOO_DEVICES)
 
 

@@ -2,6 +2,7 @@
 to the ranks that differ. Each entry is an object with state_dict() and load_state_dict()."""
 import hashlib
 import pickle
+import struct
 
 import torch
 
@@ -45,11 +46,13 @@ def snapshot(objects, extra):
 
 
 def digest(state):
-    """16 bytes that differ when two ranks' states differ (BLAKE2b over every tensor's bytes and
-    every other value's repr, in the state's own order)."""
-    h = hashlib.blake2b(digest_size=16)
+    """16 bytes that differ when two ranks' states differ (the first 16 of SHA-256 over every
+    tensor's bytes and every other value's repr, in the state's own order). SHA-256 because CPUs
+    hash it in hardware (x86 SHA-NI, Armv8 SHA2): 2.3 ms for 3.6 MB against BLAKE2b's 6.2 ms here,
+    and a recovery's survivors hash on CPUs their training shares."""
+    h = hashlib.sha256()
     _feed(h, state)
-    return h.digest()
+    return h.digest()[:16]
 
 
 def snapshot_and_digest(objects, step):
@@ -145,3 +148,30 @@ def apply(objects, state):
                              "names with g.state()" % name)
         obj.load_state_dict(state[name])
     return state["ddprun"]
+
+
+HEADER_BYTES = 64 << 10  # the first message of a transfer: the sizes, and the skeleton if it fits
+_SIZES = struct.Struct("<qq")
+
+
+def header(skeleton, flat_bytes):
+    """(the transfer's first message: HEADER_BYTES with the skeleton's and the flat buffer's sizes
+    and the skeleton itself where it fits, the skeleton where it does not: a message of its own,
+    else None). A transfer is two messages (header, flat buffer) or three."""
+    head = bytearray(HEADER_BYTES)
+    _SIZES.pack_into(head, 0, len(skeleton), flat_bytes)
+    if len(skeleton) > HEADER_BYTES - _SIZES.size:
+        return head, skeleton
+    head[_SIZES.size:_SIZES.size + len(skeleton)] = skeleton
+    return head, None
+
+
+def read_header(head):
+    """(skeleton bytes or None when it comes in a message of its own, its size, the flat buffer's
+    size) of a header(); raises ValueError for sizes no header() writes."""
+    n, flat_bytes = _SIZES.unpack_from(head, 0)
+    if n < 0 or flat_bytes < 0:
+        raise ValueError("state transfer header with sizes %d and %d" % (n, flat_bytes))
+    if n <= len(head) - _SIZES.size:
+        return bytes(head[_SIZES.size:_SIZES.size + n]), n, flat_bytes
+    return None, n, flat_bytes
