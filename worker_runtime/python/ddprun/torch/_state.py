@@ -48,7 +48,7 @@ def snapshot(objects, extra):
 def digest(state):
     """16 bytes that differ when two ranks' states differ (the first 16 of SHA-256 over every
     tensor's bytes and every other value's repr, in the state's own order). SHA-256 because CPUs
-    hash it in hardware (x86 SHA-NI, Armv8 SHA2): 2.3 ms for 3.6 MB against BLAKE2b's 6.2 ms here,
+    hash it in hardware (x86 SHA-NI, Armv8 SHA2): 2.3 ms for 3.6 MB against BLAKE2b's 6.2 ms on the development VM,
     and a recovery's survivors hash on CPUs their training shares."""
     h = hashlib.sha256()
     _feed(h, state)
@@ -168,10 +168,11 @@ def header(skeleton, flat_bytes):
 
 def read_header(head):
     """(skeleton bytes or None when it comes in a message of its own, its size, the flat buffer's
-    size) of a header(); raises ValueError for sizes no header() writes."""
+    size) of a header(); raises RuntimeError, as a failed transfer does, for sizes no header()
+    writes."""
     n, flat_bytes = _SIZES.unpack_from(head, 0)
     if n < 0 or flat_bytes < 0:
-        raise ValueError("state transfer header with sizes %d and %d" % (n, flat_bytes))
+        raise RuntimeError("state transfer header with sizes %d and %d" % (n, flat_bytes))
     if n <= len(head) - _SIZES.size:
         return bytes(head[_SIZES.size:_SIZES.size + n]), n, flat_bytes
     return None, n, flat_bytes
