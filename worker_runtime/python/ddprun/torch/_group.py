@@ -485,8 +485,7 @@ class Group:
         store = dist.TCPStore(rec.master_addr, rec.master_port, None, False, self._timeout)
         store_sockets = _sockets.opened_since(self._build_before)
         prefixed = dist.PrefixStore(_keys.quorum_prefix(rec.generation, rec.quorum), store)
-        with _no_store_barrier(), _kept_gloo_devices(devices), \
-                _loop_ticks.Ticks(_GLOO_LOOPS if devices else ()):
+        with _no_store_barrier(), _kept_gloo_devices(devices), _loop_ticks.Ticks(_GLOO_LOOPS):
             dist.init_process_group(self._backend, store=prefixed, rank=rec.rank,
                                     world_size=rec.world_size, timeout=self._timeout)
         with self._lock:
@@ -687,8 +686,12 @@ class _Background:
         except BaseException as e:  # noqa: BLE001 (raised again in the training thread)
             self._out = (False, e)
 
-    def result(self):
+    def join(self):
+        """Waits for fn() to end, whatever it raised."""
         self._thread.join()
+
+    def result(self):
+        self.join()
         ok, value = self._out
         if not ok:
             raise value
@@ -727,7 +730,7 @@ class _Prepared:
         """Waits for the threads (the state may change after), whatever they raised."""
         for work in (self._digest, self._encoding):
             if work is not None:
-                work._thread.join()
+                work.join()
 
 
 class _StepFailed(Exception):
